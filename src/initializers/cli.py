@@ -1,0 +1,97 @@
+"""The command line shared by both programs: options generated from the contract, exit codes, the last log line."""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any, NoReturn
+
+import click
+import structlog
+
+from initializers import __version__, logs
+from initializers.contract import Config, Kind
+from initializers.errors import ConfigError, InitializerError
+
+EXIT_OK, EXIT_FETCH_FAILED, EXIT_BAD_CONFIG = 0, 1, 2
+
+_EPILOG = (
+    "Every option can also be given as the environment variable named in brackets; an option wins over its "
+    "variable. Exit codes: 0 done and verified, 1 the fetch failed, 2 bad configuration."
+)
+
+
+def build_command(kind: Kind) -> click.Command:
+    params: list[click.Parameter] = [
+        click.Option([setting.option, name], default=None, help=f"{setting.help} [{setting.env}]", metavar="TEXT")
+        for name, setting in Config.settings()
+    ]
+
+    def callback(**options: str | None) -> NoReturn:
+        sys.exit(run(kind, options))
+
+    return click.Command(
+        name=kind.program,
+        params=[
+            *params,
+            click.Option(
+                ["--version"],
+                is_flag=True,
+                expose_value=False,
+                is_eager=True,
+                callback=_print_version,
+                help="Show the version and exit.",
+            ),
+        ],
+        callback=callback,
+        help=f"Fetch a {kind.name} into OUTPUT_PATH [default: {kind.default_output_path}], completely or not at all.",
+        epilog=_EPILOG,
+        context_settings={"max_content_width": 110},
+    )
+
+
+def _print_version(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    if value:
+        click.echo(__version__)
+        ctx.exit(EXIT_OK)
+
+
+def run(kind: Kind, options: dict[str, Any]) -> int:
+    """Parse, configure logging, run; every outcome ends in one log line that says what happened."""
+    from initializers import job  # deferred: --help and configuration errors stay fast
+
+    try:
+        config = Config.from_env(os.environ, options)
+    except ConfigError as exc:
+        logs.configure(None, None, secrets=())
+        structlog.get_logger(kind.program).error("failed", error=str(exc), exit_code=exc.exit_code)
+        return exc.exit_code
+    logs.configure(config.log_format, config.log_level, config.secrets())
+    log = structlog.get_logger(kind.program)
+    try:
+        outcome = job.run(config, kind, log)
+    except InitializerError as exc:
+        log.error("failed", error=str(exc), exit_code=exc.exit_code)
+        return exc.exit_code
+    except OSError as exc:
+        where = f" ({exc.filename})" if exc.filename else ""
+        log.error("failed", error=f"{exc.strerror or exc}{where}", exit_code=EXIT_FETCH_FAILED)
+        return EXIT_FETCH_FAILED
+    except Exception:
+        log.exception("failed", error="internal error; please report it with this log", exit_code=EXIT_FETCH_FAILED)
+        return EXIT_FETCH_FAILED
+    log.info(
+        "done",
+        files=outcome.files,
+        bytes=outcome.bytes,
+        fetched_files=outcome.fetched_files,
+        fetched_bytes=outcome.fetched_bytes,
+        seconds=round(outcome.seconds, 3),
+        mb_s=round(outcome.fetched_bytes / outcome.seconds / 1e6, 1) if outcome.seconds > 0 else None,
+        output_path=outcome.output_path,
+    )
+    return EXIT_OK
+
+
+def main(kind: Kind) -> None:
+    build_command(kind).main(prog_name=kind.program)

@@ -1,0 +1,224 @@
+"""The environment contract: one typed schema read by the programs and written by the SDK-side builder.
+
+Every setting is a field of `Config` carrying its variable name, help text and codec, so parsing
+(`Config.from_env`), the CLI options and serialisation (`Config.to_env`) all come from the same
+definitions and cannot drift apart.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
+
+from initializers.errors import ConfigError
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Kind:
+    """What distinguishes the dataset program from the model program: defaults, not code."""
+
+    name: str
+    default_output_path: str
+    default_ignore_patterns: tuple[str, ...]
+    schemes: tuple[str, ...]
+    #: Default patterns given up when the source has no `*.safetensors`: a model without weights is never the intent.
+    weight_fallback: tuple[str, ...] = ()
+
+    @property
+    def program(self) -> str:
+        return f"{self.name}-initializer"
+
+
+DATASET = Kind("dataset", "/workspace/dataset", (), ("hf", "s3", "cache"))
+MODEL = Kind(
+    "model",
+    "/workspace/model",
+    ("*.msgpack", "*.h5", "*.bin", "*.pt", "*.pth"),
+    ("hf", "s3"),
+    weight_fallback=("*.bin", "*.pt", "*.pth"),
+)
+
+
+@dataclass(frozen=True)
+class Codec(Generic[T]):
+    """Turns one variable's text into a typed value and back; `expected` completes error messages."""
+
+    parse: Callable[[str], T]
+    format: Callable[[T], str]
+    expected: str
+    empty_means_unset: bool = True
+
+
+def _parse_text(raw: str) -> str:
+    return raw.strip()
+
+
+def _parse_positive_int(raw: str) -> int:
+    value = int(raw.strip())
+    if value < 1:
+        raise ValueError("not positive")
+    return value
+
+
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off", ""}
+
+
+def _parse_bool(raw: str) -> bool:
+    value = raw.strip().lower()
+    if value in _TRUE:
+        return True
+    if value in _FALSE:
+        return False
+    raise ValueError("not a boolean")
+
+
+def _parse_patterns(raw: str) -> tuple[str, ...]:
+    """Comma-separated globs, as the Kubeflow SDK joins them; blanks around and between commas are dropped."""
+    return tuple(part.strip() for part in raw.split(",") if part.strip())
+
+
+def _format_patterns(patterns: tuple[str, ...]) -> str:
+    for pattern in patterns:
+        if "," in pattern:
+            raise ConfigError(f"IGNORE_PATTERNS: pattern {pattern!r} contains ',', which the list form cannot carry")
+    return ",".join(patterns)
+
+
+def _choice(*choices: str) -> Codec[str]:
+    def parse(raw: str) -> str:
+        value = raw.strip().lower()
+        if value not in choices:
+            raise ValueError("not a choice")
+        return value
+
+    return Codec(parse, str, "one of " + ", ".join(choices))
+
+
+TEXT: Codec[str] = Codec(_parse_text, str, "text")
+POSITIVE_INT: Codec[int] = Codec(_parse_positive_int, str, "a positive integer")
+BOOL: Codec[bool] = Codec(_parse_bool, lambda value: "true" if value else "false", "true or false")
+PATTERNS: Codec[tuple[str, ...]] = Codec(
+    _parse_patterns, _format_patterns, "comma-separated glob patterns", empty_means_unset=False
+)
+LOG_FORMAT = _choice("json", "console")
+LOG_LEVEL = _choice("debug", "info", "warning", "error")
+
+
+@dataclass(frozen=True)
+class Setting:
+    """How one `Config` field appears in the environment and on the command line."""
+
+    env: str
+    help: str
+    codec: Codec[Any]
+    secret: bool = False
+    fallback_env: tuple[str, ...] = ()
+
+    @property
+    def option(self) -> str:
+        return "--" + self.env.lower().replace("_", "-")
+
+
+def _setting(env: str, help: str, codec: Codec[Any] = TEXT, default: Any = None, **extra: Any) -> Any:
+    return field(default=default, metadata={"setting": Setting(env, help, codec, **extra)})
+
+
+@dataclass(frozen=True)
+class Config:
+    """One run's configuration. `None` means "not given": defaults that depend on the kind apply later."""
+
+    storage_uri: str | None = _setting(
+        "STORAGE_URI",
+        "Source: hf://OWNER/NAME[@REVISION][/PATH], s3://BUCKET[/PREFIX] or cache://SCHEMA/TABLE (dataset only).",
+    )
+    output_path: str | None = _setting(
+        "OUTPUT_PATH", "Destination folder [default: /workspace/dataset or /workspace/model]."
+    )
+    ignore_patterns: tuple[str, ...] | None = _setting(
+        "IGNORE_PATTERNS",
+        "Comma-separated globs matched against paths relative to the source root. Unset: the kind's "
+        "default (model: *.msgpack,*.h5,*.bin,*.pt,*.pth; dataset: none). Set but empty: ignore nothing.",
+        PATTERNS,
+    )
+    access_token: str | None = _setting(
+        "ACCESS_TOKEN", "HuggingFace Hub token (falls back to HF_TOKEN).", secret=True, fallback_env=("HF_TOKEN",)
+    )
+    revision: str | None = _setting("REVISION", "HuggingFace branch, tag or commit; @REVISION in the URI wins.")
+    endpoint: str | None = _setting("ENDPOINT", "S3 endpoint URL for S3-compatible storage (path-style addressing).")
+    access_key_id: str | None = _setting("ACCESS_KEY_ID", "S3 access key id (else boto3's standard chain).")
+    secret_access_key: str | None = _setting("SECRET_ACCESS_KEY", "S3 secret access key.", secret=True)
+    region: str | None = _setting("REGION", "S3 region.")
+    role_arn: str | None = _setting("ROLE_ARN", "IAM role to assume via STS on top of the resolved credentials.")
+    anonymous: bool = _setting("ANONYMOUS", "Unsigned S3 requests, for public buckets.", BOOL, default=False)
+    metadata_loc: str | None = _setting("METADATA_LOC", "Iceberg table metadata JSON (s3://... or a local path).")
+    cluster_size: int | None = _setting("CLUSTER_SIZE", "Data nodes + 1, as Kubeflow sends it.", POSITIVE_INT)
+    num_data_nodes: int | None = _setting("NUM_DATA_NODES", "Number of data nodes (at least 2).", POSITIVE_INT)
+    iam_role: str | None = _setting("IAM_ROLE", "IAM role to assume for reading the Iceberg table.")
+    head_cpu: str | None = _setting("HEAD_CPU", "Accepted from Kubeflow and recorded; not needed.")
+    head_mem: str | None = _setting("HEAD_MEM", "Accepted from Kubeflow and recorded; not needed.")
+    worker_cpu: str | None = _setting("WORKER_CPU", "Accepted from Kubeflow and recorded; not needed.")
+    worker_mem: str | None = _setting("WORKER_MEM", "Accepted from Kubeflow and recorded; not needed.")
+    train_job_name: str | None = _setting("TRAIN_JOB_NAME", "Accepted from Kubeflow and recorded; not needed.")
+    cache_image: str | None = _setting("CACHE_IMAGE", "Accepted from Kubeflow and recorded; not needed.")
+    max_workers: int | None = _setting(
+        "MAX_WORKERS", "Parallel transfers [default: 8 for large objects, tuned per source].", POSITIVE_INT
+    )
+    log_format: str | None = _setting(
+        "LOG_FORMAT", "json or console [default: console on a terminal, else json].", LOG_FORMAT
+    )
+    log_level: str | None = _setting("LOG_LEVEL", "debug, info, warning or error [default: info].", LOG_LEVEL)
+
+    @staticmethod
+    def settings() -> list[tuple[str, Setting]]:
+        """(field name, setting) for every variable of the contract, in declaration order."""
+        return [(f.name, f.metadata["setting"]) for f in dataclasses.fields(Config)]
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str], options: Mapping[str, str | None] | None = None) -> Config:
+        """Parse the contract from variables and raw option values; an option given wins over its variable."""
+        values: dict[str, Any] = {}
+        for name, setting in cls.settings():
+            option = (options or {}).get(name)
+            if option is not None:
+                source, raw = setting.option, option
+            else:
+                source, raw = next(
+                    ((var, env[var]) for var in (setting.env, *setting.fallback_env) if var in env), (None, None)
+                )
+            if raw is None or (setting.codec.empty_means_unset and not raw.strip()):
+                continue
+            try:
+                values[name] = setting.codec.parse(raw)
+            except ValueError:
+                shown = "***" if setting.secret else repr(raw)
+                raise ConfigError(f"{source}: expected {setting.codec.expected}, got {shown}") from None
+        return cls(**values)
+
+    def to_env(self) -> dict[str, str]:
+        """The variables that reproduce this configuration: `Config.from_env(c.to_env()) == c`."""
+        env: dict[str, str] = {}
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if value is not None and value != f.default:
+                env[f.metadata["setting"].env] = f.metadata["setting"].codec.format(value)
+        return env
+
+    def secrets(self) -> list[str]:
+        """Secret values present in this configuration, for log redaction."""
+        return [getattr(self, name) for name, s in self.settings() if s.secret and getattr(self, name)]
+
+    def output_dir(self, kind: Kind) -> str:
+        return self.output_path or kind.default_output_path
+
+    def effective_ignore_patterns(self, kind: Kind) -> tuple[str, ...]:
+        return kind.default_ignore_patterns if self.ignore_patterns is None else self.ignore_patterns
+
+    def require_storage_uri(self) -> str:
+        if not self.storage_uri:
+            raise ConfigError("STORAGE_URI is not set: give the source as hf://..., s3://... or cache://...")
+        return self.storage_uri

@@ -1,0 +1,206 @@
+"""The transfer engine: parallel fetch into temporaries, verify, rename into place. Written once for every source.
+
+Work is a lazy stream of parts (a whole small file, or one range of a large one) pulled by a fixed set
+of threads, so memory stays flat whatever the number or size of files. A file reaches its final path
+only after its last part has landed and its size and checksum are verified.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from initializers.errors import FetchError
+from initializers.plan import RemoteFile
+from initializers.progress import Progress
+from initializers.sources.base import Source
+from initializers.state import DoneFile, StateDir
+
+_HASH_BLOCK = 1 << 20
+
+
+class Cancelled(Exception):
+    """Raised inside a transfer thread once another thread has failed or the run is being stopped."""
+
+
+@dataclass
+class _OpenFile:
+    """A file being assembled in its temporary; the thread that lands its last part finishes it."""
+
+    file: RemoteFile
+    temp: Path
+    parts_left: int
+    fd: int = -1
+    hasher: Any = None  # in-stream digest, when the file arrives in one part and has a checksum
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+class _PartSink:
+    """Writes one range at its offset in the temporary; counts progress; notices cancellation."""
+
+    def __init__(self, target: _OpenFile, offset: int, progress: Progress, cancel: threading.Event) -> None:
+        self._target = target
+        self._offset = offset
+        self._progress = progress
+        self._cancel = cancel
+        self.written = 0
+
+    def write(self, data: memoryview) -> None:
+        if self._cancel.is_set():
+            raise Cancelled
+        fd, position = self._target.fd, self._offset + self.written
+        remaining = data
+        try:
+            while remaining:
+                count = os.pwrite(fd, remaining, position)
+                remaining, position = remaining[count:], position + count
+        except OSError as exc:  # a local disk failure: not the source's fault, never worth a retry
+            raise FetchError(
+                f"writing {self._target.file.path!r} under OUTPUT_PATH failed: {exc.strerror or exc}"
+            ) from None
+        if self._target.hasher is not None:
+            self._target.hasher.update(data)
+        self.written += len(data)
+        self._progress.add_bytes(len(data))
+
+
+class TransferEngine:
+    def __init__(self, source: Source, state: StateDir, workers: int, progress: Progress) -> None:
+        self._source = source
+        self._state = state
+        self._workers = workers
+        self._progress = progress
+        self.cancel = threading.Event()
+        self._next_lock = threading.Lock()
+        self._open: dict[str, _OpenFile] = {}
+        self._made_dirs: set[Path] = set()
+        self._error: BaseException | None = None
+
+    def fetch(self, files: list[RemoteFile]) -> None:
+        """Fetch every file to its final path, or raise with nothing partial left at a final path."""
+        parts = self._parts(files)
+        threads = [
+            threading.Thread(target=self._work, args=(parts,), name=f"transfer-{i}") for i in range(self._workers)
+        ]
+        for thread in threads:
+            thread.start()
+        try:
+            for thread in threads:
+                while thread.is_alive():
+                    thread.join(0.2)
+        except BaseException as exc:  # KeyboardInterrupt or a signal handler's exception: stop everyone
+            self._fail(exc)
+            for thread in threads:
+                thread.join()
+        if self._error is not None:
+            self._discard_unfinished()
+            raise self._error
+
+    def _parts(self, files: list[RemoteFile]) -> Iterator[tuple[_OpenFile, int, int]]:
+        """Cheap and I/O-free, since threads take turns at it; the first part to run opens the temporary."""
+        part_size = self._source.part_size
+        for file in files:
+            count = 1 if not part_size or file.size <= part_size else -(-file.size // part_size)
+            target = _OpenFile(file, self._state.temp_path(file.path), count)
+            if count == 1 and file.checksum is not None:
+                target.hasher = hashlib.new(file.checksum.algorithm)
+            for index in range(count):
+                offset = index * part_size if part_size else 0
+                yield target, offset, min(part_size or file.size, file.size - offset)
+
+    def _work(self, parts: Iterator[tuple[_OpenFile, int, int]]) -> None:
+        while self._error is None:
+            try:
+                with self._next_lock:
+                    task = next(parts, None)
+                if task is None:
+                    return
+                self._transfer_part(*task)
+            except BaseException as exc:
+                self._fail(exc)
+                return
+
+    def _fail(self, exc: BaseException) -> None:
+        with self._next_lock:
+            if self._error is None or isinstance(self._error, Cancelled):
+                self._error = exc
+        self.cancel.set()
+
+    def _transfer_part(self, target: _OpenFile, offset: int, length: int) -> None:
+        if target.fd < 0:
+            self._open_temp(target)
+        if length:
+            sink = _PartSink(target, offset, self._progress, self.cancel)
+            self._source.read(target.file, offset, length, sink)
+            if sink.written != length:
+                raise FetchError(
+                    f"{target.file.locator}: received {sink.written} bytes of range {offset}+{length}; "
+                    "the source ended early"
+                )
+        with target.lock:
+            target.parts_left -= 1
+            last = target.parts_left == 0
+        if last:
+            self._finish(target)
+
+    def _open_temp(self, target: _OpenFile) -> None:
+        with target.lock:
+            if target.fd >= 0:
+                return
+            target.fd = os.open(target.temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o666)
+            self._open[target.file.path] = target
+            if target.parts_left > 1:
+                os.ftruncate(target.fd, target.file.size)
+
+    def _finish(self, target: _OpenFile) -> None:
+        file = target.file
+        st = os.fstat(target.fd)  # size and mtime survive the rename: one stat serves both checks and the journal
+        if st.st_size != file.size:
+            raise FetchError(f"{file.locator}: got {st.st_size} bytes, the source listed {file.size}")
+        self._verify_checksum(target)
+        os.close(target.fd)
+        final = self._state.final_path(file.path)
+        self._make_parent(final)
+        os.replace(target.temp, final)
+        del self._open[file.path]
+        self._state.record_done(DoneFile(file.path, file.size, file.version, st.st_mtime_ns))
+        self._progress.file_done()
+
+    def _verify_checksum(self, target: _OpenFile) -> None:
+        expected = target.file.checksum
+        if expected is None:
+            return
+        hasher = target.hasher
+        if hasher is None:  # assembled from parallel ranges: hash the finished temporary
+            hasher = hashlib.new(expected.algorithm)
+            with open(target.temp, "rb") as handle:
+                while block := handle.read(_HASH_BLOCK):
+                    hasher.update(block)
+        if hasher.hexdigest() != expected.hexdigest:
+            raise FetchError(
+                f"{target.file.locator}: {expected.algorithm} checksum mismatch (expected {expected.hexdigest}, "
+                f"got {hasher.hexdigest()}); the downloaded bytes are corrupt"
+            )
+
+    def _make_parent(self, final: Path) -> None:
+        parent = final.parent
+        if parent in self._made_dirs:
+            return
+        try:
+            parent.mkdir(parents=True, exist_ok=True)
+        except (FileExistsError, NotADirectoryError):
+            raise FetchError(f"cannot create folder {str(parent)!r}: a file of that name is in the way") from None
+        self._made_dirs.add(parent)
+
+    def _discard_unfinished(self) -> None:
+        for target in self._open.values():
+            with contextlib.suppress(OSError):
+                os.close(target.fd)
+            target.temp.unlink(missing_ok=True)
+        self._open.clear()

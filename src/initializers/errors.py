@@ -1,0 +1,19 @@
+"""The two ways a run can fail, each with its documented exit code."""
+
+
+class InitializerError(Exception):
+    """A failure the user can act on; its message is the last log line."""
+
+    exit_code = 1
+
+
+class ConfigError(InitializerError):
+    """Bad configuration: a missing or invalid variable, an unsupported scheme. Exit code 2."""
+
+    exit_code = 2
+
+
+class FetchError(InitializerError):
+    """The fetch failed: not found, denied, network, disk, nothing to download. Exit code 1."""
+
+    exit_code = 1

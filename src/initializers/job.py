@@ -1,0 +1,112 @@
+"""One run from configuration to manifest: list, plan, skip what is done, fetch the rest, claim completion."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from initializers import manifest
+from initializers.contract import Config, Kind
+from initializers.engine import TransferEngine
+from initializers.errors import FetchError
+from initializers.patterns import IgnorePatterns
+from initializers.plan import RemoteFile, build_plan
+from initializers.progress import Progress
+from initializers.sources import open_source
+from initializers.state import DoneFile, StateDir
+
+PROGRESS_INTERVAL_SECONDS = 5.0
+
+
+@dataclass(frozen=True)
+class Outcome:
+    files: int
+    bytes: int
+    fetched_files: int
+    fetched_bytes: int
+    seconds: float
+    output_path: str
+
+    @property
+    def up_to_date(self) -> bool:
+        return self.fetched_files == 0
+
+
+def run(config: Config, kind: Kind, log: Any, progress_interval: float = PROGRESS_INTERVAL_SECONDS) -> Outcome:
+    started_at = datetime.now(UTC)
+    state = StateDir(config.output_dir(kind))
+    source = open_source(config, kind)
+    try:
+        described = source.describe()
+        log.info("listing", source=described["uri"], output_path=str(state.root))
+        state.prepare()
+        listed = list(source.list_files())
+        patterns = _ignore_patterns(config, kind, listed, log)
+        plan = build_plan(listed, IgnorePatterns(patterns), described["uri"])
+        done = _still_current(state.done_files(), plan)
+        todo = [file for file in plan if file.path not in done]
+        total_bytes = sum(file.size for file in plan)
+        if not todo and manifest.describes(state.read_manifest(), described, plan):
+            log.info("up to date", files=len(plan), bytes=total_bytes, manifest=str(state.manifest_path))
+            return _outcome(plan, [], started_at, state)
+        state.restart_journal(done)
+        state.remove_manifest()
+        state.clear_temps()
+        workers = config.max_workers or source.default_workers
+        log.info(
+            "fetching",
+            files=len(todo),
+            bytes=sum(f.size for f in todo),
+            already_done=len(done),
+            ignored=len(listed) - len(plan),
+            workers=workers,
+        )
+        with Progress(log, len(todo), sum(f.size for f in todo), progress_interval) as progress:
+            TransferEngine(source, state, workers, progress).fetch(todo)
+        finished = state.done_files()
+        missing = [file.path for file in plan if file.path not in finished]
+        if missing:
+            raise FetchError(f"{len(missing)} files changed on disk during the run, e.g. {missing[0]!r}; run again")
+        state.write_manifest(manifest.build(kind, described, plan, finished, patterns, started_at, datetime.now(UTC)))
+        state.remove_journal()
+        return _outcome(plan, todo, started_at, state)
+    finally:
+        state.close_journal()
+        state.clear_temps_quietly()
+        source.close()
+
+
+def _ignore_patterns(config: Config, kind: Kind, listed: list[RemoteFile], log: Any) -> tuple[str, ...]:
+    """The patterns in effect; the kind's default list gives up its weight patterns when they are all there is."""
+    patterns = config.effective_ignore_patterns(kind)
+    if not kind.weight_fallback or patterns != kind.default_ignore_patterns:
+        return patterns
+    if any(file.path.endswith(".safetensors") for file in listed):
+        return patterns
+    kept = tuple(p for p in patterns if p not in kind.weight_fallback)
+    if any(IgnorePatterns(kind.weight_fallback).ignores(file.path) for file in listed):
+        log.info(
+            "keeping .bin/.pt/.pth weights",
+            reason="the source has no *.safetensors weights, and the default IGNORE_PATTERNS would leave the "
+            "model without any; set IGNORE_PATTERNS explicitly to override",
+            ignore_patterns=",".join(kept),
+        )
+    return kept
+
+
+def _still_current(done: dict[str, DoneFile], plan: list[RemoteFile]) -> dict[str, DoneFile]:
+    """Finished files whose recorded size and version are still what the source offers."""
+    wanted = {(f.path, f.size, f.version) for f in plan}
+    return {path: d for path, d in done.items() if (d.path, d.size, d.version) in wanted}
+
+
+def _outcome(plan: list[RemoteFile], fetched: list[RemoteFile], started_at: datetime, state: StateDir) -> Outcome:
+    return Outcome(
+        files=len(plan),
+        bytes=sum(f.size for f in plan),
+        fetched_files=len(fetched),
+        fetched_bytes=sum(f.size for f in fetched),
+        seconds=(datetime.now(UTC) - started_at).total_seconds(),
+        output_path=str(state.root),
+    )

@@ -1,0 +1,45 @@
+"""The contract every source fulfils: list what it has, and stream any byte range of it into a sink.
+
+Everything else (filtering, safe paths, parallelism, temporaries, verification, the manifest) is the
+engine's, written once for all sources, in the spirit of rclone's one `Fs` interface.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Iterator
+from typing import Any, Protocol
+
+from initializers.plan import RemoteFile
+
+
+class Sink(Protocol):
+    """Where a source writes the bytes of one range, in order."""
+
+    @property
+    def written(self) -> int:
+        """Bytes accepted so far: a source resuming after a dropped connection starts at offset + written."""
+
+    def write(self, data: memoryview) -> None: ...
+
+
+class Source(ABC):
+    #: Files larger than this are fetched as parallel ranges of this size; None: always whole.
+    part_size: int | None = None
+    #: Parallel transfers when MAX_WORKERS is not set, the best measured on this source.
+    default_workers: int = 8
+
+    @abstractmethod
+    def list_files(self) -> Iterator[RemoteFile]:
+        """Every file under the source root, with paths relative to it; raises FetchError when unreachable."""
+
+    @abstractmethod
+    def read(self, file: RemoteFile, offset: int, length: int, sink: Sink) -> None:
+        """Write bytes [offset, offset + length) of `file` into `sink`; raise FetchError on failure."""
+
+    @abstractmethod
+    def describe(self) -> dict[str, Any]:
+        """What the manifest records about the source (its URI and resolved version), free of secrets."""
+
+    def close(self) -> None:  # noqa: B027 - optional hook, most sources hold nothing
+        """Release connections."""

@@ -1,0 +1,79 @@
+"""AWS Signature Version 4 for a bodiless S3 GET, header-signed. Pure functions, no I/O.
+
+The S3 data path signs its own requests because botocore spends milliseconds of CPU per request,
+which on small objects is the whole budget; credentials still come from boto3's chain.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+
+UNSIGNED_PAYLOAD = "UNSIGNED-PAYLOAD"
+
+
+@dataclass(frozen=True)
+class SigningCredentials:
+    access_key: str
+    secret_key: str
+    token: str | None = None
+
+    def __repr__(self) -> str:  # never show the secret, even in a debugger or a traceback
+        return f"SigningCredentials(access_key={self.access_key!r}, secret_key='***')"
+
+
+def _hmac(key: bytes, message: str) -> bytes:
+    return hmac.new(key, message.encode(), hashlib.sha256).digest()
+
+
+def signing_key(secret_key: str, date: str, region: str, service: str = "s3") -> bytes:
+    key = _hmac(("AWS4" + secret_key).encode(), date)
+    for part in (region, service, "aws4_request"):
+        key = _hmac(key, part)
+    return key
+
+
+class GetSigner:
+    """Signs GET requests for one region; caches the day's signing key per secret."""
+
+    def __init__(self, region: str) -> None:
+        self.region = region
+        self._cached: tuple[str, str, bytes] | None = None  # (secret, date, key)
+
+    def headers(
+        self, credentials: SigningCredentials, host: str, path: str, extra: Mapping[str, str], now: datetime
+    ) -> dict[str, str]:
+        """All headers for `GET path` on `host`: `extra` (e.g. range, if-match) plus the signature.
+
+        `path` must already be percent-encoded exactly as sent; S3 does not normalise or re-encode it.
+        """
+        amz_date = now.strftime("%Y%m%dT%H%M%SZ")
+        date = amz_date[:8]
+        headers = {"host": host, "x-amz-content-sha256": UNSIGNED_PAYLOAD, "x-amz-date": amz_date}
+        if credentials.token:
+            headers["x-amz-security-token"] = credentials.token
+        headers.update({name.lower(): value.strip() for name, value in extra.items()})
+        names = sorted(headers)
+        signed = ";".join(names)
+        canonical = "\n".join(
+            ("GET", path, "", "".join(f"{n}:{headers[n]}\n" for n in names), signed, UNSIGNED_PAYLOAD)
+        )
+        scope = f"{date}/{self.region}/s3/aws4_request"
+        to_sign = f"AWS4-HMAC-SHA256\n{amz_date}\n{scope}\n{hashlib.sha256(canonical.encode()).hexdigest()}"
+        signature = hmac.new(self._key(credentials.secret_key, date), to_sign.encode(), hashlib.sha256).hexdigest()
+        headers["authorization"] = (
+            f"AWS4-HMAC-SHA256 Credential={credentials.access_key}/{scope}, "
+            f"SignedHeaders={signed}, Signature={signature}"
+        )
+        return headers
+
+    def _key(self, secret: str, date: str) -> bytes:
+        cached = self._cached
+        if cached is not None and cached[0] == secret and cached[1] == date:
+            return cached[2]
+        key = signing_key(secret, date, self.region)
+        self._cached = (secret, date, key)
+        return key

@@ -1,0 +1,150 @@
+"""The `.initializer/` folder under OUTPUT_PATH: temporaries, the journal of finished files, the manifest.
+
+It lives on the destination filesystem so that every rename into place is atomic. The journal records
+each file the moment it reaches its final path, so a re-run after a crash skips it; the manifest is
+written last, atomically, and its presence alone means "complete".
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import stat
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from initializers.errors import FetchError
+from initializers.plan import STATE_DIR
+
+MANIFEST = "manifest.json"
+JOURNAL = "journal.jsonl"
+
+
+@dataclass(frozen=True)
+class DoneFile:
+    """A file at its final path, as we left it: valid while its size and mtime are unchanged."""
+
+    path: str
+    size: int
+    version: str
+    mtime_ns: int
+
+
+class StateDir:
+    def __init__(self, output_path: str) -> None:
+        self.root = Path(output_path).absolute()
+        self.dir = self.root / STATE_DIR
+        self.tmp = self.dir / "tmp"
+        self._journal_fd = -1
+
+    def prepare(self) -> None:
+        """Create the folders and prove they are writable, before any transfer starts."""
+        try:
+            self.tmp.mkdir(parents=True, exist_ok=True)
+            probe = self.tmp / f".probe-{os.getpid()}"
+            probe.write_bytes(b"")
+            probe.unlink()
+        except OSError as exc:
+            raise FetchError(f"OUTPUT_PATH {str(self.root)!r} is not writable: {exc.strerror or exc}") from None
+
+    def final_path(self, relative: str) -> Path:
+        return self.root / relative
+
+    def temp_path(self, relative: str) -> Path:
+        """A stable temporary name per destination path, on the destination's filesystem."""
+        return self.tmp / (hashlib.sha256(relative.encode()).hexdigest()[:32] + ".part")
+
+    def clear_temps(self) -> None:
+        for leftover in self.tmp.glob("*.part"):
+            leftover.unlink(missing_ok=True)
+
+    def clear_temps_quietly(self) -> None:
+        """Best effort on the way out: a failure here must not mask the error that ended the run."""
+        with contextlib.suppress(OSError):
+            self.clear_temps()
+
+    # -- the manifest ---------------------------------------------------------------------------------
+
+    @property
+    def manifest_path(self) -> Path:
+        return self.dir / MANIFEST
+
+    def read_manifest(self) -> dict[str, Any] | None:
+        try:
+            return json.loads(self.manifest_path.read_text())
+        except (OSError, ValueError):
+            return None
+
+    def remove_manifest(self) -> None:
+        """Withdraw the completion claim before changing anything it describes."""
+        self.manifest_path.unlink(missing_ok=True)
+        _fsync_dir(self.dir)
+
+    def write_manifest(self, manifest: dict[str, Any]) -> None:
+        self.write_atomically(self.manifest_path, json.dumps(manifest, indent=2, sort_keys=True).encode() + b"\n")
+
+    def write_atomically(self, path: Path, data: bytes) -> None:
+        temp = self.tmp / (path.name + ".tmp")
+        with open(temp, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temp, path)
+        _fsync_dir(path.parent)
+
+    # -- the journal ----------------------------------------------------------------------------------
+
+    @property
+    def journal_path(self) -> Path:
+        return self.dir / JOURNAL
+
+    def done_files(self) -> dict[str, DoneFile]:
+        """Files finished by earlier runs (the manifest, then the journal), still untouched on disk."""
+        recorded: dict[str, DoneFile] = {}
+        manifest = self.read_manifest() or {}
+        for entry in manifest.get("files", []):
+            with contextlib.suppress(KeyError, TypeError):
+                recorded[entry["path"]] = DoneFile(entry["path"], entry["size"], entry["version"], entry["mtime_ns"])
+        with contextlib.suppress(OSError):
+            for line in self.journal_path.read_text().splitlines():
+                with contextlib.suppress(ValueError, TypeError):
+                    done = DoneFile(**json.loads(line))
+                    recorded[done.path] = done
+        return {path: done for path, done in recorded.items() if self._unchanged(done)}
+
+    def restart_journal(self, done: dict[str, DoneFile]) -> None:
+        """Carry what is still valid into a fresh journal, so the manifest can be withdrawn safely."""
+        lines = "".join(json.dumps(asdict(d)) + "\n" for d in done.values())
+        self.write_atomically(self.journal_path, lines.encode())
+        self._journal_fd = os.open(self.journal_path, os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC)
+
+    def record_done(self, done: DoneFile) -> None:
+        """Append one line; O_APPEND writes of a line are atomic, so threads need no lock."""
+        os.write(self._journal_fd, (json.dumps(asdict(done)) + "\n").encode())
+
+    def remove_journal(self) -> None:
+        self.close_journal()
+        self.journal_path.unlink(missing_ok=True)
+
+    def close_journal(self) -> None:
+        if self._journal_fd >= 0:
+            os.close(self._journal_fd)
+            self._journal_fd = -1
+
+    def _unchanged(self, done: DoneFile) -> bool:
+        try:
+            st = os.stat(self.final_path(done.path), follow_symlinks=False)
+        except OSError:
+            return False
+        return stat.S_ISREG(st.st_mode) and st.st_size == done.size and st.st_mtime_ns == done.mtime_ns
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
