@@ -64,6 +64,13 @@ def _parse_positive_int(raw: str) -> int:
     return value
 
 
+def _parse_positive_float(raw: str) -> float:
+    value = float(raw.strip())
+    if not value > 0 or value == float("inf"):
+        raise ValueError("not a positive number")
+    return value
+
+
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off", ""}
 
@@ -101,6 +108,7 @@ def _choice(*choices: str) -> Codec[str]:
 
 TEXT: Codec[str] = Codec(_parse_text, str, "text")
 POSITIVE_INT: Codec[int] = Codec(_parse_positive_int, str, "a positive integer")
+POSITIVE_NUMBER: Codec[float] = Codec(_parse_positive_float, repr, "a positive number")
 BOOL: Codec[bool] = Codec(_parse_bool, lambda value: "true" if value else "false", "true or false")
 PATTERNS: Codec[tuple[str, ...]] = Codec(
     _parse_patterns, _format_patterns, "comma-separated glob patterns", empty_means_unset=False
@@ -167,6 +175,9 @@ class Config:
     cache_image: str | None = _setting("CACHE_IMAGE", "Accepted from Kubeflow and recorded; not needed.")
     max_workers: int | None = _setting(
         "MAX_WORKERS", "Parallel transfers [default: 8 for large objects, tuned per source].", POSITIVE_INT
+    )
+    progress_interval: float | None = _setting(
+        "PROGRESS_INTERVAL", "Seconds between progress events [default: 5].", POSITIVE_NUMBER
     )
     log_format: str | None = _setting(
         "LOG_FORMAT", "json or console [default: console on a terminal, else json].", LOG_FORMAT

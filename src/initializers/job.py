@@ -33,7 +33,7 @@ class Outcome:
         return self.fetched_files == 0
 
 
-def run(config: Config, kind: Kind, log: Any, progress_interval: float = PROGRESS_INTERVAL_SECONDS) -> Outcome:
+def run(config: Config, kind: Kind, log: Any) -> Outcome:
     started_at = datetime.now(UTC)
     state = StateDir(config.output_dir(kind))
     source = open_source(config, kind)
@@ -62,7 +62,8 @@ def run(config: Config, kind: Kind, log: Any, progress_interval: float = PROGRES
             ignored=len(listed) - len(plan),
             workers=workers,
         )
-        with Progress(log, len(todo), sum(f.size for f in todo), progress_interval) as progress:
+        interval = config.progress_interval or PROGRESS_INTERVAL_SECONDS
+        with Progress(log, len(todo), sum(f.size for f in todo), interval) as progress:
             TransferEngine(source, state, workers, progress).fetch(todo)
         finished = state.done_files()
         missing = [file.path for file in plan if file.path not in finished]

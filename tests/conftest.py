@@ -1,0 +1,32 @@
+from __future__ import annotations
+
+import re
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the devkit package beside src/
+
+from devkit.seaweed import SeaweedFS
+
+
+@pytest.fixture(scope="session")
+def seaweed() -> Iterator[SeaweedFS]:
+    with SeaweedFS.start() as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def s3(seaweed: SeaweedFS) -> Any:
+    return seaweed.client()
+
+
+@pytest.fixture
+def bucket(request: pytest.FixtureRequest, s3: Any) -> str:
+    """A fresh bucket per test, named after it."""
+    name = re.sub(r"[^a-z0-9-]+", "-", request.node.name.lower()).strip("-")[:50] + f"-{id(request) % 10000}"
+    s3.create_bucket(Bucket=name)
+    return name

@@ -1,0 +1,344 @@
+"""The S3 source end to end: the real programs against a real SeaweedFS with enforced credentials."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import signal
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from devkit.programs import ProgramResult, run_program, start_program
+from devkit.relay import Relay
+from devkit.seaweed import SECRET_KEY, SeaweedFS
+
+
+def put_all(s3: Any, bucket: str, objects: dict[str, bytes]) -> None:
+    for key, body in objects.items():
+        s3.put_object(Bucket=bucket, Key=key, Body=body)
+
+
+def tree(root: Path) -> dict[str, bytes]:
+    """Every file under root except the initializer's own state, by relative path."""
+    return {
+        p.relative_to(root).as_posix(): p.read_bytes()
+        for p in sorted(root.rglob("*"))
+        if p.is_file() and not p.relative_to(root).as_posix().startswith(".initializer/")
+    }
+
+
+def fetch(
+    seaweed: SeaweedFS, uri: str, output: Path, kind: str = "dataset", endpoint: str | None = None, **extra: str
+) -> ProgramResult:
+    env = {**seaweed.env(), "STORAGE_URI": uri, "OUTPUT_PATH": str(output), **extra}
+    if endpoint:
+        env["ENDPOINT"] = endpoint
+    return run_program(kind, env)
+
+
+def manifest(output: Path) -> dict[str, Any]:
+    return json.loads((output / ".initializer" / "manifest.json").read_text())
+
+
+def test_nested_prefix_is_copied_relative_to_the_prefix(seaweed: SeaweedFS, s3: Any, bucket: str, tmp_path: Path):
+    objects = {
+        "data/train/part-0.jsonl": b'{"x": 1}\n' * 100,
+        "data/train/deep/er/part-1.jsonl": os.urandom(70_000),
+        "data/test.jsonl": b"",
+        "other/ignored.txt": b"not under the prefix",
+    }
+    put_all(s3, bucket, objects)
+    result = fetch(seaweed, f"s3://{bucket}/data", tmp_path / "out")
+    assert result.code == 0, result.stdout + result.stderr
+    assert tree(tmp_path / "out") == {
+        "train/part-0.jsonl": objects["data/train/part-0.jsonl"],
+        "train/deep/er/part-1.jsonl": objects["data/train/deep/er/part-1.jsonl"],
+        "test.jsonl": b"",
+    }
+    recorded = manifest(tmp_path / "out")
+    assert recorded["source"]["uri"] == f"s3://{bucket}/data"
+    assert {f["path"]: f["size"] for f in recorded["files"]} == {
+        "test.jsonl": 0,
+        "train/deep/er/part-1.jsonl": 70_000,
+        "train/part-0.jsonl": 900,
+    }
+    etags = {f["path"]: f["version"] for f in recorded["files"]}
+    assert etags["train/part-0.jsonl"] == hashlib.md5(objects["data/train/part-0.jsonl"]).hexdigest()
+    assert result.last["event"] == "done" and result.last["files"] == 3 and result.last["bytes"] == 70_900
+
+
+def test_a_prefix_is_a_folder_not_a_string_prefix(seaweed: SeaweedFS, s3: Any, bucket: str, tmp_path: Path):
+    put_all(s3, bucket, {"data/a.txt": b"a", "data-old/b.txt": b"b", "database.txt": b"c"})
+    result = fetch(seaweed, f"s3://{bucket}/data", tmp_path / "out")
+    assert result.code == 0, result.stdout
+    assert tree(tmp_path / "out") == {"a.txt": b"a"}
+
+
+def test_trailing_slash_and_whole_bucket(seaweed: SeaweedFS, s3: Any, bucket: str, tmp_path: Path):
+    put_all(s3, bucket, {"data/a.txt": b"a", "top.txt": b"t"})
+    assert fetch(seaweed, f"s3://{bucket}/data/", tmp_path / "one").code == 0
+    assert tree(tmp_path / "one") == {"a.txt": b"a"}
+    assert fetch(seaweed, f"s3://{bucket}", tmp_path / "all").code == 0
+    assert tree(tmp_path / "all") == {"data/a.txt": b"a", "top.txt": b"t"}
+
+
+def test_a_uri_naming_one_object_fetches_that_object(seaweed: SeaweedFS, s3: Any, bucket: str, tmp_path: Path):
+    body = os.urandom(5000)
+    put_all(s3, bucket, {"models/bert/model.safetensors": body, "models/bert/config.json": b"{}"})
+    result = fetch(seaweed, f"s3://{bucket}/models/bert/model.safetensors", tmp_path / "out", kind="model")
+    assert result.code == 0, result.stdout
+    assert tree(tmp_path / "out") == {"model.safetensors": body}
+
+
+def test_more_than_one_listing_page(seaweed: SeaweedFS, s3: Any, bucket: str, tmp_path: Path):
+    objects = {f"shards/{i // 100:02d}/{i:05d}.bin": i.to_bytes(4, "big") * (i % 5) for i in range(1234)}
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(16) as pool:
+        list(pool.map(lambda kv: s3.put_object(Bucket=bucket, Key=kv[0], Body=kv[1]), objects.items()))
+    result = fetch(seaweed, f"s3://{bucket}/shards", tmp_path / "out")
+    assert result.code == 0, result.stdout
+    assert tree(tmp_path / "out") == {k.removeprefix("shards/"): v for k, v in objects.items()}
+
+
+def test_folder_markers_are_skipped_and_empty_and_unicode_names_kept(
+    seaweed: SeaweedFS, s3: Any, bucket: str, tmp_path: Path
+):
+    put_all(
+        s3,
+        bucket,
+        {
+            "ds/": b"",
+            "ds/sub/": b"",
+            "ds/empty.txt": b"",
+            "ds/données/naïve café.txt": "é".encode(),
+            "ds/日本/データ 1+1=2.bin": b"\x00\x01",
+        },
+    )
+    result = fetch(seaweed, f"s3://{bucket}/ds", tmp_path / "out")
+    assert result.code == 0, result.stdout
+    assert tree(tmp_path / "out") == {
+        "empty.txt": b"",
+        "données/naïve café.txt": "é".encode(),
+        "日本/データ 1+1=2.bin": b"\x00\x01",
+    }
+    assert not (tmp_path / "out" / "sub").exists()
+
+
+WEIGHTS = {
+    "m/config.json": b"{}",
+    "m/model.safetensors": b"S" * 100,
+    "m/pytorch_model.bin": b"B" * 100,
+    "m/flax_model.msgpack": b"F" * 10,
+    "m/tf_model.h5": b"H" * 10,
+    "m/sub/optimizer.pt": b"P" * 10,
+    "m/logs/run.log": b"log",
+}
+
+
+@pytest.mark.parametrize(
+    ("kind", "patterns", "expected"),
+    [
+        ("model", None, {"config.json", "model.safetensors", "logs/run.log"}),
+        ("model", "", set(k.removeprefix("m/") for k in WEIGHTS)),
+        ("model", "*.safetensors,logs/", {"config.json", "pytorch_model.bin", "flax_model.msgpack", "tf_model.h5",
+                                          "sub/optimizer.pt"}),
+        ("dataset", None, set(k.removeprefix("m/") for k in WEIGHTS)),
+        ("dataset", "", set(k.removeprefix("m/") for k in WEIGHTS)),
+        ("dataset", "*.bin, sub/*", {"config.json", "model.safetensors", "flax_model.msgpack", "tf_model.h5",
+                                     "logs/run.log"}),
+        # Patterns match the path relative to the prefix: "m/*" would match the full key, and matches nothing here.
+        ("dataset", "m/*", set(k.removeprefix("m/") for k in WEIGHTS)),
+    ],
+)  # fmt: skip
+def test_ignore_patterns_unset_empty_and_custom(
+    seaweed: SeaweedFS, s3: Any, bucket: str, tmp_path: Path, kind: str, patterns: str | None, expected: set[str]
+):
+    put_all(s3, bucket, WEIGHTS)
+    extra = {} if patterns is None else {"IGNORE_PATTERNS": patterns}
+    result = fetch(seaweed, f"s3://{bucket}/m", tmp_path / "out", kind=kind, **extra)
+    assert result.code == 0, result.stdout
+    assert set(tree(tmp_path / "out")) == expected
+
+
+@pytest.mark.parametrize("default_list", [None, "*.msgpack,*.h5,*.bin,*.pt,*.pth"])
+def test_model_without_safetensors_keeps_bin_weights_under_the_default_list(
+    seaweed: SeaweedFS, s3: Any, bucket: str, tmp_path: Path, default_list: str | None
+):
+    put_all(s3, bucket, {"m/config.json": b"{}", "m/pytorch_model.bin": b"B" * 10, "m/flax.msgpack": b"F"})
+    extra = {} if default_list is None else {"IGNORE_PATTERNS": default_list}
+    result = fetch(seaweed, f"s3://{bucket}/m", tmp_path / "out", kind="model", **extra)
+    assert result.code == 0, result.stdout
+    assert set(tree(tmp_path / "out")) == {"config.json", "pytorch_model.bin"}
+    assert result.named("keeping .bin/.pt/.pth weights")
+    # An explicit list is the user's decision, even when it leaves no weights.
+    result = fetch(seaweed, f"s3://{bucket}/m", tmp_path / "explicit", kind="model", IGNORE_PATTERNS="*.bin")
+    assert result.code == 0
+    assert set(tree(tmp_path / "explicit")) == {"config.json", "flax.msgpack"}
+
+
+def test_large_object_in_parallel_ranges_is_exact(seaweed: SeaweedFS, s3: Any, bucket: str, tmp_path: Path):
+    body = os.urandom(40 * 1024 * 1024 + 12345)  # three 16 MiB ranges, the last one short
+    s3.put_object(Bucket=bucket, Key="big/blob.bin", Body=body)
+    result = fetch(seaweed, f"s3://{bucket}/big", tmp_path / "out", MAX_WORKERS="3")
+    assert result.code == 0, result.stdout
+    assert hashlib.sha256((tmp_path / "out" / "blob.bin").read_bytes()).digest() == hashlib.sha256(body).digest()
+    assert list((tmp_path / "out" / ".initializer" / "tmp").iterdir()) == []
+
+
+def test_a_key_that_would_escape_is_refused(seaweed: SeaweedFS, s3: Any, bucket: str, tmp_path: Path):
+    put_all(s3, bucket, {"ds/fine.txt": b"fine"})
+    with Relay(seaweed.endpoint) as relay:
+        relay.injected[bucket] = {"ds/../../escape.txt": b"evil"}
+        result = fetch(seaweed, f"s3://{bucket}/ds", tmp_path / "ws" / "out", endpoint=relay.endpoint)
+    assert result.code == 1
+    assert "'..'" in result.last["error"] and "escape" in result.last["error"]
+    assert not (tmp_path / "ws" / "escape.txt").exists()
+    assert not (tmp_path / "escape.txt").exists()
+    assert tree(tmp_path / "ws" / "out") == {}
+    assert not (tmp_path / "ws" / "out" / ".initializer" / "manifest.json").exists()
+
+
+def test_keys_colliding_after_normalisation_are_refused(seaweed: SeaweedFS, s3: Any, bucket: str, tmp_path: Path):
+    put_all(s3, bucket, {"ds/a/b.txt": b"1"})
+    with Relay(seaweed.endpoint) as relay:
+        relay.injected[bucket] = {"ds/a//b.txt": b"2"}
+        result = fetch(seaweed, f"s3://{bucket}/ds", tmp_path / "out", endpoint=relay.endpoint)
+    assert result.code == 1
+    assert "both map to 'a/b.txt'" in result.last["error"]
+    assert tree(tmp_path / "out") == {}
+
+
+def test_wrong_secret_is_reported_as_rejected_credentials(seaweed: SeaweedFS, s3: Any, bucket: str, tmp_path: Path):
+    put_all(s3, bucket, {"a.txt": b"a"})
+    result = fetch(seaweed, f"s3://{bucket}", tmp_path / "out", SECRET_ACCESS_KEY="wrong-secret-0d1e")
+    assert result.code == 1
+    assert "credentials were rejected" in result.last["error"]
+    assert "SignatureDoesNotMatch" in result.last["error"]
+    assert "wrong-secret-0d1e" not in result.stdout + result.stderr
+
+
+def test_anonymous_access_to_a_private_bucket_is_denied(seaweed: SeaweedFS, s3: Any, bucket: str, tmp_path: Path):
+    put_all(s3, bucket, {"a.txt": b"a"})
+    env = {"STORAGE_URI": f"s3://{bucket}", "OUTPUT_PATH": str(tmp_path / "out"), "ENDPOINT": seaweed.endpoint,
+           "ANONYMOUS": "true"}  # fmt: skip
+    result = run_program("dataset", env)
+    assert result.code == 1
+    assert "AccessDenied" in result.last["error"]
+
+
+@pytest.mark.parametrize(
+    ("uri_suffix", "message"),
+    [
+        ("-missing-bucket", "does not exist"),
+        ("/no/such/prefix", "has no files"),
+    ],
+)
+def test_missing_bucket_and_empty_prefix_fail(
+    seaweed: SeaweedFS, s3: Any, bucket: str, tmp_path: Path, uri_suffix: str, message: str
+):
+    put_all(s3, bucket, {"a.txt": b"a"})
+    result = fetch(seaweed, f"s3://{bucket}{uri_suffix}", tmp_path / "out")
+    assert result.code == 1, result.stdout
+    assert message in result.last["error"]
+    assert not (tmp_path / "out" / ".initializer" / "manifest.json").exists()
+
+
+def test_nothing_left_after_filtering_fails(seaweed: SeaweedFS, s3: Any, bucket: str, tmp_path: Path):
+    put_all(s3, bucket, {"m/a.bin": b"a", "m/b.pt": b"b"})
+    result = fetch(seaweed, f"s3://{bucket}/m", tmp_path / "out", IGNORE_PATTERNS="*.bin,*.pt")
+    assert result.code == 1
+    assert "all 2 files are excluded by IGNORE_PATTERNS" in result.last["error"]
+
+
+def test_rerun_after_success_transfers_nothing(seaweed: SeaweedFS, s3: Any, bucket: str, tmp_path: Path):
+    put_all(s3, bucket, {f"d/{i}.bin": os.urandom(1000 + i) for i in range(20)})
+    with Relay(seaweed.endpoint) as relay:
+        first = fetch(seaweed, f"s3://{bucket}/d", tmp_path / "out", endpoint=relay.endpoint)
+        assert first.code == 0
+        assert len(relay.traffic.object_gets()) == 20
+        before = (tmp_path / "out" / ".initializer" / "manifest.json").stat().st_mtime_ns
+        relay.reset()
+        second = fetch(seaweed, f"s3://{bucket}/d", tmp_path / "out", endpoint=relay.endpoint)
+        assert second.code == 0
+        assert relay.traffic.object_gets() == []
+        assert second.last["fetched_files"] == 0 and second.named("up to date")
+        assert (tmp_path / "out" / ".initializer" / "manifest.json").stat().st_mtime_ns == before
+        # One object changes at the source, one local file is deleted: exactly those two are fetched again.
+        s3.put_object(Bucket=bucket, Key="d/3.bin", Body=b"new")
+        (tmp_path / "out" / "7.bin").unlink()
+        relay.reset()
+        third = fetch(seaweed, f"s3://{bucket}/d", tmp_path / "out", endpoint=relay.endpoint)
+        assert third.code == 0
+        assert sorted(relay.traffic.object_gets()) == [f"/{bucket}/d/3.bin", f"/{bucket}/d/7.bin"]
+    assert (tmp_path / "out" / "3.bin").read_bytes() == b"new"
+    assert {f["path"] for f in manifest(tmp_path / "out")["files"]} == {f"{i}.bin" for i in range(20)}
+
+
+def test_killed_run_leaves_no_partial_file_and_no_manifest_then_completes(
+    seaweed: SeaweedFS, s3: Any, bucket: str, tmp_path: Path
+):
+    objects = {f"d/{i:02d}.bin": os.urandom(256 * 1024) for i in range(24)}
+    put_all(s3, bucket, objects)
+    output = tmp_path / "out"
+    with Relay(seaweed.endpoint) as relay:
+        relay.bytes_per_second = 2 * 1024 * 1024  # about 3 s for the whole set
+        env = {**seaweed.env(), "STORAGE_URI": f"s3://{bucket}/d", "OUTPUT_PATH": str(output),
+               "ENDPOINT": relay.endpoint, "MAX_WORKERS": "2"}  # fmt: skip
+        process = start_program("dataset", env)
+        deadline = time.monotonic() + 30
+        while relay.traffic.body_bytes < 1024 * 1024 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        process.send_signal(signal.SIGKILL)
+        process.wait()
+        assert relay.traffic.body_bytes < sum(map(len, objects.values())), "the kill came too late to test anything"
+        # Whatever reached a final path is complete and exact; nothing claims completion.
+        partial = tree(output)
+        assert 0 < len(partial) < len(objects)
+        for path, body in partial.items():
+            assert body == objects[f"d/{path}"], path
+        assert not (output / ".initializer" / "manifest.json").exists()
+        relay.bytes_per_second = None
+        relay.reset()
+        result = run_program("dataset", env)
+        assert result.code == 0, result.stdout
+        refetched = {p.rsplit("/", 1)[-1] for p in relay.traffic.object_gets()}
+    assert tree(output) == {k.removeprefix("d/"): v for k, v in objects.items()}
+    assert refetched == {k.removeprefix("d/") for k in objects} - set(partial)
+    assert manifest(output)["total_files"] == 24
+
+
+def test_secrets_never_appear_in_output_or_on_disk(seaweed: SeaweedFS, s3: Any, bucket: str, tmp_path: Path):
+    put_all(s3, bucket, {"a.txt": b"a"})
+    ok = fetch(seaweed, f"s3://{bucket}", tmp_path / "out", LOG_LEVEL="debug")
+    bad = fetch(seaweed, f"s3://{bucket}-nope", tmp_path / "bad", LOG_LEVEL="debug")
+    assert ok.code == 0 and bad.code == 1
+    for result in (ok, bad):
+        assert SECRET_KEY not in result.stdout + result.stderr
+    for path in tmp_path.rglob("*"):
+        if path.is_file():
+            assert SECRET_KEY.encode() not in path.read_bytes(), path
+
+
+def test_progress_events_report_files_bytes_rate_and_eta(seaweed: SeaweedFS, s3: Any, bucket: str, tmp_path: Path):
+    put_all(s3, bucket, {f"d/{i}.bin": os.urandom(200 * 1024) for i in range(10)})
+    with Relay(seaweed.endpoint) as relay:
+        relay.bytes_per_second = 1024 * 1024  # per connection: about 2 s with one worker
+        result = fetch(
+            seaweed,
+            f"s3://{bucket}/d",
+            tmp_path / "out",
+            endpoint=relay.endpoint,
+            PROGRESS_INTERVAL="0.3",
+            MAX_WORKERS="1",
+        )
+    assert result.code == 0
+    progress = result.named("progress")
+    assert len(progress) >= 3
+    assert {"files", "bytes", "total_bytes", "rate_mb_s", "eta_s", "percent"} <= set(progress[0])
+    assert [p["bytes"] for p in progress] == sorted(p["bytes"] for p in progress)
+    assert progress[-1]["total_bytes"] == 10 * 200 * 1024
