@@ -46,7 +46,7 @@ def build_command(kind: Kind) -> click.Command:
         callback=callback,
         help=f"Fetch a {kind.name} into OUTPUT_PATH [default: {kind.default_output_path}], completely or not at all.",
         epilog=_EPILOG,
-        context_settings={"max_content_width": 110},
+        context_settings={"max_content_width": 110, "terminal_width": 110},
     )
 
 

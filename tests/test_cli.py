@@ -1,0 +1,83 @@
+"""The programs' command line: options mirror the contract, exit codes 0/1/2, the last line says what happened."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from devkit.programs import run_program
+
+
+@pytest.mark.parametrize(
+    ("kind", "env", "message"),
+    [
+        ("dataset", {}, "STORAGE_URI is not set"),
+        ("model", {"STORAGE_URI": ""}, "STORAGE_URI is not set"),
+        ("dataset", {"STORAGE_URI": "just-a-path"}, "is not a URI; the dataset-initializer accepts hf://, s3://, cache://"),
+        ("model", {"STORAGE_URI": "gs://bucket/x"}, "scheme gs:// is not supported by the model-initializer"),
+        ("model", {"STORAGE_URI": "cache://schema/table"}, "it accepts hf://, s3://"),
+        ("dataset", {"STORAGE_URI": "s3://"}, "names no bucket"),
+        ("dataset", {"STORAGE_URI": "s3://b", "MAX_WORKERS": "lots"}, "MAX_WORKERS: expected a positive integer"),
+        ("dataset", {"STORAGE_URI": "s3://b", "ACCESS_KEY_ID": "id"}, "SECRET_ACCESS_KEY is not set"),
+        ("dataset", {"STORAGE_URI": "s3://b", "ANONYMOUS": "true", "ACCESS_KEY_ID": "i",
+                     "SECRET_ACCESS_KEY": "s-9f8e7d"}, "ANONYMOUS=true conflicts"),
+        ("dataset", {"STORAGE_URI": "s3://b"}, "no S3 credentials found"),
+    ],
+)  # fmt: skip
+def test_configuration_errors_exit_2_and_say_why(kind: str, env: dict[str, str], message: str, tmp_path: Path):
+    result = run_program(kind, {"OUTPUT_PATH": str(tmp_path / "out"), "HOME": str(tmp_path), **env})
+    assert result.code == 2, result.stdout + result.stderr
+    assert result.last["event"] == "failed" and result.last["level"] == "error"
+    assert message in result.last["error"]
+    assert not (tmp_path / "out").exists(), "a configuration error must leave nothing behind"
+
+
+def test_sources_of_later_issues_say_they_are_not_implemented(tmp_path: Path):
+    result = run_program("dataset", {"STORAGE_URI": "hf://org/name", "OUTPUT_PATH": str(tmp_path / "o")})
+    assert result.code == 2
+    assert "not implemented yet" in result.last["error"]
+
+
+def test_unwritable_output_path_fails_before_any_transfer(tmp_path: Path):
+    blocker = tmp_path / "file"
+    blocker.write_text("a file where a folder should be")
+    env = {"STORAGE_URI": "s3://b", "OUTPUT_PATH": str(blocker / "out"), "ACCESS_KEY_ID": "i",
+           "SECRET_ACCESS_KEY": "s-1a2b3c", "ENDPOINT": "http://127.0.0.1:9"}  # fmt: skip
+    result = run_program("dataset", env)
+    assert result.code == 1
+    assert "is not writable" in result.last["error"] and str(blocker / "out") in result.last["error"]
+
+
+def test_options_win_over_variables(tmp_path: Path):
+    result = run_program("model", {"STORAGE_URI": "s3://b"}, "--storage-uri", "gs://x")
+    assert result.code == 2 and "gs://" in result.last["error"]
+
+
+def test_help_documents_every_variable_and_the_exit_codes():
+    result = run_program("model", {}, "--help")
+    assert result.code == 0
+    for variable in ("STORAGE_URI", "OUTPUT_PATH", "IGNORE_PATTERNS", "ACCESS_TOKEN", "ENDPOINT", "ROLE_ARN",
+                     "ANONYMOUS", "METADATA_LOC", "CLUSTER_SIZE", "MAX_WORKERS", "LOG_FORMAT"):  # fmt: skip
+        assert f"[{variable}]" in result.stdout
+    assert "Exit codes: 0 done and verified, 1 the fetch failed, 2 bad configuration" in " ".join(result.stdout.split())
+
+
+def test_unknown_options_are_usage_errors():
+    result = run_program("dataset", {}, "--no-such-option")
+    assert result.code == 2 and "No such option" in result.stderr
+
+
+def test_console_format_on_request(tmp_path: Path):
+    result = run_program("dataset", {"LOG_FORMAT": "console", "OUTPUT_PATH": str(tmp_path)})
+    assert result.code == 2
+    assert "failed" in result.stdout and "STORAGE_URI is not set" in result.stdout and not result.stdout.startswith("{")
+
+
+def test_console_scripts_are_installed():
+    bindir = Path(sys.executable).parent
+    for program in ("dataset-initializer", "model-initializer"):
+        done = subprocess.run([bindir / program, "--version"], capture_output=True, text=True, check=True)
+        assert done.stdout.strip()

@@ -1,0 +1,118 @@
+"""The env contract: one schema, parsed from variables and options, written back without loss."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from initializers.contract import DATASET, MODEL, Config
+from initializers.errors import ConfigError
+
+
+def test_unset_empty_and_custom_ignore_patterns_are_distinct():
+    assert Config.from_env({}).ignore_patterns is None
+    assert Config.from_env({"IGNORE_PATTERNS": ""}).ignore_patterns == ()
+    assert Config.from_env({"IGNORE_PATTERNS": "*.bin, logs/ ,,"}).ignore_patterns == ("*.bin", "logs/")
+    assert Config.from_env({}).effective_ignore_patterns(MODEL) == ("*.msgpack", "*.h5", "*.bin", "*.pt", "*.pth")
+    assert Config.from_env({}).effective_ignore_patterns(DATASET) == ()
+    assert Config.from_env({"IGNORE_PATTERNS": ""}).effective_ignore_patterns(MODEL) == ()
+
+
+def test_output_path_defaults_by_kind_and_is_honoured():
+    assert Config.from_env({}).output_dir(DATASET) == "/workspace/dataset"
+    assert Config.from_env({}).output_dir(MODEL) == "/workspace/model"
+    assert Config.from_env({"OUTPUT_PATH": "/data/x"}).output_dir(MODEL) == "/data/x"
+
+
+def test_options_win_over_variables():
+    config = Config.from_env({"STORAGE_URI": "s3://env", "MAX_WORKERS": "3"}, {"storage_uri": "s3://option"})
+    assert config.storage_uri == "s3://option"
+    assert config.max_workers == 3
+
+
+def test_hf_token_is_the_fallback_for_access_token():
+    assert Config.from_env({"HF_TOKEN": "hf_a"}).access_token == "hf_a"
+    assert Config.from_env({"HF_TOKEN": "hf_a", "ACCESS_TOKEN": "hf_b"}).access_token == "hf_b"
+
+
+def test_empty_text_variables_count_as_unset():
+    assert Config.from_env({"ENDPOINT": "", "REGION": "  "}) == Config()
+
+
+@pytest.mark.parametrize(
+    ("env", "message"),
+    [
+        ({"MAX_WORKERS": "zero"}, "MAX_WORKERS: expected a positive integer, got 'zero'"),
+        ({"MAX_WORKERS": "0"}, "MAX_WORKERS: expected a positive integer"),
+        ({"CLUSTER_SIZE": "-3"}, "CLUSTER_SIZE: expected a positive integer"),
+        ({"ANONYMOUS": "maybe"}, "ANONYMOUS: expected true or false"),
+        ({"LOG_FORMAT": "xml"}, "LOG_FORMAT: expected one of json, console"),
+        ({"PROGRESS_INTERVAL": "nan"}, "PROGRESS_INTERVAL: expected a positive number"),
+    ],
+)
+def test_bad_values_name_the_variable_and_the_expected_form(env: dict[str, str], message: str):
+    with pytest.raises(ConfigError, match=message):
+        Config.from_env(env)
+
+
+def test_options_are_named_in_errors():
+    with pytest.raises(ConfigError, match="--max-workers: expected a positive integer"):
+        Config.from_env({}, {"max_workers": "x"})
+
+
+def test_missing_storage_uri_is_a_config_error():
+    with pytest.raises(ConfigError, match="STORAGE_URI is not set"):
+        Config.from_env({}).require_storage_uri()
+
+
+def test_secrets_are_listed_and_never_echoed():
+    config = Config.from_env({"ACCESS_TOKEN": "hf_secret", "SECRET_ACCESS_KEY": "sk", "ACCESS_KEY_ID": "id"})
+    assert sorted(config.secrets()) == ["hf_secret", "sk"]
+
+
+def test_every_setting_has_a_distinct_variable_and_option():
+    settings = [s for _, s in Config.settings()]
+    assert len({s.env for s in settings}) == len(settings) == len(dataclasses.fields(Config))
+    assert {s.option for s in settings} >= {"--storage-uri", "--ignore-patterns", "--output-path"}
+
+
+def test_a_pattern_with_a_comma_cannot_be_written():
+    with pytest.raises(ConfigError, match="contains ','"):
+        Config(ignore_patterns=("a,b",)).to_env()
+
+
+_text = st.text(st.characters(blacklist_categories=("Cs", "Cc")), min_size=1).map(str.strip).filter(bool)
+_pattern = (
+    st.text(st.characters(blacklist_categories=("Cs", "Cc"), blacklist_characters=","), min_size=1)
+    .map(str.strip)
+    .filter(bool)
+)
+
+
+@st.composite
+def configs(draw: st.DrawFn) -> Config:
+    values = {}
+    for field in dataclasses.fields(Config):
+        codec = field.metadata["setting"].codec.expected
+        if codec == "a positive integer":
+            strategy = st.none() | st.integers(1, 10**6)
+        elif codec == "a positive number":
+            strategy = st.none() | st.floats(0.001, 1e6)
+        elif codec == "true or false":
+            strategy = st.booleans()
+        elif codec == "comma-separated glob patterns":
+            strategy = st.none() | st.lists(_pattern, max_size=5).map(tuple)
+        elif codec.startswith("one of "):
+            strategy = st.none() | st.sampled_from(codec.removeprefix("one of ").split(", "))
+        else:
+            strategy = st.none() | _text
+        values[field.name] = draw(strategy)
+    return Config(**values)
+
+
+@given(configs())
+def test_parse_of_to_env_is_the_identity(config: Config):
+    assert Config.from_env(config.to_env()) == config

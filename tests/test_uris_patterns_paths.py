@@ -1,0 +1,143 @@
+"""Pure logic: URIs, ignore patterns, safe paths and plans."""
+
+from __future__ import annotations
+
+import posixpath
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from initializers.contract import DATASET, MODEL
+from initializers.errors import ConfigError, FetchError
+from initializers.patterns import IgnorePatterns
+from initializers.plan import RemoteFile, build_plan, safe_relative_path
+from initializers.uris import S3Location, scheme_of
+
+
+@pytest.mark.parametrize(
+    ("uri", "bucket", "key", "folder"),
+    [
+        ("s3://b", "b", "", ""),
+        ("s3://b/", "b", "", ""),
+        ("s3://b/data", "b", "data", "data/"),
+        ("s3://b/data/", "b", "data/", "data/"),
+        ("s3://b//x/y.bin", "b", "x/y.bin", "x/y.bin/"),
+        ("S3://bucket.with.dots/a b/ü", "bucket.with.dots", "a b/ü", "a b/ü/"),
+    ],
+)
+def test_s3_uris(uri: str, bucket: str, key: str, folder: str):
+    location = S3Location.parse(uri)
+    assert (location.bucket, location.key, location.folder_prefix) == (bucket, key, folder)
+
+
+@pytest.mark.parametrize("uri", ["s3://", "s3:///key", "s3://bad bucket/x"])
+def test_bad_s3_uris(uri: str):
+    with pytest.raises(ConfigError, match="STORAGE_URI"):
+        S3Location.parse(uri)
+
+
+def test_schemes_per_kind():
+    assert scheme_of("s3://b", MODEL) == "s3"
+    assert scheme_of("cache://a/b", DATASET) == "cache"
+    with pytest.raises(
+        ConfigError, match=r"scheme cache:// is not supported by the model-initializer; it accepts hf://, s3://"
+    ):
+        scheme_of("cache://a/b", MODEL)
+    with pytest.raises(ConfigError, match="gs:// is not supported"):
+        scheme_of("gs://b/x", DATASET)
+    with pytest.raises(ConfigError, match="is not a URI"):
+        scheme_of("/local/path", DATASET)
+
+
+@pytest.mark.parametrize(
+    ("pattern", "path", "ignored"),
+    [
+        ("*.bin", "model.bin", True),
+        ("*.bin", "sub/dir/model.bin", True),  # `*` crosses folders, as in huggingface_hub
+        ("*.bin", "model.binary", False),
+        ("logs/", "logs/a/b.txt", True),
+        ("logs/", "x/logs/a.txt", False),
+        ("sub/*.pt", "sub/a.pt", True),
+        ("sub/*.pt", "other/sub/a.pt", False),
+        ("[ab].txt", "a.txt", True),
+        ("model-0000?.safetensors", "model-00001.safetensors", True),
+    ],
+)
+def test_pattern_semantics(pattern: str, path: str, ignored: bool):
+    assert IgnorePatterns([pattern]).ignores(path) is ignored
+
+
+def test_no_patterns_ignore_nothing():
+    assert not IgnorePatterns([]).ignores("anything")
+
+
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [("a/b.txt", "a/b.txt"), ("a//b.txt", "a/b.txt"), ("./a/./b", "a/b"), ("a/b/", "a/b"), ("..x/y..", "..x/y..")],
+)
+def test_safe_paths_are_normalised(name: str, expected: str):
+    assert safe_relative_path(name) == expected
+
+
+@pytest.mark.parametrize(
+    ("name", "reason"),
+    [
+        ("../x", "'..'"),
+        ("a/../../x", "'..'"),
+        ("/etc/passwd", "absolute"),
+        ("a\0b", "NUL"),
+        ("", "names no file"),
+        ("./", "names no file"),
+        (".initializer/manifest.json", "reserved"),
+    ],
+)
+def test_unsafe_paths_are_refused(name: str, reason: str):
+    with pytest.raises(FetchError, match=reason):
+        safe_relative_path(name)
+
+
+@given(st.lists(st.sampled_from(["a", "b", ".", "/", "..", "\\", " "]), max_size=30).map("".join))
+def test_a_safe_path_never_escapes_the_root(name: str):
+    try:
+        path = safe_relative_path(name)
+    except FetchError:
+        return
+    assert not path.startswith("/")
+    resolved = posixpath.normpath(posixpath.join("/root", path))
+    assert resolved.startswith("/root/") and ".." not in path.split("/")
+
+
+def _file(path: str, size: int = 1) -> RemoteFile:
+    return RemoteFile(path, size, "v", "key/" + path)
+
+
+def test_plan_filters_sorts_and_normalises():
+    plan = build_plan([_file("b//c"), _file("a.bin"), _file("a.txt")], IgnorePatterns(["*.bin"]), "s3://x")
+    assert [f.path for f in plan] == ["a.txt", "b/c"]
+
+
+def test_plan_refuses_collisions_and_file_folder_clashes():
+    with pytest.raises(FetchError, match="both map to 'a/b'"):
+        build_plan([_file("a/b"), _file("a//b")], IgnorePatterns([]), "s3://x")
+    with pytest.raises(FetchError, match="'a' would have to be both a file and a folder"):
+        build_plan([_file("a"), _file("a/b")], IgnorePatterns([]), "s3://x")
+
+
+def test_plan_refuses_to_be_empty():
+    with pytest.raises(FetchError, match="all 1 files are excluded by IGNORE_PATTERNS"):
+        build_plan([_file("a.bin")], IgnorePatterns(["*.bin"]), "s3://x")
+    with pytest.raises(FetchError, match="s3://x has no files"):
+        build_plan([], IgnorePatterns([]), "s3://x")
+
+
+@given(st.lists(st.text(st.sampled_from(["a", "b", "/", "."]), min_size=1, max_size=8), max_size=12))
+def test_a_plan_never_maps_two_files_onto_one_path(names: list[str]):
+    try:
+        plan = build_plan([_file(n) for n in names], IgnorePatterns([]), "s3://x")
+    except FetchError:
+        return
+    paths = [f.path for f in plan]
+    assert len(paths) == len(set(paths))
+    for path in paths:
+        assert not any(other.startswith(path + "/") for other in paths)
