@@ -81,6 +81,7 @@ class TransferEngine:
         self._open: dict[str, _OpenFile] = {}
         self._made_dirs: set[Path] = set()
         self._error: BaseException | None = None
+        self.finished: list[DoneFile] = []
 
     def fetch(self, files: list[RemoteFile]) -> None:
         """Fetch every file to its final path, or raise with nothing partial left at a final path."""
@@ -169,7 +170,9 @@ class TransferEngine:
         self._make_parent(final)
         os.replace(target.temp, final)
         del self._open[file.path]
-        self._state.record_done(DoneFile(file.path, file.size, file.version, st.st_mtime_ns))
+        done = DoneFile(file.path, file.size, file.version, st.st_mtime_ns)
+        self._state.record_done(done)
+        self.finished.append(done)
         self._progress.file_done()
 
     def _verify_checksum(self, target: _OpenFile) -> None:

@@ -9,7 +9,6 @@ from typing import Any
 from initializers import manifest
 from initializers.contract import Config, Kind
 from initializers.engine import TransferEngine
-from initializers.errors import FetchError
 from initializers.patterns import IgnorePatterns
 from initializers.plan import RemoteFile, build_plan
 from initializers.progress import Progress
@@ -64,11 +63,9 @@ def run(config: Config, kind: Kind, log: Any) -> Outcome:
         )
         interval = config.progress_interval or PROGRESS_INTERVAL_SECONDS
         with Progress(log, len(todo), sum(f.size for f in todo), interval) as progress:
-            TransferEngine(source, state, workers, progress).fetch(todo)
-        finished = state.done_files()
-        missing = [file.path for file in plan if file.path not in finished]
-        if missing:
-            raise FetchError(f"{len(missing)} files changed on disk during the run, e.g. {missing[0]!r}; run again")
+            engine = TransferEngine(source, state, workers, progress)
+            engine.fetch(todo)
+        finished = {**done, **{d.path: d for d in engine.finished}}
         state.write_manifest(manifest.build(kind, described, plan, finished, patterns, started_at, datetime.now(UTC)))
         state.remove_journal()
         return _outcome(plan, todo, started_at, state)

@@ -159,6 +159,9 @@ def _session(config: Config) -> botocore.session.Session:
     if config.anonymous and (config.access_key_id or config.role_arn):
         raise ConfigError("ANONYMOUS=true conflicts with ACCESS_KEY_ID/ROLE_ARN: unsigned requests carry no identity")
     session = botocore.session.get_session()
+    # Listings carry a LastModified per key that we never read; botocore's dateutil parsing of it costs
+    # about 0.2 ms per key, more than the rest of the listing.
+    session.get_component("response_parser_factory").set_parser_defaults(timestamp_parser=str)
     if config.access_key_id and config.secret_access_key:
         session.set_credentials(config.access_key_id, config.secret_access_key)
     if config.region:
