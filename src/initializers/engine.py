@@ -13,7 +13,6 @@ import os
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from initializers.errors import FetchError
@@ -34,7 +33,7 @@ class _OpenFile:
     """A file being assembled in its temporary; the thread that lands its last part finishes it."""
 
     file: RemoteFile
-    temp: Path
+    temp: str
     parts_left: int
     fd: int = -1
     hasher: Any = None  # in-stream digest, when the file arrives in one part and has a checksum
@@ -79,7 +78,7 @@ class TransferEngine:
         self.cancel = threading.Event()
         self._next_lock = threading.Lock()
         self._open: dict[str, _OpenFile] = {}
-        self._made_dirs: set[Path] = set()
+        self._made_dirs: set[str] = set()
         self._error: BaseException | None = None
         self.finished: list[DoneFile] = []
 
@@ -191,19 +190,20 @@ class TransferEngine:
                 f"got {hasher.hexdigest()}); the downloaded bytes are corrupt"
             )
 
-    def _make_parent(self, final: Path) -> None:
-        parent = final.parent
+    def _make_parent(self, final: str) -> None:
+        parent = os.path.dirname(final)
         if parent in self._made_dirs:
             return
         try:
-            parent.mkdir(parents=True, exist_ok=True)
+            os.makedirs(parent, exist_ok=True)
         except (FileExistsError, NotADirectoryError):
-            raise FetchError(f"cannot create folder {str(parent)!r}: a file of that name is in the way") from None
+            raise FetchError(f"cannot create folder {parent!r}: a file of that name is in the way") from None
         self._made_dirs.add(parent)
 
     def _discard_unfinished(self) -> None:
         for target in self._open.values():
             with contextlib.suppress(OSError):
                 os.close(target.fd)
-            target.temp.unlink(missing_ok=True)
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(target.temp)
         self._open.clear()

@@ -12,7 +12,7 @@ import hashlib
 import json
 import os
 import stat
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +32,9 @@ class DoneFile:
     version: str
     mtime_ns: int
 
+    def to_json(self) -> str:
+        return json.dumps({"path": self.path, "size": self.size, "version": self.version, "mtime_ns": self.mtime_ns})
+
 
 class StateDir:
     def __init__(self, output_path: str) -> None:
@@ -50,12 +53,13 @@ class StateDir:
         except OSError as exc:
             raise FetchError(f"OUTPUT_PATH {str(self.root)!r} is not writable: {exc.strerror or exc}") from None
 
-    def final_path(self, relative: str) -> Path:
-        return self.root / relative
+    # Plain strings, not Path objects: these two run for every file, and pathlib costs more than the syscalls.
+    def final_path(self, relative: str) -> str:
+        return f"{self.root}/{relative}"
 
-    def temp_path(self, relative: str) -> Path:
+    def temp_path(self, relative: str) -> str:
         """A stable temporary name per destination path, on the destination's filesystem."""
-        return self.tmp / (hashlib.sha256(relative.encode()).hexdigest()[:32] + ".part")
+        return f"{self.tmp}/{hashlib.sha256(relative.encode()).hexdigest()[:32]}.part"
 
     def clear_temps(self) -> None:
         for leftover in self.tmp.glob("*.part"):
@@ -117,13 +121,13 @@ class StateDir:
 
     def restart_journal(self, done: dict[str, DoneFile]) -> None:
         """Carry what is still valid into a fresh journal, so the manifest can be withdrawn safely."""
-        lines = "".join(json.dumps(asdict(d)) + "\n" for d in done.values())
+        lines = "".join(d.to_json() + "\n" for d in done.values())
         self.write_atomically(self.journal_path, lines.encode())
         self._journal_fd = os.open(self.journal_path, os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC)
 
     def record_done(self, done: DoneFile) -> None:
         """Append one line; O_APPEND writes of a line are atomic, so threads need no lock."""
-        os.write(self._journal_fd, (json.dumps(asdict(done)) + "\n").encode())
+        os.write(self._journal_fd, (done.to_json() + "\n").encode())
 
     def remove_journal(self) -> None:
         self.close_journal()
