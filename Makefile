@@ -41,6 +41,7 @@ $(PEERS)/.installed: Makefile
 	touch $@
 
 bench-install: install $(PEERS)/.installed
+	test -x /usr/bin/time || (apt-get update -qq && apt-get install -y -qq time)
 
 bench-s3: bench-install
 	$(PY) bench/s3.py

@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import hashlib
 import http.client
+import ssl
+import subprocess
 import threading
 import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from urllib.parse import parse_qs, quote, quote_plus, urlsplit
 
 from devkit.ports import free_port
@@ -32,7 +35,9 @@ class Traffic:
 
 
 class Relay:
-    def __init__(self, upstream: str) -> None:
+    """`tls`: (certificate, key) files to serve HTTPS with, as a TLS-terminating proxy in front of S3 would."""
+
+    def __init__(self, upstream: str, tls: tuple[Path, Path] | None = None) -> None:
         parts = urlsplit(upstream)
         self.upstream_host, self.upstream_port = parts.hostname or "127.0.0.1", parts.port or 80
         self.traffic = Traffic()
@@ -41,7 +46,11 @@ class Relay:
         port = free_port()
         self._server = ThreadingHTTPServer(("127.0.0.1", port), _handler_for(self))
         self._server.daemon_threads = True
-        self.endpoint = f"http://127.0.0.1:{port}"
+        if tls is not None:
+            context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            context.load_cert_chain(*tls)
+            self._server.socket = context.wrap_socket(self._server.socket, server_side=True)
+        self.endpoint = f"{'https' if tls else 'http'}://127.0.0.1:{port}"
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
 
     def __enter__(self) -> Relay:
@@ -56,6 +65,17 @@ class Relay:
         with self.traffic.lock:
             self.traffic.requests.clear()
             self.traffic.body_bytes = 0
+
+
+def self_signed_certificate(directory: Path) -> tuple[Path, Path]:
+    """A certificate for 127.0.0.1 and its key, made with the openssl command line; the certificate is its own CA."""
+    cert, key = directory / "cert.pem", directory / "key.pem"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=127.0.0.1",
+         "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", str(key), "-out", str(cert)],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    return cert, key
 
 
 def _handler_for(relay: Relay) -> type[BaseHTTPRequestHandler]:

@@ -20,11 +20,15 @@ from devkit.programs import run_program
         ("model", {"STORAGE_URI": "gs://bucket/x"}, "scheme gs:// is not supported by the model-initializer"),
         ("model", {"STORAGE_URI": "cache://schema/table"}, "it accepts hf://, s3://"),
         ("dataset", {"STORAGE_URI": "s3://"}, "names no bucket"),
-        ("dataset", {"STORAGE_URI": "s3://b", "MAX_WORKERS": "lots"}, "MAX_WORKERS: expected a positive integer"),
+        ("dataset", {"STORAGE_URI": "s3://b", "MAX_WORKERS": "lots"}, "MAX_WORKERS: expected an integer from 1 to 256"),
         ("dataset", {"STORAGE_URI": "s3://b", "ACCESS_KEY_ID": "id"}, "SECRET_ACCESS_KEY is not set"),
         ("dataset", {"STORAGE_URI": "s3://b", "ANONYMOUS": "true", "ACCESS_KEY_ID": "i",
                      "SECRET_ACCESS_KEY": "s-9f8e7d"}, "ANONYMOUS=true conflicts"),
         ("dataset", {"STORAGE_URI": "s3://b"}, "no S3 credentials found"),
+        ("dataset", {"STORAGE_URI": "s3://b", "ENDPOINT": "minio:9000"},
+         "ENDPOINT: expected an http:// or https:// URL"),
+        ("dataset", {"STORAGE_URI": "s3://b", "MAX_WORKERS": "100000"},
+         "MAX_WORKERS: expected an integer from 1 to 256"),
     ],
 )  # fmt: skip
 def test_configuration_errors_exit_2_and_say_why(kind: str, env: dict[str, str], message: str, tmp_path: Path):

@@ -45,8 +45,9 @@ def test_empty_text_variables_count_as_unset():
 @pytest.mark.parametrize(
     ("env", "message"),
     [
-        ({"MAX_WORKERS": "zero"}, "MAX_WORKERS: expected a positive integer, got 'zero'"),
-        ({"MAX_WORKERS": "0"}, "MAX_WORKERS: expected a positive integer"),
+        ({"MAX_WORKERS": "zero"}, "MAX_WORKERS: expected an integer from 1 to 256, got 'zero'"),
+        ({"MAX_WORKERS": "0"}, "MAX_WORKERS: expected an integer from 1 to 256"),
+        ({"MAX_WORKERS": "257"}, "MAX_WORKERS: expected an integer from 1 to 256"),
         ({"CLUSTER_SIZE": "-3"}, "CLUSTER_SIZE: expected a positive integer"),
         ({"ANONYMOUS": "maybe"}, "ANONYMOUS: expected true or false"),
         ({"LOG_FORMAT": "xml"}, "LOG_FORMAT: expected one of json, console"),
@@ -59,7 +60,7 @@ def test_bad_values_name_the_variable_and_the_expected_form(env: dict[str, str],
 
 
 def test_options_are_named_in_errors():
-    with pytest.raises(ConfigError, match="--max-workers: expected a positive integer"):
+    with pytest.raises(ConfigError, match="--max-workers: expected an integer from 1 to 256"):
         Config.from_env({}, {"max_workers": "x"})
 
 
@@ -97,7 +98,9 @@ def configs(draw: st.DrawFn) -> Config:
     values = {}
     for field in dataclasses.fields(Config):
         codec = field.metadata["setting"].codec.expected
-        if codec == "a positive integer":
+        if codec.startswith("an integer from 1 to "):
+            strategy = st.none() | st.integers(1, 256)
+        elif codec == "a positive integer":
             strategy = st.none() | st.integers(1, 10**6)
         elif codec == "a positive number":
             strategy = st.none() | st.floats(0.001, 1e6)

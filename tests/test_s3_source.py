@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from devkit.programs import ProgramResult, run_program, start_program
-from devkit.relay import Relay
+from devkit.relay import Relay, self_signed_certificate
 from devkit.seaweed import SECRET_KEY, SeaweedFS
 
 
@@ -342,3 +342,16 @@ def test_progress_events_report_files_bytes_rate_and_eta(seaweed: SeaweedFS, s3:
     assert {"files", "bytes", "total_bytes", "rate_mb_s", "eta_s", "percent"} <= set(progress[0])
     assert [p["bytes"] for p in progress] == sorted(p["bytes"] for p in progress)
     assert progress[-1]["total_bytes"] == 10 * 200 * 1024
+
+
+def test_https_endpoint_with_a_custom_ca_bundle(seaweed: SeaweedFS, s3: Any, bucket: str, tmp_path: Path):
+    body = os.urandom(20 * 1024 * 1024)  # two ranges
+    put_all(s3, bucket, {"d/small.txt": b"tls", "d/big.bin": body})
+    cert, key = self_signed_certificate(tmp_path)
+    with Relay(seaweed.endpoint, tls=(cert, key)) as relay:
+        trusted = fetch(seaweed, f"s3://{bucket}/d", tmp_path / "ok", endpoint=relay.endpoint, AWS_CA_BUNDLE=str(cert))
+        untrusted = fetch(seaweed, f"s3://{bucket}/d", tmp_path / "no", endpoint=relay.endpoint)
+    assert trusted.code == 0, trusted.stdout
+    assert tree(tmp_path / "ok") == {"small.txt": b"tls", "big.bin": body}
+    assert untrusted.code == 1
+    assert "CERTIFICATE_VERIFY_FAILED" in untrusted.last["error"] or "certificate" in untrusted.last["error"].lower()

@@ -64,6 +64,16 @@ def _parse_positive_int(raw: str) -> int:
     return value
 
 
+MAX_WORKERS_LIMIT = 256
+
+
+def _parse_workers(raw: str) -> int:
+    value = _parse_positive_int(raw)
+    if value > MAX_WORKERS_LIMIT:
+        raise ValueError("too many")
+    return value
+
+
 def _parse_positive_float(raw: str) -> float:
     value = float(raw.strip())
     if not value > 0 or value == float("inf"):
@@ -108,6 +118,7 @@ def _choice(*choices: str) -> Codec[str]:
 
 TEXT: Codec[str] = Codec(_parse_text, str, "text")
 POSITIVE_INT: Codec[int] = Codec(_parse_positive_int, str, "a positive integer")
+WORKERS: Codec[int] = Codec(_parse_workers, str, f"an integer from 1 to {MAX_WORKERS_LIMIT}")
 POSITIVE_NUMBER: Codec[float] = Codec(_parse_positive_float, repr, "a positive number")
 BOOL: Codec[bool] = Codec(_parse_bool, lambda value: "true" if value else "false", "true or false")
 PATTERNS: Codec[tuple[str, ...]] = Codec(
@@ -174,7 +185,7 @@ class Config:
     train_job_name: str | None = _setting("TRAIN_JOB_NAME", "Accepted from Kubeflow and recorded; not needed.")
     cache_image: str | None = _setting("CACHE_IMAGE", "Accepted from Kubeflow and recorded; not needed.")
     max_workers: int | None = _setting(
-        "MAX_WORKERS", "Parallel transfers [default: 8 for large objects, tuned per source].", POSITIVE_INT
+        "MAX_WORKERS", "Parallel transfers, at most 256 [default: per source, S3: 8].", WORKERS
     )
     progress_interval: float | None = _setting(
         "PROGRESS_INTERVAL", "Seconds between progress events [default: 5].", POSITIVE_NUMBER

@@ -9,6 +9,7 @@ from __future__ import annotations
 import ssl
 from collections.abc import Iterator
 from typing import Any
+from urllib.parse import urlsplit
 
 import botocore.credentials
 import botocore.session
@@ -33,22 +34,25 @@ class S3Source(Source):
 
     def __init__(self, location: S3Location, config: Config) -> None:
         self.location = location
-        self._endpoint_url = config.endpoint
+        self._endpoint_url = _checked_endpoint(config.endpoint)
         session = _session(config)
         self._credentials = None if config.anonymous else _resolve_credentials(session)
         self.region = session.get_config_variable("region") or "us-east-1"
-        self._client = session.create_client(
-            "s3",
-            endpoint_url=config.endpoint,
-            region_name=self.region,
-            config=BotoConfig(
-                signature_version=UNSIGNED if config.anonymous else None,
-                s3={"addressing_style": "path"} if config.endpoint else None,
-                retries={"mode": "standard", "max_attempts": 5},
-                connect_timeout=10,
-                read_timeout=60,
-            ),
-        )
+        try:
+            self._client = session.create_client(
+                "s3",
+                endpoint_url=config.endpoint,
+                region_name=self.region,
+                config=BotoConfig(
+                    signature_version=UNSIGNED if config.anonymous else None,
+                    s3={"addressing_style": "path"} if config.endpoint else None,
+                    retries={"mode": "standard", "max_attempts": 5},
+                    connect_timeout=10,
+                    read_timeout=60,
+                ),
+            )
+        except (BotoCoreError, ValueError) as exc:
+            raise ConfigError(f"REGION / ENDPOINT: the S3 client cannot be configured: {exc}") from None
         ca_bundle = session.get_config_variable("ca_bundle")  # AWS_CA_BUNDLE or the profile's ca_bundle
         self._getter = S3Getter(
             ObjectEndpoint.from_object_url(
@@ -149,6 +153,14 @@ _NO_CREDENTIALS = (
     "no S3 credentials found: set ACCESS_KEY_ID and SECRET_ACCESS_KEY, provide them through the standard AWS "
     "chain (AWS_* variables, profile, web identity), or set ANONYMOUS=true for a public bucket"
 )
+
+
+def _checked_endpoint(endpoint: str | None) -> str | None:
+    if endpoint is not None:
+        parts = urlsplit(endpoint)
+        if parts.scheme not in ("http", "https") or not parts.netloc:
+            raise ConfigError(f"ENDPOINT: expected an http:// or https:// URL, got {endpoint!r}")
+    return endpoint
 
 
 def _session(config: Config) -> botocore.session.Session:

@@ -24,7 +24,7 @@ from initializers.sources.base import Sink
 from initializers.sources.http1 import Connection, ProtocolError, Response
 from initializers.sources.sigv4 import GetSigner, SigningCredentials
 
-_BUFFER_SIZE = 1 << 20
+_BUFFER_SIZE = 256 * 1024  # per thread; a loopback recv rarely returns more
 _RETRIABLE_STATUS = {429, 500, 502, 503, 504}
 #: A key whose botocore-built URL reveals the bucket's addressing (see ObjectEndpoint.from_object_url).
 PROBE_KEY = "initializers-probe"
