@@ -165,6 +165,7 @@ class TransferEngine:
             raise FetchError(f"{file.locator}: got {st.st_size} bytes, the source listed {file.size}")
         self._verify_checksum(target)
         os.close(target.fd)
+        target.fd = -1
         final = self._state.final_path(file.path)
         self._make_parent(final)
         os.replace(target.temp, final)
@@ -202,8 +203,9 @@ class TransferEngine:
 
     def _discard_unfinished(self) -> None:
         for target in self._open.values():
-            with contextlib.suppress(OSError):
-                os.close(target.fd)
+            if target.fd >= 0:
+                with contextlib.suppress(OSError):
+                    os.close(target.fd)
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(target.temp)
         self._open.clear()
