@@ -20,6 +20,7 @@ from devkit.ports import free_port
 ACCESS_KEY = "initializers-test-key"
 SECRET_KEY = "initializers-test-secret-7f3a9c"  # distinctive, so tests can prove it never leaks
 REGION = "us-east-1"
+PUBLIC_BUCKET = "public-data"  # readable and listable without credentials
 
 
 @dataclass
@@ -44,7 +45,8 @@ class SeaweedFS:
                             "name": "tester",
                             "credentials": [{"accessKey": ACCESS_KEY, "secretKey": SECRET_KEY}],
                             "actions": ["Admin", "Read", "List", "Tagging", "Write"],
-                        }
+                        },
+                        {"name": "anonymous", "actions": [f"Read:{PUBLIC_BUCKET}", f"List:{PUBLIC_BUCKET}"]},
                     ]
                 }
             )

@@ -14,7 +14,7 @@ import pytest
 
 from devkit.programs import ProgramResult, run_program, start_program
 from devkit.relay import Relay, self_signed_certificate
-from devkit.seaweed import SECRET_KEY, SeaweedFS
+from devkit.seaweed import ACCESS_KEY, PUBLIC_BUCKET, REGION, SECRET_KEY, SeaweedFS
 
 
 def put_all(s3: Any, bucket: str, objects: dict[str, bytes]) -> None:
@@ -220,6 +220,39 @@ def test_wrong_secret_is_reported_as_rejected_credentials(seaweed: SeaweedFS, s3
     assert "credentials were rejected" in result.last["error"]
     assert "SignatureDoesNotMatch" in result.last["error"]
     assert "wrong-secret-0d1e" not in result.stdout + result.stderr
+
+
+def test_anonymous_access_to_a_public_bucket(seaweed: SeaweedFS, s3: Any, tmp_path: Path):
+    if PUBLIC_BUCKET not in {b["Name"] for b in s3.list_buckets()["Buckets"]}:
+        s3.create_bucket(Bucket=PUBLIC_BUCKET)
+    put_all(s3, PUBLIC_BUCKET, {"open/data.csv": b"a,b\n1,2\n", "open/big.bin": b"x" * (17 * 1024 * 1024)})
+    env = {"STORAGE_URI": f"s3://{PUBLIC_BUCKET}/open", "OUTPUT_PATH": str(tmp_path / "out"),
+           "ENDPOINT": seaweed.endpoint, "ANONYMOUS": "true"}  # fmt: skip
+    result = run_program("dataset", env)
+    assert result.code == 0, result.stdout
+    assert tree(tmp_path / "out") == {"data.csv": b"a,b\n1,2\n", "big.bin": b"x" * (17 * 1024 * 1024)}
+    # Without ANONYMOUS and without credentials, nothing silently falls back to unsigned requests.
+    del env["ANONYMOUS"]
+    assert run_program("dataset", {**env, "OUTPUT_PATH": str(tmp_path / "o2"), "HOME": str(tmp_path)}).code == 2
+
+
+@pytest.mark.parametrize("chain", ["environment", "profile"])
+def test_the_standard_credential_chain_applies_without_contract_keys(
+    seaweed: SeaweedFS, s3: Any, bucket: str, tmp_path: Path, chain: str
+):
+    put_all(s3, bucket, {"a.txt": b"chain"})
+    env = {"STORAGE_URI": f"s3://{bucket}", "OUTPUT_PATH": str(tmp_path / "out"), "ENDPOINT": seaweed.endpoint,
+           "HOME": str(tmp_path)}  # fmt: skip
+    if chain == "environment":
+        env |= {"AWS_ACCESS_KEY_ID": ACCESS_KEY, "AWS_SECRET_ACCESS_KEY": SECRET_KEY, "AWS_DEFAULT_REGION": REGION}
+    else:
+        credentials = tmp_path / "credentials"
+        credentials.write_text(f"[train]\naws_access_key_id = {ACCESS_KEY}\naws_secret_access_key = {SECRET_KEY}\n")
+        env |= {"AWS_SHARED_CREDENTIALS_FILE": str(credentials), "AWS_PROFILE": "train"}
+    result = run_program("dataset", env)
+    assert result.code == 0, result.stdout
+    assert tree(tmp_path / "out") == {"a.txt": b"chain"}
+    assert SECRET_KEY not in result.stdout + result.stderr
 
 
 def test_anonymous_access_to_a_private_bucket_is_denied(seaweed: SeaweedFS, s3: Any, bucket: str, tmp_path: Path):
