@@ -27,10 +27,6 @@ class Outcome:
     seconds: float
     output_path: str
 
-    @property
-    def up_to_date(self) -> bool:
-        return self.fetched_files == 0
-
 
 def run(config: Config, kind: Kind, log: Any) -> Outcome:
     started_at = datetime.now(UTC)
@@ -45,24 +41,24 @@ def run(config: Config, kind: Kind, log: Any) -> Outcome:
         plan = build_plan(listed, IgnorePatterns(patterns), described["uri"])
         done = _still_current(state.done_files(), plan)
         todo = [file for file in plan if file.path not in done]
-        total_bytes = sum(file.size for file in plan)
         if not todo and manifest.describes(state.read_manifest(), described, plan):
-            log.info("up to date", files=len(plan), bytes=total_bytes, manifest=str(state.manifest_path))
+            log.info("up to date", files=len(plan), bytes=sum(f.size for f in plan), manifest=str(state.manifest_path))
             return _outcome(plan, [], started_at, state)
         state.restart_journal(done)
         state.remove_manifest()
         state.clear_temps()
         workers = config.max_workers or source.default_workers
+        todo_bytes = sum(f.size for f in todo)
         log.info(
             "fetching",
             files=len(todo),
-            bytes=sum(f.size for f in todo),
+            bytes=todo_bytes,
             already_done=len(done),
             ignored=len(listed) - len(plan),
             workers=workers,
         )
         interval = config.progress_interval or PROGRESS_INTERVAL_SECONDS
-        with Progress(log, len(todo), sum(f.size for f in todo), interval) as progress:
+        with Progress(log, len(todo), todo_bytes, interval) as progress:
             engine = TransferEngine(source, state, workers, progress)
             engine.fetch(todo)
         finished = {**done, **{d.path: d for d in engine.finished}}

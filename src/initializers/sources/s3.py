@@ -6,6 +6,7 @@ behave exactly as with boto3, because botocore resolves them; only the data requ
 
 from __future__ import annotations
 
+import contextlib
 import ssl
 from collections.abc import Iterator
 from typing import Any
@@ -21,11 +22,18 @@ from initializers.contract import Config
 from initializers.errors import ConfigError, FetchError
 from initializers.plan import RemoteFile
 from initializers.sources.base import Sink, Source
-from initializers.sources.s3_get import PROBE_KEY, GetRequest, ObjectEndpoint, S3Getter
+from initializers.sources.s3_get import (
+    PROBE_KEY,
+    REJECTED_CREDENTIALS,
+    GetRequest,
+    ObjectEndpoint,
+    S3Getter,
+    explain_denial,
+)
 from initializers.sources.sigv4 import SigningCredentials
 from initializers.uris import S3Location
 
-_DENIED = {"AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch", "InvalidToken", "ExpiredToken", "403"}
+_DENIED = {"AccessDenied", "403", *REJECTED_CREDENTIALS}
 
 
 class S3Source(Source):
@@ -113,39 +121,25 @@ class S3Source(Source):
     def _display(self, key: str) -> str:
         return f"s3://{self.location.bucket}/{key}"
 
-    def _translated_errors(self) -> _S3Errors:
-        return _S3Errors(self)
-
-
-class _S3Errors:
-    """Turns botocore's exceptions during listing into messages that say what to do."""
-
-    def __init__(self, source: S3Source) -> None:
-        self._source = source
-
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, _type: object, exc: BaseException | None, _tb: object) -> None:
-        if exc is None or isinstance(exc, FetchError | ConfigError):
-            return
-        where = str(self._source.location)
-        if isinstance(exc, ClientError):
+    @contextlib.contextmanager
+    def _translated_errors(self) -> Iterator[None]:
+        """Turn botocore's exceptions during listing into messages that say what to do."""
+        where = str(self.location)
+        try:
+            yield
+        except ClientError as exc:
             error = exc.response.get("Error", {})
             code = str(error.get("Code", ""))
             if code == "NoSuchBucket":
-                raise FetchError(f"bucket {self._source.location.bucket!r} does not exist (listing {where})") from None
+                raise FetchError(f"bucket {self.location.bucket!r} does not exist (listing {where})") from None
             if code in _DENIED:
-                detail = (
-                    "the credentials were rejected; check ACCESS_KEY_ID and SECRET_ACCESS_KEY (or the role)"
-                    if code in ("InvalidAccessKeyId", "SignatureDoesNotMatch", "InvalidToken", "ExpiredToken")
-                    else "access denied: the credentials lack s3:ListBucket, or the bucket is not public"
-                )
-                raise FetchError(f"S3 refused listing {where}: {code}: {detail}") from None
+                raise FetchError(
+                    f"S3 refused listing {where}: {code}: {explain_denial(code, 's3:ListBucket')}"
+                ) from None
             raise FetchError(f"S3 error listing {where}: {code}: {error.get('Message', exc)}") from None
-        if isinstance(exc, NoCredentialsError):
+        except NoCredentialsError:
             raise ConfigError(_NO_CREDENTIALS) from None
-        if isinstance(exc, BotoCoreError):
+        except BotoCoreError as exc:
             raise FetchError(f"cannot list {where}: {exc}") from None
 
 

@@ -173,7 +173,7 @@ class S3Getter:
         if response.status == 416:
             raise FetchError(f"{where} is shorter than listed ({code}); it changed during the download, run again")
         if response.status in (401, 403):
-            raise FetchError(f"S3 denied reading {where}: {code}: {_explain_denial(code)}")
+            raise FetchError(f"S3 denied reading {where}: {code}: {explain_denial(code, 's3:GetObject')}")
         message = _xml_field(body, "Message")
         raise FetchError(f"S3 answered {response.status} {code} for {where}" + (f": {message}" if message else ""))
 
@@ -215,7 +215,11 @@ def _reason(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
 
 
-def _explain_denial(code: str) -> str:
-    if code in ("SignatureDoesNotMatch", "InvalidAccessKeyId", "InvalidToken", "ExpiredToken"):
+REJECTED_CREDENTIALS = frozenset({"SignatureDoesNotMatch", "InvalidAccessKeyId", "InvalidToken", "ExpiredToken"})
+
+
+def explain_denial(code: str, permission: str) -> str:
+    """What an S3 access-denied code means for the user, for listing and reading alike."""
+    if code in REJECTED_CREDENTIALS:
         return "the credentials were rejected; check ACCESS_KEY_ID and SECRET_ACCESS_KEY (or the role)"
-    return "the credentials lack permission (s3:GetObject), or the bucket is not public (ANONYMOUS=true)"
+    return f"the credentials lack permission ({permission}), or the bucket is not public (ANONYMOUS=true)"
