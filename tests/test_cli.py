@@ -40,7 +40,7 @@ def test_configuration_errors_exit_2_and_say_why(kind: str, env: dict[str, str],
 
 
 def test_sources_of_later_issues_say_they_are_not_implemented(tmp_path: Path):
-    result = run_program("dataset", {"STORAGE_URI": "hf://org/name", "OUTPUT_PATH": str(tmp_path / "o")})
+    result = run_program("dataset", {"STORAGE_URI": "cache://schema/table", "OUTPUT_PATH": str(tmp_path / "o")})
     assert result.code == 2
     assert "not implemented yet" in result.last["error"]
 

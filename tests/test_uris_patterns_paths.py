@@ -12,7 +12,7 @@ from initializers.contract import DATASET, MODEL
 from initializers.errors import ConfigError, FetchError
 from initializers.patterns import IgnorePatterns
 from initializers.plan import RemoteFile, build_plan, safe_relative_path
-from initializers.uris import S3Location, scheme_of
+from initializers.uris import HfLocation, S3Location, scheme_of
 
 
 @pytest.mark.parametrize(
@@ -141,3 +141,37 @@ def test_a_plan_never_maps_two_files_onto_one_path(names: list[str]):
     assert len(paths) == len(set(paths))
     for path in paths:
         assert not any(other.startswith(path + "/") for other in paths)
+
+
+@pytest.mark.parametrize(
+    ("uri", "repo", "revision", "sub"),
+    [
+        ("hf://org/name", "org/name", None, ""),
+        ("hf://org/name@v1.0", "org/name", "v1.0", ""),
+        ("hf://org/name@refs%2Fpr%2F1/data/train", "org/name", "refs/pr/1", "data/train"),
+        ("hf://org/name/config.json", "org/name", None, "config.json"),
+        ("hf://org/name@" + "a" * 40 + "/sub/", "org/name", "a" * 40, "sub"),
+    ],
+)
+def test_hf_uris(uri: str, repo: str, revision: str | None, sub: str):
+    location = HfLocation.parse(uri)
+    assert (location.repo_id, location.revision, location.sub_path) == (repo, revision, sub)
+    assert HfLocation.parse(str(location)) == location
+
+
+@pytest.mark.parametrize(
+    ("uri", "message"),
+    [
+        ("hf://", "names no repository"),
+        ("hf://org", "names no repository"),
+        ("hf://org/", "names no repository"),
+        ("hf:///name", "names no repository"),
+        ("hf://org/name@", "empty revision"),
+        ("hf://org/name/a//b", "empty, '.' or '..' segment"),
+        ("hf://org/name/../x", "empty, '.' or '..' segment"),
+        ("hf://org/na me", "not a valid repository"),
+    ],
+)
+def test_bad_hf_uris(uri: str, message: str):
+    with pytest.raises(ConfigError, match=message):
+        HfLocation.parse(uri)

@@ -8,13 +8,13 @@ only after its last part has landed and its size and checksum are verified.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import os
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from initializers.checksums import new_hasher
 from initializers.errors import FetchError
 from initializers.plan import RemoteFile
 from initializers.progress import Progress
@@ -104,12 +104,12 @@ class TransferEngine:
 
     def _parts(self, files: list[RemoteFile]) -> Iterator[tuple[_OpenFile, int, int]]:
         """Cheap and I/O-free, since threads take turns at it; the first part to run opens the temporary."""
-        part_size = self._source.part_size
+        part_size = self._source.part_size if self._source.streams_ranges else None
         for file in files:
             count = 1 if not part_size or file.size <= part_size else -(-file.size // part_size)
             target = _OpenFile(file, self._state.temp_path(file.path), count)
-            if count == 1 and file.checksum is not None:
-                target.hasher = hashlib.new(file.checksum.algorithm)
+            if count == 1 and file.checksum is not None and self._source.streams_ranges:
+                target.hasher = new_hasher(file.checksum, file.size)
             for index in range(count):
                 offset = index * part_size if part_size else 0
                 yield target, offset, min(part_size or file.size, file.size - offset)
@@ -133,6 +133,11 @@ class TransferEngine:
         self.cancel.set()
 
     def _transfer_part(self, target: _OpenFile, offset: int, length: int) -> None:
+        if not self._source.streams_ranges:
+            self._open[target.file.path] = target  # so that a failure removes whatever the source left there
+            self._source.download(target.file, target.temp, self._counting)
+            self._finish(target)
+            return
         if target.fd < 0:
             self._open_temp(target)
         if length:
@@ -158,14 +163,20 @@ class TransferEngine:
             if target.parts_left > 1:
                 os.ftruncate(target.fd, target.file.size)
 
+    def _counting(self, count: int) -> None:
+        if self.cancel.is_set():
+            raise Cancelled
+        self._progress.add_bytes(count)
+
     def _finish(self, target: _OpenFile) -> None:
         file = target.file
-        st = os.fstat(target.fd)  # size and mtime survive the rename: one stat serves both checks and the journal
+        if target.fd >= 0:
+            os.close(target.fd)
+            target.fd = -1
+        st = os.stat(target.temp)  # size and mtime survive the rename: one stat serves the checks and the journal
         if st.st_size != file.size:
             raise FetchError(f"{file.locator}: got {st.st_size} bytes, the source listed {file.size}")
         self._verify_checksum(target)
-        os.close(target.fd)
-        target.fd = -1
         final = self._state.final_path(file.path)
         self._make_parent(final)
         os.replace(target.temp, final)
@@ -180,8 +191,8 @@ class TransferEngine:
         if expected is None:
             return
         hasher = target.hasher
-        if hasher is None:  # assembled from parallel ranges: hash the finished temporary
-            hasher = hashlib.new(expected.algorithm)
+        if hasher is None:  # assembled from parallel ranges or handed over whole: hash the finished temporary
+            hasher = new_hasher(expected, target.file.size)
             with open(target.temp, "rb") as handle:
                 while block := handle.read(_HASH_BLOCK):
                     hasher.update(block)

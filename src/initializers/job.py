@@ -31,7 +31,7 @@ class Outcome:
 def run(config: Config, kind: Kind, log: Any) -> Outcome:
     started_at = datetime.now(UTC)
     state = StateDir(config.output_dir(kind))
-    source = open_source(config, kind)
+    source = open_source(config, kind, str(state.staging))
     try:
         described = source.describe()
         log.info("listing", source=described["uri"], output_path=str(state.root))
@@ -64,6 +64,7 @@ def run(config: Config, kind: Kind, log: Any) -> Outcome:
         finished = {**done, **{d.path: d for d in engine.finished}}
         state.write_manifest(manifest.build(kind, described, plan, finished, patterns, started_at, datetime.now(UTC)))
         state.remove_journal()
+        state.remove_staging()
         return _outcome(plan, todo, started_at, state)
     finally:
         state.close_journal()

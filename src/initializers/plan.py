@@ -5,17 +5,12 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from initializers.checksums import Checksum
 from initializers.errors import FetchError
 from initializers.patterns import IgnorePatterns
 
 #: The folder under OUTPUT_PATH that holds temporaries, the journal and the manifest; no source may write there.
 STATE_DIR = ".initializer"
-
-
-@dataclass(frozen=True)
-class Checksum:
-    algorithm: str  # a hashlib name
-    hexdigest: str
 
 
 @dataclass(frozen=True)

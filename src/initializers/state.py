@@ -11,6 +11,7 @@ import contextlib
 import hashlib
 import json
 import os
+import shutil
 import stat
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,6 +42,8 @@ class StateDir:
         self.root = Path(output_path).absolute()
         self.dir = self.root / STATE_DIR
         self.tmp = self.dir / "tmp"
+        #: A folder a source may keep its own resumable bookkeeping in; removed once the run is complete.
+        self.staging = self.dir / "staging"
         self._journal_fd = -1
 
     def prepare(self) -> None:
@@ -64,6 +67,9 @@ class StateDir:
     def clear_temps(self) -> None:
         for leftover in self.tmp.glob("*.part"):
             leftover.unlink(missing_ok=True)
+
+    def remove_staging(self) -> None:
+        shutil.rmtree(self.staging, ignore_errors=True)
 
     def clear_temps_quietly(self) -> None:
         """Best effort on the way out: a failure here must not mask the error that ended the run."""

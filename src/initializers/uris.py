@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from urllib.parse import quote, unquote
 
 from initializers.contract import Kind
 from initializers.errors import ConfigError
@@ -46,3 +47,34 @@ class S3Location:
 
     def __str__(self) -> str:
         return f"s3://{self.bucket}/{self.key}" if self.key else f"s3://{self.bucket}"
+
+
+@dataclass(frozen=True)
+class HfLocation:
+    """`hf://OWNER/NAME[@REVISION][/SUB/PATH]`; a revision containing `/` is written `%2F`."""
+
+    repo_id: str
+    revision: str | None
+    sub_path: str  # "" for the whole repo
+
+    @classmethod
+    def parse(cls, uri: str) -> HfLocation:
+        expected = "expected hf://OWNER/NAME[@REVISION][/PATH]"
+        owner, _, rest = uri.partition("://")[2].partition("/")
+        name_and_revision, _, sub_path = rest.partition("/")
+        name, at, revision = name_and_revision.partition("@")
+        if not owner or not name:
+            raise ConfigError(f"STORAGE_URI: {uri!r} names no repository; {expected}")
+        if at and not revision:
+            raise ConfigError(f"STORAGE_URI: {uri!r} has an empty revision after '@'; {expected}")
+        segments = sub_path.split("/") if sub_path else []
+        if any(segment in ("", ".", "..") for segment in segments[:-1]) or (segments and segments[-1] in (".", "..")):
+            raise ConfigError(f"STORAGE_URI: {uri!r} has an empty, '.' or '..' segment in its path; {expected}")
+        for part in (owner, name):
+            if any(ch.isspace() for ch in part) or part in (".", ".."):
+                raise ConfigError(f"STORAGE_URI: {part!r} is not a valid repository owner or name; {expected}")
+        return cls(f"{owner}/{name}", unquote(revision) if revision else None, sub_path.rstrip("/"))
+
+    def __str__(self) -> str:
+        revision = f"@{quote(self.revision, safe='')}" if self.revision else ""
+        return f"hf://{self.repo_id}{revision}" + (f"/{self.sub_path}" if self.sub_path else "")

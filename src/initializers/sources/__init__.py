@@ -8,11 +8,16 @@ from initializers.sources.base import Source
 from initializers.uris import scheme_of
 
 
-def open_source(config: Config, kind: Kind) -> Source:
+def open_source(config: Config, kind: Kind, staging: str) -> Source:
+    """The source for STORAGE_URI; `staging` is a folder it may keep resumable bookkeeping in."""
     uri = config.require_storage_uri()
     scheme = scheme_of(uri, kind)
     if scheme == "s3":
         from initializers.sources.s3 import S3Source
 
         return S3Source.from_config(uri, config)
+    if scheme == "hf":
+        from initializers.sources.hf import HfSource
+
+        return HfSource.from_config(uri, config, kind, staging)
     raise ConfigError(f"STORAGE_URI: the {scheme}:// source is not implemented yet; use s3:// for now")

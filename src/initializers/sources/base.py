@@ -1,13 +1,15 @@
-"""The contract every source fulfils: list what it has, and stream any byte range of it into a sink.
+"""The contract every source fulfils: list what it has, and deliver any file, by ranges or whole.
 
 Everything else (filtering, safe paths, parallelism, temporaries, verification, the manifest) is the
-engine's, written once for all sources, in the spirit of rclone's one `Fs` interface.
+engine's, written once for all sources, in the spirit of rclone's one `Fs` interface. A source either
+streams byte ranges into a sink (`read`, S3), or hands over a finished file at a path the engine chooses
+(`download`, the Hub, whose own client keeps its resumable bookkeeping).
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any, Protocol
 
 from initializers.plan import RemoteFile
@@ -24,7 +26,9 @@ class Sink(Protocol):
 
 
 class Source(ABC):
-    #: Files larger than this are fetched as parallel ranges of this size; None: always whole.
+    #: True: the engine calls `read` for byte ranges; False: it calls `download` once per file.
+    streams_ranges: bool = True
+    #: Files larger than this are fetched as parallel ranges of this size; None: always in one range.
     part_size: int | None = None
     #: Parallel transfers when MAX_WORKERS is not set, the best measured on this source.
     default_workers: int = 8
@@ -33,9 +37,13 @@ class Source(ABC):
     def list_files(self) -> Iterator[RemoteFile]:
         """Every file under the source root, with paths relative to it; raises FetchError when unreachable."""
 
-    @abstractmethod
     def read(self, file: RemoteFile, offset: int, length: int, sink: Sink) -> None:
         """Write bytes [offset, offset + length) of `file` into `sink`; raise FetchError on failure."""
+        raise NotImplementedError
+
+    def download(self, file: RemoteFile, destination: str, on_bytes: Callable[[int], None]) -> None:
+        """Leave the complete `file` at `destination` (on the same filesystem), reporting bytes as they arrive."""
+        raise NotImplementedError
 
     @abstractmethod
     def describe(self) -> dict[str, Any]:

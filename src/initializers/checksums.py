@@ -1,0 +1,25 @@
+"""Digests a source vouches for, and the hashers that check them: hashlib's, plus git's blob ids."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from typing import Any
+
+#: Git's blob id: sha1 over a "blob <size>\\0" header and the content (the Hub's oid for non-LFS files).
+GIT_SHA1 = "git-sha1"
+
+
+@dataclass(frozen=True)
+class Checksum:
+    algorithm: str  # a hashlib name, or GIT_SHA1
+    hexdigest: str
+
+
+def new_hasher(checksum: Checksum, size: int) -> Any:
+    """A hashlib-style object (update, hexdigest) that checks `checksum` over content of `size` bytes."""
+    if checksum.algorithm == GIT_SHA1:
+        hasher = hashlib.sha1(usedforsecurity=False)
+        hasher.update(b"blob %d\0" % size)
+        return hasher
+    return hashlib.new(checksum.algorithm)

@@ -1,0 +1,186 @@
+"""The HuggingFace Hub source: huggingface_hub's own client lists and downloads; the engine does the rest.
+
+The revision is resolved to one commit up front, so every file comes from the same commit. Files are
+fetched by `hf_hub_download` into a local-dir staging folder under `.initializer/` (so its resumable
+`.incomplete` bookkeeping survives a crash, and nothing needs a writable HOME), then handed to the engine,
+which checks each file's digest from the tree listing (sha256 for LFS files, the git blob id otherwise):
+the client itself only checks sizes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from initializers.checksums import GIT_SHA1, Checksum
+from initializers.contract import Config, Kind
+from initializers.errors import FetchError
+from initializers.plan import RemoteFile
+from initializers.sources.base import Source
+from initializers.uris import HfLocation
+
+_ATTEMPTS = 3
+#: Settings huggingface_hub reads at import time; users' own values win.
+_HUB_DEFAULTS = {
+    "HF_HUB_DISABLE_TELEMETRY": "1",
+    "HF_HUB_DISABLE_PROGRESS_BARS": "1",  # progress is ours, as log events, never carriage-return bars
+    "HF_HUB_DOWNLOAD_TIMEOUT": "60",  # seconds without a byte before a read times out
+    "HF_HUB_ETAG_TIMEOUT": "30",
+}
+
+
+class HfSource(Source):
+    streams_ranges = False
+    default_workers = 8
+
+    def __init__(self, location: HfLocation, config: Config, kind: Kind, staging: str) -> None:
+        self.location = location
+        self.repo_type = kind.name  # "dataset" or "model": the program decides what the repo is
+        self.revision = location.revision or config.revision or "main"
+        self._token: str | bool = config.access_token or False  # False: never a token stored on this machine
+        self._files_dir = os.path.join(staging, "files")
+        os.environ.setdefault("HF_HOME", os.path.join(staging, "home"))
+        for name, value in _HUB_DEFAULTS.items():
+            os.environ.setdefault(name, value)
+        import httpx2  # huggingface_hub's HTTP client: its transport errors are the network failures
+        import huggingface_hub  # deferred: its import reads the variables above
+
+        self._hub = huggingface_hub
+        self._transport_errors = httpx2.TransportError
+        self._api = huggingface_hub.HfApi(token=self._token)
+        self.commit: str | None = None
+
+    @classmethod
+    def from_config(cls, uri: str, config: Config, kind: Kind, staging: str) -> HfSource:
+        return cls(HfLocation.parse(uri), config, kind, staging)
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "uri": str(self.location),
+            "endpoint": self._hub.constants.ENDPOINT,
+            "repo_type": self.repo_type,
+            "revision": self.revision,
+            "commit": self.commit,
+        }
+
+    def list_files(self) -> Iterator[RemoteFile]:
+        with self._translated_errors():
+            self.commit = self._api.repo_info(
+                self.location.repo_id, revision=self.revision, repo_type=self.repo_type
+            ).sha
+            entries = self._entries()
+        for entry in entries:
+            if entry.lfs is not None:
+                checksum = Checksum("sha256", entry.lfs.sha256)
+            else:
+                checksum = Checksum(GIT_SHA1, entry.blob_id)
+            yield RemoteFile(entry.path, entry.size, checksum.hexdigest, entry.path, checksum)
+
+    def _entries(self) -> list[Any]:
+        """Files of the repo at the resolved commit, or of the sub-path (a folder, or a single file)."""
+        sub = self.location.sub_path
+        tree = self._tree(sub, recursive=True)
+        files = [e for e in tree if isinstance(e, self._hub.hf_api.RepoFile)]
+        if files or not sub:
+            return files
+        parent, _, _ = sub.rpartition("/")
+        single = [e for e in self._tree(parent, recursive=False) if e.path == sub]
+        if not single or not isinstance(single[0], self._hub.hf_api.RepoFile):
+            raise FetchError(
+                f"{self.location}: path {sub!r} does not exist in {self.repo_type} {self.location.repo_id} "
+                f"at {self.revision} ({self.commit})"
+            )
+        return single
+
+    def _tree(self, path: str, recursive: bool) -> list[Any]:
+        try:
+            return list(
+                self._api.list_repo_tree(
+                    self.location.repo_id,
+                    path_in_repo=path or None,
+                    recursive=recursive,
+                    revision=self.commit,
+                    repo_type=self.repo_type,
+                )
+            )
+        except self._hub.errors.RemoteEntryNotFoundError:
+            return []
+
+    def download(self, file: RemoteFile, destination: str, on_bytes: Callable[[int], None]) -> None:
+        for attempt in range(1, _ATTEMPTS + 1):
+            try:
+                with self._translated_errors():
+                    path = self._hub.hf_hub_download(
+                        self.location.repo_id,
+                        file.locator,
+                        repo_type=self.repo_type,
+                        revision=self.commit,
+                        local_dir=self._files_dir,
+                        token=self._token,
+                        tqdm_class=_progress_reporter(on_bytes),
+                    )
+                os.replace(path, destination)
+                return
+            except _Transient as exc:
+                if attempt == _ATTEMPTS:
+                    raise FetchError(f"{self._display(file)}: giving up after {attempt} attempts: {exc}") from None
+                time.sleep(attempt)  # huggingface_hub resumes from its .incomplete file on the next call
+
+    def _display(self, file: RemoteFile) -> str:
+        return f"hf://{self.location.repo_id}/{file.path}"
+
+    @contextlib.contextmanager
+    def _translated_errors(self) -> Iterator[None]:
+        """huggingface_hub's exceptions, turned into messages that say what to do."""
+        errors = self._hub.errors
+        repo = f"{self.repo_type} {self.location.repo_id}"
+        try:
+            yield
+        except errors.GatedRepoError:
+            raise FetchError(
+                f"{repo} is gated: accept its conditions on the Hub with an account, then set ACCESS_TOKEN to a "
+                "token of that account"
+            ) from None
+        except errors.RepositoryNotFoundError:
+            raise FetchError(
+                f"{repo} was not found or is not accessible: check the name and the repo type; for a private repo "
+                "set ACCESS_TOKEN (or HF_TOKEN) to a token with read access"
+            ) from None
+        except errors.RevisionNotFoundError:
+            raise FetchError(f"{repo} has no revision {self.revision!r} (branch, tag or commit)") from None
+        except errors.RemoteEntryNotFoundError as exc:
+            raise FetchError(f"{repo}: a listed file is missing at the resolved commit: {exc}") from None
+        except errors.DisabledRepoError:
+            raise FetchError(f"{repo} has been disabled on the Hub") from None
+        except errors.HfHubHTTPError as exc:
+            status = exc.response.status_code if exc.response is not None else None
+            if status == 401:
+                raise FetchError("the Hub rejected the token: check ACCESS_TOKEN (or HF_TOKEN)") from None
+            if status is not None and (status >= 500 or status == 429):
+                raise _Transient(f"the Hub answered {status}") from None
+            raise FetchError(f"the Hub refused a request for {repo}: {exc}") from None
+        except (errors.LocalEntryNotFoundError, self._transport_errors) as exc:
+            raise _Transient(f"cannot reach the Hub at {self._hub.constants.ENDPOINT}: {exc}") from None
+
+
+class _Transient(Exception):
+    """A network failure or server error worth another attempt."""
+
+
+def _progress_reporter(on_bytes: Callable[[int], None]) -> type:
+    """A tqdm class for huggingface_hub that reports bytes to our progress and draws nothing."""
+    from huggingface_hub.utils import tqdm
+
+    class Reporter(tqdm):  # type: ignore[misc, valid-type]
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            kwargs["disable"] = True
+            super().__init__(*args, **kwargs)
+
+        def update(self, n: float | None = 1) -> bool | None:
+            on_bytes(int(n or 0))
+            return None
+
+    return Reporter
