@@ -33,10 +33,10 @@ def run(config: Config, kind: Kind, log: Any) -> Outcome:
     state = StateDir(config.output_dir(kind))
     source = open_source(config, kind, str(state.staging))
     try:
-        described = source.describe()
-        log.info("listing", source=described["uri"], output_path=str(state.root))
+        log.info("listing", source=source.describe()["uri"], output_path=str(state.root))
         state.prepare()
         listed = list(source.list_files())
+        described = source.describe()  # after listing: it now names the resolved version
         patterns = _ignore_patterns(config, kind, listed, log)
         plan = build_plan(listed, IgnorePatterns(patterns), described["uri"])
         done = _still_current(state.done_files(), plan)

