@@ -52,4 +52,4 @@ bench-install: install $(PEERS)/.installed
 	test -x /usr/bin/time || (apt-get update -qq && apt-get install -y -qq time)
 
 bench-s3: bench-install
-	$(PY) bench/s3.py
+	$(PY) -m bench.s3

@@ -1,0 +1,107 @@
+"""The benchmark harness: contenders run as separate processes, interleaved round by round, medians and ratios.
+
+Machines here are shared and noisy, so only ratios measured side by side in one run mean anything.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import statistics
+import subprocess
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from devkit.programs import clean_env
+
+TIME = "/usr/bin/time"
+
+#: A contender: given an empty output folder, the command and environment that fill it.
+Contender = Callable[[Path], tuple[list[str], dict[str, str]]]
+
+
+@dataclass
+class Sample:
+    seconds: float
+    cpu: float
+    rss_mb: float
+
+
+def run_once(command: list[str], env: dict[str, str], scratch: Path) -> Sample:
+    """Through GNU time: a child forked from this (large) process would report our RSS as its own peak."""
+    report = scratch / "time.txt"
+    started = time.perf_counter()
+    done = subprocess.run(
+        [TIME, "-f", "%U %S %M", "-o", str(report), *command],
+        env=clean_env(env),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    seconds = time.perf_counter() - started
+    if done.returncode != 0:
+        raise RuntimeError(f"{command[0]} failed: {done.stderr[-2000:]}")
+    user, system, rss_kb = report.read_text().split()[-3:]
+    return Sample(seconds, float(user) + float(system), int(rss_kb) / 1024)
+
+
+def size_of(root: Path) -> int:
+    """Bytes of the fetched files, leaving out tools' bookkeeping folders."""
+    return sum(
+        p.stat().st_size for p in root.rglob("*") if p.is_file() and not {".initializer", ".cache"} & set(p.parts)
+    )
+
+
+def measure(
+    label: str, contenders: dict[str, Contender], total: int, out_root: Path, rounds: int, rerun: str
+) -> dict[str, list[Sample]]:
+    """Every contender once per round, in a rotating order; then `rerun` again on its complete output."""
+    samples: dict[str, list[Sample]] = {name: [] for name in contenders}
+    names = list(contenders)
+    out = out_root / "out"
+    for round_index in range(rounds):
+        shift = round_index % len(names)
+        for name in names[shift:] + names[:shift]:
+            shutil.rmtree(out, ignore_errors=True)
+            os.sync()
+            time.sleep(1.0)  # let the filesystem journal settle after the deletion
+            command, env = contenders[name](out)
+            sample = run_once(command, env, out_root)
+            if size_of(out) != total:
+                raise RuntimeError(f"{name} wrote {size_of(out)} bytes of {total}")
+            samples[name].append(sample)
+            print(
+                f"  {label} round {round_index + 1} {name:<22} {total / sample.seconds / 1e6:8.1f} MB/s"
+                f"  cpu {sample.cpu:5.2f} s  rss {sample.rss_mb:6.1f} MB",
+                flush=True,
+            )
+    command, env = contenders[rerun](out)
+    run_once(command, env, out_root)
+    samples[f"{rerun} re-run"] = [
+        Sample(statistics.median(run_once(command, env, out_root).seconds for _ in range(3)), 0, 0)
+    ]
+    return samples
+
+
+def table(title: str, total: int, samples: dict[str, list[Sample]], peer: str) -> str:
+    lines = [
+        f"### {title} ({total / 1e6:.0f} MB)",
+        "",
+        f"| contender | MB/s median (min-max) | CPU s/GB | peak RSS MB | vs {peer} |",
+        "|---|---|---|---|---|",
+    ]
+    reference = statistics.median(total / s.seconds for s in samples[peer])
+    for name, runs in samples.items():
+        if name.endswith("re-run"):
+            lines.append(f"| {name} (complete output, nothing to fetch) | {runs[0].seconds:.2f} s | | | |")
+            continue
+        rates = [total / s.seconds / 1e6 for s in runs]
+        cpu = statistics.median(s.cpu for s in runs) / (total / 1e9)
+        ratio = statistics.median(rates) * 1e6 / reference
+        lines.append(
+            f"| {name} | {statistics.median(rates):.0f} ({min(rates):.0f}-{max(rates):.0f}) | {cpu:.2f} | "
+            f"{max(s.rss_mb for s in runs):.0f} | {ratio:.2f}x |"
+        )
+    return "\n".join(lines) + "\n"
