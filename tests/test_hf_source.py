@@ -249,3 +249,10 @@ def test_a_corrupted_lfs_body_is_detected(hub: HubServer, tmp_path: Path):
     assert "sha256 checksum mismatch" in result.last["error"] and "model-00002-of-00004" in result.last["error"]
     assert "model-00002-of-00004.safetensors" not in tree(tmp_path / "m")
     assert not (tmp_path / "m" / ".initializer" / "manifest.json").exists()
+
+
+def test_an_unreachable_hub_fails_cleanly_after_retries(tmp_path: Path):
+    result = run_program("dataset", {"STORAGE_URI": "hf://org/ds", "OUTPUT_PATH": str(tmp_path / "x"),
+                                     "HF_ENDPOINT": "http://127.0.0.1:9"})  # fmt: skip
+    assert result.code == 1
+    assert "giving up after 3 attempts" in result.last["error"] and "cannot reach the Hub" in result.last["error"]

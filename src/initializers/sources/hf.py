@@ -13,7 +13,7 @@ import contextlib
 import os
 import time
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, TypeVar
 
 from initializers.checksums import GIT_SHA1, Checksum
 from initializers.contract import Config, Kind
@@ -23,6 +23,7 @@ from initializers.sources.base import Source
 from initializers.uris import HfLocation
 
 _ATTEMPTS = 3
+_T = TypeVar("_T")
 #: Settings huggingface_hub reads at import time; users' own values win.
 _HUB_DEFAULTS = {
     "HF_HUB_DISABLE_TELEMETRY": "1",
@@ -67,12 +68,13 @@ class HfSource(Source):
         }
 
     def list_files(self) -> Iterator[RemoteFile]:
-        with self._translated_errors():
+        def resolve_and_list() -> list[Any]:
             self.commit = self._api.repo_info(
                 self.location.repo_id, revision=self.revision, repo_type=self.repo_type
             ).sha
-            entries = self._entries()
-        for entry in entries:
+            return self._entries()
+
+        for entry in self._retrying(f"listing {self.location}", resolve_and_list):
             if entry.lfs is not None:
                 checksum = Checksum("sha256", entry.lfs.sha256)
             else:
@@ -110,24 +112,30 @@ class HfSource(Source):
             return []
 
     def download(self, file: RemoteFile, destination: str, on_bytes: Callable[[int], None]) -> None:
+        def fetch() -> str:
+            return self._hub.hf_hub_download(
+                self.location.repo_id,
+                file.locator,
+                repo_type=self.repo_type,
+                revision=self.commit,
+                local_dir=self._files_dir,
+                token=self._token,
+                tqdm_class=_progress_reporter(on_bytes),
+            )
+
+        os.replace(self._retrying(self._display(file), fetch), destination)
+
+    def _retrying(self, what: str, call: Callable[[], _T]) -> _T:
+        """`call` with huggingface_hub's errors translated, network failures and 5xx retried a few times."""
         for attempt in range(1, _ATTEMPTS + 1):
             try:
                 with self._translated_errors():
-                    path = self._hub.hf_hub_download(
-                        self.location.repo_id,
-                        file.locator,
-                        repo_type=self.repo_type,
-                        revision=self.commit,
-                        local_dir=self._files_dir,
-                        token=self._token,
-                        tqdm_class=_progress_reporter(on_bytes),
-                    )
-                os.replace(path, destination)
-                return
+                    return call()
             except _Transient as exc:
                 if attempt == _ATTEMPTS:
-                    raise FetchError(f"{self._display(file)}: giving up after {attempt} attempts: {exc}") from None
-                time.sleep(attempt)  # huggingface_hub resumes from its .incomplete file on the next call
+                    raise FetchError(f"{what}: giving up after {attempt} attempts: {exc}") from None
+                time.sleep(attempt)
+        raise AssertionError("unreachable")
 
     def _display(self, file: RemoteFile) -> str:
         return f"hf://{self.location.repo_id}/{file.path}"
