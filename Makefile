@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install test lint format demo clean bench-install bench-s3
+.PHONY: install test lint format demo clean bench-install bench-s3 bench-hf
 
 OLAH := .venvs/olah
 
@@ -53,3 +53,6 @@ bench-install: install $(PEERS)/.installed
 
 bench-s3: bench-install
 	$(PY) -m bench.s3
+
+bench-hf: bench-install
+	$(PY) -m bench.hf

@@ -1,0 +1,61 @@
+"""Hub side by side: this tool vs huggingface_hub's own `hf download` (snapshot_download) with default settings.
+
+Both fetch from our local Hub server. Run with `make bench-hf` (BENCH_ROUNDS, BENCH_OUT, BENCH_SETS: M for
+all-MiniLM-L6-v2, L for a repo with one 1 GiB LFS file and 500 small files).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from functools import partial
+from pathlib import Path
+
+from bench.harness import measure, table
+from devkit.hubserver import HubServer
+from devkit.samples import MINILM_REPO, minilm_files
+
+MiB = 1 << 20
+BIN = Path(sys.executable).parent
+
+
+def _large_repo(scratch: Path) -> dict[str, Path | bytes]:
+    blob = scratch / "large.safetensors"
+    with open(blob, "wb") as handle:
+        for _ in range(1024):
+            handle.write(os.urandom(MiB))
+    return {"model.safetensors": blob, **{f"tokens/{i:04d}.json": os.urandom(2000 + i) for i in range(500)}}
+
+
+def ours(hub: HubServer, repo: str, out: Path) -> tuple[list[str], dict[str, str]]:
+    env = {"STORAGE_URI": f"hf://{repo}", "OUTPUT_PATH": str(out), "HF_ENDPOINT": hub.endpoint, "IGNORE_PATTERNS": ""}
+    return [str(BIN / "model-initializer")], env
+
+
+def hf_download(hub: HubServer, repo: str, out: Path) -> tuple[list[str], dict[str, str]]:
+    env = {"HF_ENDPOINT": hub.endpoint, "HF_HOME": str(out / ".cache" / "home"), "HF_HUB_DISABLE_TELEMETRY": "1"}
+    return [str(BIN / "hf"), "download", repo, "--local-dir", str(out), "--quiet"], env
+
+
+def main() -> None:
+    rounds = int(os.environ.get("BENCH_ROUNDS", "5"))
+    out_root = Path(os.environ.get("BENCH_OUT", "/tmp/initializers-bench"))
+    out_root.mkdir(parents=True, exist_ok=True)
+    report = []
+    with HubServer() as hub:
+        sets = {"M": (MINILM_REPO, minilm_files), "L": ("bench/large", partial(_large_repo, out_root))}
+        for key in os.environ.get("BENCH_SETS", "ML"):
+            repo, files = sets[key]
+            content = files()
+            hub.add_repo(repo, content)
+            total = sum(v.stat().st_size if isinstance(v, Path) else len(v) for v in content.values())
+            contenders = {"initializers": partial(ours, hub, repo), "hf download": partial(hf_download, hub, repo)}
+            samples = measure(key, contenders, total, out_root, rounds, rerun="initializers")
+            report.append(table(f"{repo} ({len(content)} files)", total, samples, peer="hf download"))
+    shutil.rmtree(out_root, ignore_errors=True)
+    print("\n" + "\n".join(report))
+
+
+if __name__ == "__main__":
+    main()
