@@ -20,6 +20,8 @@ from devkit.programs import run_program
         ("model", {"STORAGE_URI": "gs://bucket/x"}, "scheme gs:// is not supported by the model-initializer"),
         ("model", {"STORAGE_URI": "cache://schema/table"}, "it accepts hf://, s3://"),
         ("dataset", {"STORAGE_URI": "s3://"}, "names no bucket"),
+        ("model", {"STORAGE_URI": "hf://just-a-name"}, "names no repository; expected hf://OWNER/NAME"),
+        ("dataset", {"STORAGE_URI": "hf://org/name@"}, "empty revision"),
         ("dataset", {"STORAGE_URI": "s3://b", "MAX_WORKERS": "lots"}, "MAX_WORKERS: expected an integer from 1 to 256"),
         ("dataset", {"STORAGE_URI": "s3://b", "ACCESS_KEY_ID": "id"}, "SECRET_ACCESS_KEY is not set"),
         ("dataset", {"STORAGE_URI": "s3://b", "ANONYMOUS": "true", "ACCESS_KEY_ID": "i",
