@@ -11,15 +11,13 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
-import signal
 import subprocess
 import tempfile
-import time
-import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 
 from devkit.ports import free_port
+from devkit.processes import stop_process_group, wait_until_serving
 
 OLAH_CLI = Path(__file__).resolve().parents[1] / ".venvs" / "olah" / "bin" / "olah-cli"
 _GIT_ENV = {
@@ -106,25 +104,9 @@ class Olah:
             )
         kind, _, repo = probe_repo.partition("/")
         url = f"{self.endpoint}/api/{kind}/{repo}/revision/main"
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self._process.poll() is not None:
-                raise RuntimeError(f"olah exited early:\n{(self.root / 'olah.log').read_text()[-3000:]}")
-            try:
-                with urllib.request.urlopen(url, timeout=2) as reply:
-                    if reply.status == 200:
-                        return
-            except OSError:
-                time.sleep(0.2)
-        self.stop()
-        raise RuntimeError(f"olah not ready after {timeout}s:\n{(self.root / 'olah.log').read_text()[-3000:]}")
+        wait_until_serving(self._process, url, self.root / "olah.log", "olah", timeout)
 
     def stop(self) -> None:
-        if self._process is not None and self._process.poll() is None:
-            os.killpg(self._process.pid, signal.SIGTERM)
-            try:
-                self._process.wait(10)
-            except subprocess.TimeoutExpired:
-                os.killpg(self._process.pid, signal.SIGKILL)
-                self._process.wait()
+        if self._process is not None:
+            stop_process_group(self._process)
         shutil.rmtree(self.root, ignore_errors=True)

@@ -5,17 +5,15 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
-import time
-import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from devkit.ports import free_port
+from devkit.processes import stop_process_group, wait_until_serving
 
 ACCESS_KEY = "initializers-test-key"
 SECRET_KEY = "initializers-test-secret-7f3a9c"  # distinctive, so tests can prove it never leaks
@@ -63,22 +61,8 @@ class SeaweedFS:
         with open(log_path, "wb") as log:
             process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         server = cls(f"http://127.0.0.1:{ports['s3']}", process, data_dir, log_path)
-        server._wait_ready(timeout)
+        wait_until_serving(process, server.endpoint + "/healthz", log_path, "SeaweedFS", timeout)
         return server
-
-    def _wait_ready(self, timeout: float) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise RuntimeError(f"SeaweedFS exited early:\n{self.log_path.read_text()[-3000:]}")
-            try:
-                with urllib.request.urlopen(self.endpoint + "/healthz", timeout=2) as reply:
-                    if reply.status == 200:
-                        return
-            except OSError:
-                time.sleep(0.2)
-        self.stop()
-        raise RuntimeError(f"SeaweedFS not ready after {timeout}s:\n{self.log_path.read_text()[-3000:]}")
 
     def client(self, **overrides: Any) -> Any:
         """A boto3 client with the server's credentials (tests seed data with it)."""
@@ -104,13 +88,7 @@ class SeaweedFS:
         }
 
     def stop(self) -> None:
-        if self.process.poll() is None:
-            os.killpg(self.process.pid, signal.SIGTERM)
-            try:
-                self.process.wait(15)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.process.pid, signal.SIGKILL)
-                self.process.wait()
+        stop_process_group(self.process)
         shutil.rmtree(self.data_dir, ignore_errors=True)
 
     def __enter__(self) -> SeaweedFS:

@@ -1,0 +1,37 @@
+"""Server processes started by tests, the demo and benchmarks: wait until they answer, stop them for good."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+import urllib.request
+from pathlib import Path
+
+
+def wait_until_serving(process: subprocess.Popen[bytes], url: str, log: Path, name: str, timeout: float) -> None:
+    """Return once `url` answers 200; raise with the server's log tail if it exits or never answers."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"{name} exited early:\n{log.read_text()[-3000:]}")
+        try:
+            with urllib.request.urlopen(url, timeout=2) as reply:
+                if reply.status == 200:
+                    return
+        except OSError:
+            time.sleep(0.2)
+    stop_process_group(process)
+    raise RuntimeError(f"{name} not ready after {timeout}s:\n{log.read_text()[-3000:]}")
+
+
+def stop_process_group(process: subprocess.Popen[bytes], grace: float = 15.0) -> None:
+    """SIGTERM the server's whole session (started with start_new_session=True), SIGKILL after `grace` seconds."""
+    if process.poll() is None:
+        os.killpg(process.pid, signal.SIGTERM)
+        try:
+            process.wait(grace)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
