@@ -60,18 +60,21 @@ def run(kind: Kind, options: dict[str, Any]) -> int:
     """Parse, configure logging, run; every outcome ends in one log line that says what happened."""
     from initializers import job  # deferred: --help and configuration errors stay fast
 
+    hints = Config.typo_hints(os.environ)
     try:
         config = Config.from_env(os.environ, options)
     except ConfigError as exc:
         logs.configure(None, None, secrets=())
-        structlog.get_logger(kind.program).error("failed", error=str(exc), exit_code=exc.exit_code)
+        structlog.get_logger(kind.program).error("failed", error=_with_hints(str(exc), hints), exit_code=2)
         return exc.exit_code
     logs.configure(config.log_format, config.log_level, config.secrets())
     log = structlog.get_logger(kind.program)
+    for given, meant in hints.items():
+        log.warning("unknown variable", variable=given, hint=f"did you mean {meant}?")
     try:
         outcome = job.run(config, kind, log)
     except InitializerError as exc:
-        log.error("failed", error=str(exc), exit_code=exc.exit_code)
+        log.error("failed", error=_with_hints(str(exc), hints), exit_code=exc.exit_code)
         return exc.exit_code
     except OSError as exc:
         where = f" ({exc.filename})" if exc.filename else ""
@@ -91,6 +94,14 @@ def run(kind: Kind, options: dict[str, Any]) -> int:
         output_path=outcome.output_path,
     )
     return EXIT_OK
+
+
+def _with_hints(message: str, hints: dict[str, str]) -> str:
+    """Point at a misspelt variable when the error is about the one it was meant to be."""
+    for given, meant in hints.items():
+        if meant in message:
+            message += f" ({given} is set: did you mean {meant}?)"
+    return message
 
 
 def main(kind: Kind) -> None:

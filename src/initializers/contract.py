@@ -8,6 +8,7 @@ definitions and cannot drift apart.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
@@ -15,6 +16,9 @@ from typing import Any, Generic, TypeVar
 from initializers.errors import ConfigError
 
 T = TypeVar("T")
+
+#: Variables of other tools (boto3, huggingface_hub, the system) are never typos of ours.
+_FOREIGN_PREFIXES = ("AWS_", "HF_", "HUGGINGFACE_", "KUBERNETES_", "PYTHON", "LC_", "XDG_")
 
 
 @dataclass(frozen=True)
@@ -96,7 +100,14 @@ def _parse_bool(raw: str) -> bool:
 
 def _parse_patterns(raw: str) -> tuple[str, ...]:
     """Comma-separated globs, as the Kubeflow SDK joins them; blanks around and between commas are dropped."""
-    return tuple(part.strip() for part in raw.split(",") if part.strip())
+    patterns = tuple(part.strip() for part in raw.split(",") if part.strip())
+    for pattern in patterns:
+        if pattern.startswith("/"):
+            raise ConfigError(
+                f"IGNORE_PATTERNS: {pattern!r} starts with '/', but patterns match paths relative to the source root "
+                f"(write {pattern.lstrip('/')!r})"
+            )
+    return patterns
 
 
 def _format_patterns(patterns: tuple[str, ...]) -> str:
@@ -187,6 +198,14 @@ class Config:
     max_workers: int | None = _setting(
         "MAX_WORKERS", "Parallel transfers, at most 256 [default: per source, S3: 8].", WORKERS
     )
+    read_timeout: float | None = _setting(
+        "READ_TIMEOUT",
+        "Seconds without a byte before a request is abandoned and retried [default: 60].",
+        POSITIVE_NUMBER,
+    )
+    timeout: float | None = _setting(
+        "TIMEOUT", "Overall deadline in seconds; past it the run stops with exit 1 [default: none].", POSITIVE_NUMBER
+    )
     progress_interval: float | None = _setting(
         "PROGRESS_INTERVAL", "Seconds between progress events [default: 5].", POSITIVE_NUMBER
     )
@@ -194,6 +213,19 @@ class Config:
         "LOG_FORMAT", "json or console [default: console on a terminal, else json].", LOG_FORMAT
     )
     log_level: str | None = _setting("LOG_LEVEL", "debug, info, warning or error [default: info].", LOG_LEVEL)
+
+    @staticmethod
+    def typo_hints(env: Mapping[str, str]) -> dict[str, str]:
+        """Variables that are not part of the contract but look like a misspelling of one: {given: meant}."""
+        known = {name for _, s in Config.settings() for name in (s.env, *s.fallback_env)}
+        hints = {}
+        for name in env:
+            if name in known or not name.isupper() or name.startswith(_FOREIGN_PREFIXES):
+                continue
+            close = difflib.get_close_matches(name, known, n=1, cutoff=0.85)
+            if close:
+                hints[name] = close[0]
+        return hints
 
     @staticmethod
     def settings() -> list[tuple[str, Setting]]:

@@ -8,8 +8,10 @@ only after its last part has landed and its size and checksum are verified.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -22,6 +24,7 @@ from initializers.sources.base import Source
 from initializers.state import DoneFile, StateDir
 
 _HASH_BLOCK = 1 << 20
+_STOP_GRACE_SECONDS = 2.0  # how long a stopped run waits for transfer threads to notice before cleaning up
 
 
 class Cancelled(Exception):
@@ -60,9 +63,7 @@ class _PartSink:
                 count = os.pwrite(fd, remaining, position)
                 remaining, position = remaining[count:], position + count
         except OSError as exc:  # a local disk failure: not the source's fault, never worth a retry
-            raise FetchError(
-                f"writing {self._target.file.path!r} under OUTPUT_PATH failed: {exc.strerror or exc}"
-            ) from None
+            raise _disk_error(exc, self._target.file.path) from None
         if self._target.hasher is not None:
             self._target.hasher.update(data)
         self.written += len(data)
@@ -85,8 +86,10 @@ class TransferEngine:
     def fetch(self, files: list[RemoteFile]) -> None:
         """Fetch every file to its final path, or raise with nothing partial left at a final path."""
         parts = self._parts(files)
+        # Daemon threads: a thread stuck in a read must not keep a stopped process alive.
         threads = [
-            threading.Thread(target=self._work, args=(parts,), name=f"transfer-{i}") for i in range(self._workers)
+            threading.Thread(target=self._work, args=(parts,), name=f"transfer-{i}", daemon=True)
+            for i in range(self._workers)
         ]
         for thread in threads:
             thread.start()
@@ -94,13 +97,19 @@ class TransferEngine:
             for thread in threads:
                 while thread.is_alive():
                     thread.join(0.2)
-        except BaseException as exc:  # KeyboardInterrupt or a signal handler's exception: stop everyone
+        except BaseException as exc:  # a signal or the deadline, raised in this thread: stop everyone, promptly
             self._fail(exc)
+            self._source.interrupt()
+            deadline = time.monotonic() + _STOP_GRACE_SECONDS
             for thread in threads:
-                thread.join()
+                thread.join(max(0.0, deadline - time.monotonic()))
         if self._error is not None:
             self._discard_unfinished()
             raise self._error
+
+    def in_flight(self) -> list[str]:
+        """Paths being fetched right now, for messages about what a stopped run was waiting for."""
+        return sorted(self._open)
 
     def _parts(self, files: list[RemoteFile]) -> Iterator[tuple[_OpenFile, int, int]]:
         """Cheap and I/O-free, since threads take turns at it; the first part to run opens the temporary."""
@@ -122,6 +131,9 @@ class TransferEngine:
                 if task is None:
                     return
                 self._transfer_part(*task)
+            except OSError as exc:
+                self._fail(_disk_error(exc) if exc.errno in (errno.ENOSPC, errno.EDQUOT) else exc)
+                return
             except BaseException as exc:
                 self._fail(exc)
                 return
@@ -220,3 +232,10 @@ class TransferEngine:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(target.temp)
         self._open.clear()
+
+
+def _disk_error(exc: OSError, path: str | None = None) -> FetchError:
+    where = f"writing {path!r} under OUTPUT_PATH" if path else "writing under OUTPUT_PATH"
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return FetchError(f"{where} failed: {exc.strerror}; free space there or choose a larger volume")
+    return FetchError(f"{where} failed: {exc.strerror or exc}")

@@ -13,7 +13,9 @@ from initializers.patterns import IgnorePatterns
 from initializers.plan import RemoteFile, build_plan
 from initializers.progress import Progress
 from initializers.sources import open_source
+from initializers.sources.base import Source
 from initializers.state import DoneFile, StateDir
+from initializers.stopping import stoppable
 
 PROGRESS_INTERVAL_SECONDS = 5.0
 
@@ -29,47 +31,71 @@ class Outcome:
 
 
 def run(config: Config, kind: Kind, log: Any) -> Outcome:
-    started_at = datetime.now(UTC)
+    """One run; SIGTERM, SIGINT and TIMEOUT stop it cleanly, naming what it was waiting for."""
+    phase: dict[str, Any] = {"waiting for": "the source to answer"}
+
+    def pending() -> str:
+        engine = phase.get("engine")
+        if engine is None:
+            return phase["waiting for"]
+        files = engine.in_flight()
+        return f"{len(files)} files: {', '.join(files[:5])}{' ...' if len(files) > 5 else ''}"
+
+    with stoppable(config.timeout, pending):
+        return _run(config, kind, log, phase)
+
+
+def _run(config: Config, kind: Kind, log: Any, phase: dict[str, Any]) -> Outcome:
     state = StateDir(config.output_dir(kind))
     source = open_source(config, kind, str(state.staging))
     try:
-        log.info("listing", source=source.describe()["uri"], output_path=str(state.root))
-        state.prepare()
-        listed = list(source.list_files())
-        described = source.describe()  # after listing: it now names the resolved version
-        patterns = _ignore_patterns(config, kind, listed, log)
-        plan = build_plan(listed, IgnorePatterns(patterns), described["uri"])
-        done = _still_current(state.done_files(), plan)
-        todo = [file for file in plan if file.path not in done]
-        if not todo and manifest.describes(state.read_manifest(), described, plan):
-            log.info("up to date", files=len(plan), bytes=sum(f.size for f in plan), manifest=str(state.manifest_path))
-            return _outcome(plan, [], started_at, state)
-        state.restart_journal(done)
-        state.remove_manifest()
-        state.clear_temps()
-        workers = config.max_workers or source.default_workers
-        todo_bytes = sum(f.size for f in todo)
-        log.info(
-            "fetching",
-            files=len(todo),
-            bytes=todo_bytes,
-            already_done=len(done),
-            ignored=len(listed) - len(plan),
-            workers=workers,
-        )
-        interval = config.progress_interval or PROGRESS_INTERVAL_SECONDS
-        with Progress(log, len(todo), todo_bytes, interval) as progress:
-            engine = TransferEngine(source, state, workers, progress)
-            engine.fetch(todo)
-        finished = {**done, **{d.path: d for d in engine.finished}}
-        state.write_manifest(manifest.build(kind, described, plan, finished, patterns, started_at, datetime.now(UTC)))
-        state.remove_journal()
-        state.remove_staging()
-        return _outcome(plan, todo, started_at, state)
+        uri = source.describe()["uri"]
+        log.info("listing", source=uri, output_path=str(state.root))
+        with state.session():
+            phase["waiting for"] = f"the listing of {uri}"
+            return _list_and_fetch(config, kind, log, phase, source, state)
     finally:
-        state.close_journal()
-        state.clear_temps_quietly()
         source.close()
+
+
+def _list_and_fetch(
+    config: Config, kind: Kind, log: Any, phase: dict[str, Any], source: Source, state: StateDir
+) -> Outcome:
+    started_at = datetime.now(UTC)
+    listed = list(source.list_files())
+    described = source.describe()  # after listing: it now names the resolved version
+    patterns = _ignore_patterns(config, kind, listed, log)
+    plan = build_plan(listed, IgnorePatterns(patterns), described["uri"])
+    done = _still_current(state.done_files(), plan)
+    todo = [file for file in plan if file.path not in done]
+    if not todo and manifest.describes(state.read_manifest(), described, plan):
+        log.info("up to date", files=len(plan), bytes=sum(f.size for f in plan), manifest=str(state.manifest_path))
+        return _outcome(plan, [], started_at, state)
+    todo_bytes = sum(f.size for f in todo)
+    state.check_free_space(todo_bytes)
+    state.restart_journal(done)
+    state.remove_manifest()
+    state.clear_temps()
+    workers = config.max_workers or source.default_workers
+    log.info(
+        "fetching",
+        files=len(todo),
+        bytes=todo_bytes,
+        already_done=len(done),
+        ignored=len(listed) - len(plan),
+        workers=workers,
+    )
+    interval = config.progress_interval or PROGRESS_INTERVAL_SECONDS
+    with Progress(log, len(todo), todo_bytes, interval) as progress:
+        engine = phase["engine"] = TransferEngine(source, state, workers, progress)
+        engine.fetch(todo)
+    phase.pop("engine")
+    phase["waiting for"] = "the manifest to be written"
+    finished = {**done, **{d.path: d for d in engine.finished}}
+    state.write_manifest(manifest.build(kind, described, plan, finished, patterns, started_at, datetime.now(UTC)))
+    state.remove_journal()
+    state.remove_staging()
+    return _outcome(plan, todo, started_at, state)
 
 
 def _ignore_patterns(config: Config, kind: Kind, listed: list[RemoteFile], log: Any) -> tuple[str, ...]:

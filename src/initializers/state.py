@@ -8,11 +8,13 @@ written last, atomically, and its presence alone means "complete".
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import hashlib
 import json
 import os
 import shutil
 import stat
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,6 +24,7 @@ from initializers.plan import STATE_DIR
 
 MANIFEST = "manifest.json"
 JOURNAL = "journal.jsonl"
+LOCK = "lock"
 
 
 @dataclass(frozen=True)
@@ -45,9 +48,24 @@ class StateDir:
         #: A folder a source may keep its own resumable bookkeeping in; removed once the run is complete.
         self.staging = self.dir / "staging"
         self._journal_fd = -1
+        self._lock_fd = -1
 
-    def prepare(self) -> None:
-        """Create the folders and prove they are writable, before any transfer starts."""
+    @contextlib.contextmanager
+    def session(self) -> Iterator[None]:
+        """The destination, made ready and locked for one run; on the way out its temporaries go, the lock too.
+
+        A run that cannot take the lock leaves everything as it is: another run owns those temporaries.
+        """
+        self._prepare()
+        try:
+            yield
+        finally:
+            self.close_journal()
+            self.clear_temps_quietly()
+            self._release()
+
+    def _prepare(self) -> None:
+        """Create the folders, prove they are writable and take the lock, before any transfer starts."""
         try:
             self.tmp.mkdir(parents=True, exist_ok=True)
             probe = self.tmp / f".probe-{os.getpid()}"
@@ -55,6 +73,37 @@ class StateDir:
             probe.unlink()
         except OSError as exc:
             raise FetchError(f"OUTPUT_PATH {str(self.root)!r} is not writable: {exc.strerror or exc}") from None
+        self._lock()
+
+    def _lock(self) -> None:
+        """One run per destination: two runs writing the same files would interleave (a misconfigured runtime)."""
+        fd = os.open(self.dir / LOCK, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "unknown"
+            os.close(fd)
+            raise FetchError(
+                f"another initializer (pid {holder}) is writing OUTPUT_PATH {str(self.root)!r}; two runs must not "
+                "share a destination"
+            ) from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, str(os.getpid()).encode(), 0)
+        self._lock_fd = fd
+
+    def _release(self) -> None:
+        if self._lock_fd >= 0:
+            os.close(self._lock_fd)  # closing the descriptor releases the flock
+            self._lock_fd = -1
+
+    def check_free_space(self, needed: int) -> None:
+        """Refuse a download that cannot fit, before it starts, where the filesystem reports its free space."""
+        free = shutil.disk_usage(self.root).free
+        if needed > free:
+            raise FetchError(
+                f"not enough space in OUTPUT_PATH {str(self.root)!r}: the download needs {needed} bytes, "
+                f"{free} are free"
+            )
 
     # Plain strings, not Path objects: these two run for every file, and pathlib costs more than the syscalls.
     def final_path(self, relative: str) -> str:

@@ -50,5 +50,8 @@ class Source(ABC):
         """What the manifest records about the source, free of secrets: its URI and, once `list_files` has run,
         the version it resolved to."""
 
+    def interrupt(self) -> None:  # noqa: B027 - optional hook
+        """Unblock transfers waiting on the network, from another thread, when the run is being stopped."""
+
     def close(self) -> None:  # noqa: B027 - optional hook, most sources hold nothing
         """Release connections."""

@@ -44,6 +44,8 @@ class HfSource(Source):
         self._token: str | bool = config.access_token or False  # False: never a token stored on this machine
         self._files_dir = os.path.join(staging, "files")
         os.environ.setdefault("HF_HOME", os.path.join(staging, "home"))
+        if config.read_timeout:
+            os.environ.setdefault("HF_HUB_DOWNLOAD_TIMEOUT", str(max(1, round(config.read_timeout))))
         for name, value in _HUB_DEFAULTS.items():
             os.environ.setdefault(name, value)
         import httpx2  # huggingface_hub's HTTP client: its transport errors are the network failures

@@ -8,6 +8,7 @@ an object GET needs: Content-Length bodies (chunked ones for error replies), kee
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import ssl
 
@@ -78,6 +79,13 @@ class Connection:
         request = f"GET {target} HTTP/1.1\r\n" + "".join(f"{k}: {v}\r\n" for k, v in headers.items()) + "\r\n"
         sock.sendall(request.encode("latin-1"))
         return self._read_head()
+
+    def abort(self) -> None:
+        """From another thread: make a blocked read on this connection return at once."""
+        sock = self._sock
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
 
     def close(self) -> None:
         if self._sock is not None:

@@ -33,6 +33,7 @@ from initializers.sources.s3_get import (
 from initializers.sources.sigv4 import SigningCredentials
 from initializers.uris import S3Location
 
+DEFAULT_READ_TIMEOUT = 60.0
 _DENIED = {"AccessDenied", "403", *REJECTED_CREDENTIALS}
 
 
@@ -56,7 +57,7 @@ class S3Source(Source):
                     s3={"addressing_style": "path"} if config.endpoint else None,
                     retries={"mode": "standard", "max_attempts": 5},
                     connect_timeout=10,
-                    read_timeout=60,
+                    read_timeout=config.read_timeout or DEFAULT_READ_TIMEOUT,
                 ),
             )
         except (BotoCoreError, ValueError) as exc:
@@ -70,6 +71,7 @@ class S3Source(Source):
             self._signing_credentials,
             ssl.create_default_context(cafile=ca_bundle) if ca_bundle else ssl.create_default_context(),
             self._display,
+            timeout=config.read_timeout or DEFAULT_READ_TIMEOUT,
         )
 
     @classmethod
@@ -108,6 +110,9 @@ class S3Source(Source):
     def read(self, file: RemoteFile, offset: int, length: int, sink: Sink) -> None:
         whole = offset == 0 and length == file.size
         self._getter.get(GetRequest(file.locator, file.version, offset, length, whole), sink)
+
+    def interrupt(self) -> None:
+        self._getter.interrupt()
 
     def close(self) -> None:
         self._client.close()

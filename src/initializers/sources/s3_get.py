@@ -83,6 +83,9 @@ class S3Getter:
         self._timeout = timeout
         self._attempts = attempts
         self._local = threading.local()
+        self._live: set[Connection] = set()
+        self._live_lock = threading.Lock()
+        self._interrupted = False
 
     def get(self, request: GetRequest, sink: Sink) -> None:
         """Stream the range into `sink`, resuming after transient failures from the bytes already written."""
@@ -94,6 +97,8 @@ class S3Getter:
                 break
             except (OSError, _Retriable) as exc:  # resets, timeouts, TLS and framing errors, 5xx, throttling
                 self._drop_connection()
+                if self._interrupted:
+                    raise FetchError(f"{self._describe(request.key)}: interrupted") from None
                 if attempt == self._attempts:
                     raise FetchError(
                         f"{self._describe(request.key)}: giving up after {attempt} attempts: {_reason(exc)}"
@@ -177,11 +182,20 @@ class S3Getter:
         message = _xml_field(body, "Message")
         raise FetchError(f"S3 answered {response.status} {code} for {where}" + (f": {message}" if message else ""))
 
+    def interrupt(self) -> None:
+        """Abort every open connection, from another thread: blocked reads fail now instead of at their timeout."""
+        self._interrupted = True
+        with self._live_lock:
+            for connection in self._live:
+                connection.abort()
+
     def _connection(self) -> Connection:
         connection = getattr(self._local, "connection", None)
         if connection is None:
             connection = Connection(self._endpoint.scheme, self._endpoint.netloc, self._timeout, self._ssl_context)
             self._local.connection = connection
+            with self._live_lock:
+                self._live.add(connection)
         return connection
 
     def _drop_connection(self) -> None:
@@ -189,6 +203,8 @@ class S3Getter:
         if connection is not None:
             connection.close()
             self._local.connection = None
+            with self._live_lock:
+                self._live.discard(connection)
 
     def _buffer(self) -> memoryview:
         buffer = getattr(self._local, "buffer", None)

@@ -1,0 +1,198 @@
+"""Reliability under stops, deadlines, full disks, read-only destinations and concurrent runs."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from devkit.hubserver import HubServer
+from devkit.programs import ProgramResult, run_program, start_program
+from devkit.relay import Relay
+from devkit.seaweed import SeaweedFS
+
+OBJECTS = {f"d/{i:02d}.bin": os.urandom(512 * 1024) for i in range(8)}  # 4 MiB in all
+
+
+@pytest.fixture
+def objects(s3: Any, bucket: str) -> str:
+    for key, body in OBJECTS.items():
+        s3.put_object(Bucket=bucket, Key=key, Body=body)
+    return f"s3://{bucket}/d"
+
+
+@pytest.fixture
+def slow(seaweed: SeaweedFS) -> Iterator[Relay]:
+    with Relay(seaweed.endpoint) as relay:
+        relay.bytes_per_second = 256 * 1024  # per response: about 2 s per object
+        yield relay
+
+
+def leftovers(output: Path) -> list[str]:
+    """Anything that could pass for finished work: temporaries, a manifest, partial files at final paths."""
+    found = [p.name for p in (output / ".initializer" / "tmp").glob("*")] if (output / ".initializer").exists() else []
+    if (output / ".initializer" / "manifest.json").exists():
+        found.append("manifest.json")
+    for path in output.rglob("*.bin"):
+        if path.read_bytes() != OBJECTS[f"d/{path.name}"]:
+            found.append(f"partial {path.name}")
+    return found
+
+
+def wait_for_event(process: subprocess.Popen[str], event: str, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    assert process.stdout is not None
+    while time.monotonic() < deadline:
+        line = process.stdout.readline()
+        if f'"event": "{event}"' in line:
+            return
+        if not line and process.poll() is not None:
+            raise AssertionError(f"exited before {event!r}: {process.stderr.read() if process.stderr else ''}")
+    raise AssertionError(f"no {event!r} event within {timeout} s")
+
+
+def finish(process: subprocess.Popen[str], timeout: float = 30) -> ProgramResult:
+    stdout, stderr = process.communicate(timeout=timeout)
+    return ProgramResult(process.returncode, stdout, stderr)
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_a_signal_stops_the_run_promptly_and_cleanly(
+    seaweed: SeaweedFS, slow: Relay, objects: str, tmp_path: Path, signum: int
+):
+    output = tmp_path / "out"
+    env = {**seaweed.env(), "ENDPOINT": slow.endpoint, "STORAGE_URI": objects, "OUTPUT_PATH": str(output)}
+    process = start_program("dataset", env)
+    wait_for_event(process, "fetching")
+    time.sleep(0.5)
+    sent = time.monotonic()
+    process.send_signal(signum)
+    result = finish(process)
+    elapsed = time.monotonic() - sent
+    assert elapsed < 5, f"took {elapsed:.1f} s to stop"
+    assert result.code == 1
+    assert f"stopped by {signal.Signals(signum).name} while waiting for" in result.last["error"]
+    assert leftovers(output) == []
+
+
+def test_the_deadline_ends_a_slow_run_saying_what_it_waited_for(
+    seaweed: SeaweedFS, slow: Relay, objects: str, tmp_path: Path
+):
+    output = tmp_path / "out"
+    started = time.monotonic()
+    result = run_program("dataset", {**seaweed.env(), "ENDPOINT": slow.endpoint, "STORAGE_URI": objects,
+                                     "OUTPUT_PATH": str(output), "TIMEOUT": "1.5"})  # fmt: skip
+    assert time.monotonic() - started < 8
+    assert result.code == 1
+    assert "TIMEOUT of 1.5 s passed while still waiting for" in result.last["error"]
+    assert ".bin" in result.last["error"]
+    assert leftovers(output) == []
+
+
+def test_the_deadline_also_covers_a_hub_download(tmp_path: Path):
+    with HubServer() as hub:
+        hub.add_repo("org/slow", {f"w{i}.safetensors": os.urandom(1024 * 1024) for i in range(4)})
+        hub.bytes_per_second = 256 * 1024
+        started = time.monotonic()
+        result = run_program("model", {"STORAGE_URI": "hf://org/slow", "OUTPUT_PATH": str(tmp_path / "m"),
+                                       "HF_ENDPOINT": hub.endpoint, "TIMEOUT": "1"})  # fmt: skip
+        elapsed = time.monotonic() - started
+    assert result.code == 1 and "TIMEOUT of 1 s passed" in result.last["error"]
+    assert elapsed < 8
+    assert not (tmp_path / "m" / ".initializer" / "manifest.json").exists()
+    assert not list((tmp_path / "m").glob("*.safetensors"))
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[Path]:
+    """A 3 MiB tmpfs: real ENOSPC, not a simulated one (the suite runs as root, as in CI)."""
+    mount = tmp_path / "small"
+    mount.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=3m", "tmpfs", str(mount)], check=True)
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], check=True)
+
+
+def test_a_download_larger_than_the_free_space_is_refused_before_it_starts(
+    seaweed: SeaweedFS, objects: str, small_disk: Path
+):
+    output = small_disk / "out"
+    result = run_program("dataset", {**seaweed.env(), "STORAGE_URI": objects, "OUTPUT_PATH": str(output)})
+    assert result.code == 1
+    error = result.last["error"]
+    assert "not enough space in OUTPUT_PATH" in error and str(output) in error and "4194304 bytes" in error
+    assert leftovers(output) == [] and not list(output.rglob("*.bin"))
+
+
+def test_running_out_of_space_mid_download_fails_cleanly(
+    seaweed: SeaweedFS, slow: Relay, s3: Any, bucket: str, small_disk: Path
+):
+    for key, body in list(OBJECTS.items())[:4]:  # 2 MiB: fits the 3 MiB disk when it starts
+        s3.put_object(Bucket=bucket, Key=key, Body=body)
+    output = small_disk / "out"
+    env = {**seaweed.env(), "ENDPOINT": slow.endpoint, "STORAGE_URI": f"s3://{bucket}/d", "OUTPUT_PATH": str(output)}
+    process = start_program("dataset", env)
+    wait_for_event(process, "fetching")
+    filler = small_disk / "filler"
+    with pytest.raises(OSError), open(filler, "wb", buffering=0) as handle:  # another tenant fills the volume
+        while True:
+            handle.write(b"\0" * 65536)
+    result = finish(process)
+    assert result.code == 1
+    assert "No space left on device" in result.last["error"] and "under OUTPUT_PATH" in result.last["error"]
+    filler.unlink()
+    assert leftovers(output) == []
+
+
+def test_a_read_only_output_path_fails_before_any_transfer(
+    seaweed: SeaweedFS, slow: Relay, objects: str, tmp_path: Path
+):
+    readonly = tmp_path / "ro"
+    readonly.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "ro,size=1m", "tmpfs", str(readonly)], check=True)
+    try:
+        result = run_program("dataset", {**seaweed.env(), "ENDPOINT": slow.endpoint, "STORAGE_URI": objects,
+                                         "OUTPUT_PATH": str(readonly / "out")})  # fmt: skip
+    finally:
+        subprocess.run(["umount", "-l", str(readonly)], check=True)
+    assert result.code == 1
+    assert "is not writable" in result.last["error"] and "Read-only file system" in result.last["error"]
+    assert slow.traffic.object_gets() == []
+
+
+def test_two_runs_on_one_output_path_never_interleave(seaweed: SeaweedFS, slow: Relay, objects: str, tmp_path: Path):
+    output = tmp_path / "out"
+    env = {**seaweed.env(), "ENDPOINT": slow.endpoint, "STORAGE_URI": objects, "OUTPUT_PATH": str(output)}
+    first = start_program("dataset", {**env, "MAX_WORKERS": "8"})
+    wait_for_event(first, "fetching")
+    second = run_program("dataset", env)
+    assert second.code == 1
+    assert f"another initializer (pid {first.pid}) is writing OUTPUT_PATH" in second.last["error"]
+    slow.bytes_per_second = None
+    assert finish(first, timeout=60).code == 0
+    assert leftovers(output) == [] or leftovers(output) == ["manifest.json"]
+    assert {p.name for p in output.glob("*.bin")} == {k.removeprefix("d/") for k in OBJECTS}
+    third = run_program("dataset", env)  # the lock is released with its holder
+    assert third.code == 0 and third.named("up to date")
+
+
+def test_a_misspelt_variable_gets_a_hint(tmp_path: Path):
+    result = run_program("dataset", {"STORAGE_URL": "s3://b/x", "OUTPUT_PATH": str(tmp_path)})
+    assert result.code == 2
+    assert "STORAGE_URI is not set" in result.last["error"]
+    assert "STORAGE_URL is set: did you mean STORAGE_URI?" in result.last["error"]
+
+
+def test_an_absolute_ignore_pattern_is_refused(tmp_path: Path):
+    result = run_program("dataset", {"STORAGE_URI": "s3://b", "IGNORE_PATTERNS": "*.tmp,/logs/*",
+                                     "OUTPUT_PATH": str(tmp_path)})  # fmt: skip
+    assert result.code == 2
+    assert "'/logs/*' starts with '/'" in result.last["error"] and "'logs/*'" in result.last["error"]
