@@ -196,3 +196,32 @@ def test_an_absolute_ignore_pattern_is_refused(tmp_path: Path):
                                      "OUTPUT_PATH": str(tmp_path)})  # fmt: skip
     assert result.code == 2
     assert "'/logs/*' starts with '/'" in result.last["error"] and "'logs/*'" in result.last["error"]
+
+
+SECRETS = {
+    "SECRET_ACCESS_KEY": "contract-secret-key-91f3",
+    "ACCESS_TOKEN": "hf_contract_token_6b2e",
+    "HF_TOKEN": "hf_fallback_token_c4d8",
+    "AWS_SECRET_ACCESS_KEY": "aws-env-secret-07aa",
+    "AWS_SESSION_TOKEN": "aws-session-token-5e19",
+}
+
+
+@pytest.mark.parametrize("uri", ["s3", "hf"])
+def test_no_secret_variable_ever_reaches_output_manifest_or_files(
+    seaweed: SeaweedFS, objects: str, tmp_path: Path, uri: str
+):
+    output = tmp_path / "out"
+    with HubServer() as hub:
+        hub.add_repo("org/private", {"a.safetensors": b"x" * 100}, private=True)
+        hub.tokens[SECRETS["ACCESS_TOKEN"]] = {"org/private"}
+        env = {**SECRETS, "ENDPOINT": seaweed.endpoint, "ACCESS_KEY_ID": "initializers-test-key",
+               "HF_ENDPOINT": hub.endpoint, "OUTPUT_PATH": str(output), "LOG_LEVEL": "debug"}  # fmt: skip
+        # S3: the contract's secret is wrong on purpose, so the failure message is produced too.
+        env["STORAGE_URI"] = objects if uri == "s3" else "hf://org/private"
+        result = run_program("dataset" if uri == "s3" else "model", env)
+    assert result.code == (1 if uri == "s3" else 0), result.stdout
+    written = b"".join(p.read_bytes() for p in tmp_path.rglob("*") if p.is_file())
+    for name, value in SECRETS.items():
+        assert value not in result.stdout + result.stderr, name
+        assert value.encode() not in written, name
