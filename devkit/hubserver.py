@@ -365,7 +365,8 @@ class _Handler(BaseHTTPRequestHandler):
             "X-Linked-Size": str(file.blob.size),
         }
         if file.lfs:
-            location = f"{hub.cdn_endpoint}/lfs/{file.blob.sha256}?{urlencode({'repo': repo_id, 'file': path})}"
+            cdn = hub.cdn_public_endpoint or hub.cdn_endpoint
+            location = f"{cdn}/lfs/{file.blob.sha256}?{urlencode({'repo': repo_id, 'file': path})}"
             self._reply(302, {**headers, "Location": location, "Content-Length": "0"})
         else:
             self._send_blob(file.blob, (repo_id, path) in hub.corrupt, headers)
@@ -493,6 +494,8 @@ class HubServer:
     - `corrupt`: (repo_id, path) pairs served as different bytes of the same length, from both origins.
     - `bytes_per_second`: throttle of each file body, so a test can kill a client mid-file.
     - `tree_page_size`: entries per tree page, so a test can make the client follow `Link` headers.
+    - `cdn_public_endpoint`: the CDN base put in LFS redirects instead of `cdn_endpoint`, so a test can send the
+      client's CDN downloads through a relay.
     """
 
     def __init__(self, port: int | None = None, cdn_port: int | None = None) -> None:
@@ -500,6 +503,7 @@ class HubServer:
         self.corrupt: set[tuple[str, str]] = set()
         self.bytes_per_second: float | None = None
         self.tree_page_size = DEFAULT_TREE_PAGE_SIZE
+        self.cdn_public_endpoint: str | None = None
         self.root = Path(tempfile.mkdtemp(prefix="hubserver-"))
         self._blob_dir = self.root / "blobs"
         self._blob_dir.mkdir()

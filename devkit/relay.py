@@ -1,32 +1,58 @@
-"""A loopback HTTP relay in front of a real server: counts what passes, can slow it, can add crafted S3 keys.
+"""A loopback HTTP relay in front of a real server: counts what passes, can slow it, add crafted S3 keys, inject faults.
 
 Requests go through unchanged (the Host header too, so SigV4 signatures still verify). Tests use it to
 count requests and body bytes (a re-run must fetch nothing), to slow bodies down (so a kill lands
 mid-transfer), and to list keys SeaweedFS itself refuses to store (`../escape`), as AWS S3 would.
+
+Reliability tests script faults on it: error replies (`StatusFault`), connections reset mid-body (`ResetFault`),
+silent connections (`StallFault`), and refused connections (`Relay.refuse`), transient or persistent.
 """
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import http.client
+import socket
 import ssl
+import struct
 import subprocess
+import termios
 import threading
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
+from functools import partial
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any, TypeVar
 from urllib.parse import parse_qs, quote, quote_plus, urlsplit
 
 from devkit.ports import free_port
 
 _HOP_BY_HOP = {"connection", "keep-alive", "transfer-encoding", "proxy-connection", "te", "trailer", "upgrade"}
+_CHUNK_SIZE = 64 * 1024
+_ACK_WAIT_SECONDS = 10.0  # how long a reset waits for the client to take the bytes sent before it
+_S3_ERRORS = {  # status -> (Code, Message) of the error S3 answers with
+    500: ("InternalError", "We encountered an internal error. Please try again."),
+    503: ("SlowDown", "Please reduce your request rate."),
+}
 
 
 @dataclass
 class Traffic:
+    """What reached the relay.
+
+    `body_bytes` counts upstream bodies streamed to the client, as handed to its socket: only the part sent before a
+    fault struck, but a chunk a vanished client failed to take all the same. Bodies the relay builds itself (rewritten
+    listings, injected objects, fault replies) and upstream bodies without a Content-Length are not counted.
+    `requests` includes faulted requests; `refused` counts connections and requests reset because of `Relay.refuse`,
+    which `requests` leaves out.
+    """
+
     requests: list[tuple[str, str]] = field(default_factory=list)  # (method, path)
     body_bytes: int = 0
+    refused: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def object_gets(self) -> list[str]:
@@ -34,8 +60,105 @@ class Traffic:
         return [path for method, path in self.requests if method == "GET" and "list-type=" not in path]
 
 
+@dataclass(kw_only=True)
+class Fault:
+    """Which requests a fault strikes: those whose path (query included) contains `match` and whose method is `method`
+    (None: any), for the first `times` of them (None: all, a persistent fault).
+
+    `hits` counts the requests struck so far. When several faults match a request, the first added with hits left
+    strikes, so faults on the same requests queue up in the order added.
+    """
+
+    match: str | None = None
+    method: str | None = None
+    times: int | None = 1
+    hits: int = field(default=0, init=False)
+
+    def __post_init__(self) -> None:
+        if type(self) in (Fault, _ConnectionFault):
+            raise TypeError("make a StatusFault, a ResetFault or a StallFault")
+        if self.times is not None and self.times < 1:
+            raise ValueError(f"times must be at least 1 (or None for every request), not {self.times}")
+
+    def applies_to(self, method: str, path: str) -> bool:
+        return (
+            (self.times is None or self.hits < self.times)
+            and (self.match is None or self.match in path)
+            and (self.method is None or self.method.upper() == method)
+        )
+
+
+@dataclass(kw_only=True)
+class StatusFault(Fault):
+    """Answer in the server's place with an error status; the request never reaches it and the connection stays open.
+
+    Without a `body`, 500 and 503 get the XML error S3 sends (InternalError, SlowDown); other statuses need one (for
+    the Hub, a JSON `{"error": ...}` with `content_type="application/json"`). `headers` are added (`Retry-After`...).
+    """
+
+    status: int = 503
+    body: bytes | None = None
+    content_type: str = "application/xml"
+    headers: dict[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.body is None:
+            if self.status not in _S3_ERRORS:
+                raise ValueError(f"no default error body for status {self.status}: give one")
+            code, message = _S3_ERRORS[self.status]
+            self.body = (
+                f'<?xml version="1.0" encoding="UTF-8"?><Error><Code>{code}</Code><Message>{message}</Message></Error>'
+            ).encode()
+
+
+@dataclass(kw_only=True)
+class _ConnectionFault(Fault):
+    """A fault that breaks the connection: after the server's status line, headers (its Content-Length included) and
+    `after_bytes` body bytes (all of a shorter body); or, with `before_headers`, right after the request is read,
+    without asking the server.
+    """
+
+    after_bytes: int = 0
+    before_headers: bool = False
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.after_bytes < 0:
+            raise ValueError(f"after_bytes must not be negative, not {self.after_bytes}")
+        if self.before_headers and self.after_bytes:
+            raise ValueError("before_headers sends no body bytes: drop after_bytes")
+
+
+@dataclass(kw_only=True)
+class ResetFault(_ConnectionFault):
+    """Reset the connection (a TCP RST, as a crashed server or a dropping middlebox): the client reads a reset."""
+
+
+@dataclass(kw_only=True)
+class StallFault(_ConnectionFault):
+    """Go silent for `seconds` (less if the relay stops), then close the connection: the client's read timeout fires,
+    or, if it waits longer, it reads an early end of the response."""
+
+    seconds: float = 30.0
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.seconds < 0:
+            raise ValueError(f"seconds must not be negative, not {self.seconds}")
+
+
+AnyFault = StatusFault | ResetFault | StallFault
+F = TypeVar("F", StatusFault, ResetFault, StallFault)
+
+
 class Relay:
-    """`tls`: (certificate, key) files to serve HTTPS with, as a TLS-terminating proxy in front of S3 would."""
+    """`tls`: (certificate, key) files to serve HTTPS with, as a TLS-terminating proxy in front of S3 would.
+
+    Hooks, all safe to change while serving: `bytes_per_second` (throttle of each streamed body), `injected` (S3 keys
+    added to listings and served), faults (`add_fault`, `clear_faults`), and `refuse`: while true, new connections are
+    reset as soon as accepted (after the TLS handshake with `tls`) and requests on open ones are reset unanswered.
+    """
 
     def __init__(self, upstream: str, tls: tuple[Path, Path] | None = None) -> None:
         parts = urlsplit(upstream)
@@ -43,21 +166,26 @@ class Relay:
         self.traffic = Traffic()
         self.bytes_per_second: float | None = None
         self.injected: dict[str, dict[str, bytes]] = {}  # bucket -> key -> body
+        self.refuse = False
+        self._faults: list[AnyFault] = []
+        self._faults_lock = threading.Lock()
+        self._stopping = threading.Event()  # ends stalls when the relay stops
         port = free_port()
-        self._server = ThreadingHTTPServer(("127.0.0.1", port), _handler_for(self))
-        self._server.daemon_threads = True
+        self._server = _Server(self, port)
         if tls is not None:
             context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
             context.load_cert_chain(*tls)
             self._server.socket = context.wrap_socket(self._server.socket, server_side=True)
         self.endpoint = f"{'https' if tls else 'http'}://127.0.0.1:{port}"
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        # A short poll interval: stopping waits for the serving loop to look, 0.5 s by default.
+        self._thread = threading.Thread(target=partial(self._server.serve_forever, poll_interval=0.05), daemon=True)
 
     def __enter__(self) -> Relay:
         self._thread.start()
         return self
 
     def __exit__(self, *_exc: object) -> None:
+        self._stopping.set()
         self._server.shutdown()
         self._server.server_close()
 
@@ -65,6 +193,31 @@ class Relay:
         with self.traffic.lock:
             self.traffic.requests.clear()
             self.traffic.body_bytes = 0
+            self.traffic.refused = 0
+
+    def add_fault(self, fault: F) -> F:
+        """Strike matching requests from now on; returns the fault, whose `hits` tests can assert on."""
+        with self._faults_lock:
+            self._faults.append(fault)
+        return fault
+
+    def clear_faults(self) -> None:
+        """Let every request through again (stalls already under way still run out)."""
+        with self._faults_lock:
+            self._faults.clear()
+
+    def _take_fault(self, method: str, path: str) -> AnyFault | None:
+        """The fault striking this request, its hit counted; checked and counted at once, as requests race."""
+        with self._faults_lock:
+            for fault in self._faults:
+                if fault.applies_to(method, path):
+                    fault.hits += 1
+                    return fault
+        return None
+
+    def _count_refused(self) -> None:
+        with self.traffic.lock:
+            self.traffic.refused += 1
 
 
 def self_signed_certificate(directory: Path) -> tuple[Path, Path]:
@@ -76,6 +229,33 @@ def self_signed_certificate(directory: Path) -> tuple[Path, Path]:
         check=True, capture_output=True,
     )  # fmt: skip
     return cert, key
+
+
+def _reset(connection: socket.socket) -> None:
+    """Close with a TCP RST instead of a FIN: SO_LINGER on, with a zero timeout."""
+    connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    connection.close()
+
+
+def _unacknowledged(connection: socket.socket) -> int:
+    """Bytes sent on the connection that the peer has not acknowledged yet (Linux's SIOCOUTQ)."""
+    return struct.unpack("i", fcntl.ioctl(connection.fileno(), termios.TIOCOUTQ, bytes(4)))[0]
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def __init__(self, relay: Relay, port: int) -> None:
+        self.relay = relay
+        super().__init__(("127.0.0.1", port), _handler_for(relay))
+
+    def verify_request(self, request: Any, client_address: Any) -> bool:
+        """Refused connections are reset at once, before a byte of HTTP is read or written."""
+        if not self.relay.refuse:
+            return True
+        self.relay._count_refused()
+        _reset(request)
+        return False
 
 
 def _handler_for(relay: Relay) -> type[BaseHTTPRequestHandler]:
@@ -101,48 +281,105 @@ def _handler_for(relay: Relay) -> type[BaseHTTPRequestHandler]:
             self._relay()
 
         def _relay(self) -> None:
+            if relay.refuse:  # a request on a connection kept alive from before
+                relay._count_refused()
+                self._abort()
+                return
             with relay.traffic.lock:
                 relay.traffic.requests.append((self.command, self.path))
-            if self._serve_injected():
-                return
+            fault = relay._take_fault(self.command, self.path)
             length = int(self.headers.get("Content-Length") or 0)
             body = self.rfile.read(length) if length else None
+            if isinstance(fault, StatusFault):
+                headers = [*self._own_headers(), ("Content-Type", fault.content_type), *fault.headers.items()]
+                self._send_whole(fault.status, headers, fault.body or b"", None)
+            elif fault is not None and fault.before_headers:
+                self._strike(fault)
+            elif not self._serve_injected(fault):
+                self._forward(body, fault)
+
+        def _forward(self, body: bytes | None, fault: _ConnectionFault | None) -> None:
             upstream = http.client.HTTPConnection(relay.upstream_host, relay.upstream_port, timeout=60)
             try:
                 upstream.request(self.command, self.path, body=body, headers=dict(self.headers.items()))
                 reply = upstream.getresponse()
                 headers = [(k, v) for k, v in reply.getheaders() if k.lower() not in _HOP_BY_HOP]
                 if self._is_listing() and self.command == "GET":
-                    self._send_whole(reply.status, headers, self._with_injected(reply.read()))
+                    self._send_whole(reply.status, headers, self._with_injected(reply.read()), fault)
                 elif reply.getheader("Content-Length") is None and self.command != "HEAD":
-                    self._send_whole(reply.status, headers, reply.read())
-                else:
-                    self.send_response(reply.status)
-                    for name, value in headers:
-                        self.send_header(name, value)
-                    self.end_headers()
-                    if self.command != "HEAD":
-                        self._stream(reply)
+                    self._send_whole(reply.status, headers, reply.read(), fault)
+                else:  # HEAD replies and bodies of a known length (none for redirects) pass as they are
+                    self._respond(reply.status, headers, iter(partial(reply.read, _CHUNK_SIZE), b""), fault, True)
             finally:
                 upstream.close()
 
-        def _stream(self, reply: http.client.HTTPResponse) -> None:
-            while chunk := reply.read(64 * 1024):
-                self.wfile.write(chunk)
-                with relay.traffic.lock:
-                    relay.traffic.body_bytes += len(chunk)
-                if relay.bytes_per_second:
-                    time.sleep(len(chunk) / relay.bytes_per_second)
+        def _send_whole(
+            self, status: int, headers: list[tuple[str, str]], body: bytes, fault: _ConnectionFault | None
+        ) -> None:
+            """A body the relay holds whole, sent with its own Content-Length."""
+            headers = [(name, value) for name, value in headers if name.lower() != "content-length"]
+            self._respond(status, [*headers, ("Content-Length", str(len(body)))], [body], fault, False)
 
-        def _send_whole(self, status: int, headers: list[tuple[str, str]], body: bytes) -> None:
-            self.send_response(status)
+        def _respond(
+            self,
+            status: int,
+            headers: list[tuple[str, str]],
+            chunks: Iterable[bytes],
+            fault: _ConnectionFault | None,
+            counted: bool,
+        ) -> None:
+            """Send the reply; with a fault, only up to `after_bytes` of its body, then the fault strikes.
+
+            The headers are sent as given: a relayed reply keeps the server's own Server and Date, not twice.
+            """
+            self.send_response_only(status)
             for name, value in headers:
-                if name.lower() != "content-length":
-                    self.send_header(name, value)
-            self.send_header("Content-Length", str(len(body)))
+                self.send_header(name, value)
             self.end_headers()
             if self.command != "HEAD":
-                self.wfile.write(body)
+                self._send_body(chunks, None if fault is None else fault.after_bytes, counted)
+            if fault is not None:
+                self._strike(fault)
+
+        def _own_headers(self) -> list[tuple[str, str]]:
+            """Server and Date, for the replies the relay makes itself."""
+            return [("Server", self.version_string()), ("Date", self.date_time_string())]
+
+        def _send_body(self, chunks: Iterable[bytes], limit: int | None, counted: bool) -> None:
+            sent = 0
+            for whole in chunks:
+                chunk = whole if limit is None else whole[: limit - sent]
+                if chunk:
+                    if counted:  # before the write: once the client has the bytes, the count must show them
+                        with relay.traffic.lock:
+                            relay.traffic.body_bytes += len(chunk)
+                    self.wfile.write(chunk)
+                    sent += len(chunk)
+                    if relay.bytes_per_second:
+                        time.sleep(len(chunk) / relay.bytes_per_second)
+                if sent == limit:
+                    return
+
+        def _strike(self, fault: _ConnectionFault) -> None:
+            if isinstance(fault, StallFault):
+                relay._stopping.wait(fault.seconds)
+                self.close_connection = True
+            else:
+                self._wait_acknowledged()
+                self._abort()
+
+        def _wait_acknowledged(self) -> None:
+            """Let the client receive what was sent (bounded): a reset discards the bytes still in flight."""
+            deadline = time.monotonic() + _ACK_WAIT_SECONDS
+            while _unacknowledged(self.connection) and time.monotonic() < deadline:
+                if relay._stopping.wait(0.005):
+                    return
+
+        def _abort(self) -> None:
+            """Reset the connection; the server's own close after this handler finds it closed and lets it be."""
+            self.close_connection = True
+            self.rfile.close()  # its reference to the socket would keep the socket open past close()
+            _reset(self.connection)
 
         def _bucket(self) -> str:
             return urlsplit(self.path).path.lstrip("/").split("/", 1)[0]
@@ -160,12 +397,12 @@ def _handler_for(relay: Relay) -> type[BaseHTTPRequestHandler]:
             )
             return xml.replace(b"</ListBucketResult>", entries.encode() + b"</ListBucketResult>")
 
-        def _serve_injected(self) -> bool:
+        def _serve_injected(self, fault: _ConnectionFault | None) -> bool:
             path = urlsplit(self.path).path
             for key, body in relay.injected.get(self._bucket(), {}).items():
                 if path == f"/{self._bucket()}/{quote(key, safe='/~')}":
                     etag = hashlib.md5(body).hexdigest()
-                    self._send_whole(200, [("ETag", f'"{etag}"')], body)
+                    self._send_whole(200, [*self._own_headers(), ("ETag", f'"{etag}"')], body, fault)
                     return True
             return False
 
