@@ -7,6 +7,7 @@ import signal
 import subprocess
 import time
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 
 
@@ -35,3 +36,12 @@ def stop_process_group(process: subprocess.Popen[bytes], grace: float = 15.0) ->
         except subprocess.TimeoutExpired:
             os.killpg(process.pid, signal.SIGKILL)
             process.wait()
+
+
+def settle(counter: Callable[[], int], quiet: float = 0.5) -> None:
+    """Wait until a server's byte counter stops moving: streams to a killed client end only at a broken pipe."""
+    last, since = counter(), time.monotonic()
+    while time.monotonic() - since < quiet:
+        time.sleep(0.05)
+        if counter() != last:
+            last, since = counter(), time.monotonic()

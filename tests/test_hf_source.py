@@ -13,6 +13,7 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 
 from devkit.hubserver import HubServer
+from devkit.processes import settle
 from devkit.programs import ProgramResult, run_program, start_program
 from devkit.samples import MINILM_REPO, minilm_files
 
@@ -214,6 +215,7 @@ def test_killed_mid_file_then_rerun_refetches_only_unfinished_files(hub: HubServ
         time.sleep(0.2)  # into the third file
         process.send_signal(signal.SIGKILL)
         process.wait()
+        settle(lambda: sum(hub.served_bytes.values()))
     finally:
         hub.bytes_per_second = None
     finished = set(tree(output))
@@ -228,6 +230,7 @@ def test_killed_mid_file_then_rerun_refetches_only_unfinished_files(hub: HubServ
     cdn_gets = [urlsplit(r.path) for r in hub.requests if r.origin == "cdn" and r.method == "GET"]
     fetched = {parse_qs(url.query)["file"][0] for url in cdn_gets}
     assert fetched == set(SHARDS) - finished
+    assert hub.served_bytes["cdn"] == sum(len(SHARDS[name]) for name in fetched)  # no byte of a finished file
 
 
 def test_a_corrupted_lfs_body_is_detected(hub: HubServer, tmp_path: Path):

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from devkit.processes import settle
 from devkit.programs import ProgramResult, run_program, start_program
 from devkit.relay import Relay, self_signed_certificate
 from devkit.seaweed import ACCESS_KEY, PUBLIC_BUCKET, REGION, SECRET_KEY, SeaweedFS
@@ -328,6 +329,7 @@ def test_killed_run_leaves_no_partial_file_and_no_manifest_then_completes(
             time.sleep(0.02)
         process.send_signal(signal.SIGKILL)
         process.wait()
+        settle(lambda: relay.traffic.body_bytes)  # the relay notices the dead client a little later
         assert relay.traffic.body_bytes < sum(map(len, objects.values())), "the kill came too late to test anything"
         # Whatever reached a final path is complete and exact; nothing claims completion.
         partial = tree(output)
@@ -340,8 +342,10 @@ def test_killed_run_leaves_no_partial_file_and_no_manifest_then_completes(
         result = run_program("dataset", env)
         assert result.code == 0, result.stdout
         refetched = {p.rsplit("/", 1)[-1] for p in relay.traffic.object_gets()}
+        refetched_bytes = relay.traffic.body_bytes
     assert tree(output) == {k.removeprefix("d/"): v for k, v in objects.items()}
     assert refetched == {k.removeprefix("d/") for k in objects} - set(partial)
+    assert refetched_bytes == sum(len(v) for k, v in objects.items() if k.removeprefix("d/") not in partial)
     assert manifest(output)["total_files"] == 24
 
 

@@ -1,0 +1,178 @@
+"""Faults injected for real, between the programs and the real servers: survive what is transient, fail cleanly
+on what is not, never hang."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from devkit.hubserver import HubServer
+from devkit.programs import ProgramResult, run_program
+from devkit.relay import Relay, ResetFault, StallFault, StatusFault
+from devkit.seaweed import SeaweedFS
+
+BIG = os.urandom(20 * 1024 * 1024 + 777)  # two 16 MiB ranges on S3; an LFS file on the Hub
+SMALL = {f"s/{i}.json": json.dumps({"i": i}).encode() * 50 for i in range(6)}
+
+
+def tree(root: Path) -> dict[str, bytes]:
+    return {
+        p.relative_to(root).as_posix(): p.read_bytes()
+        for p in sorted(root.rglob("*"))
+        if p.is_file() and not p.relative_to(root).as_posix().startswith(".initializer/")
+    }
+
+
+def completed(output: Path) -> bool:
+    return (output / ".initializer" / "manifest.json").exists()
+
+
+# -- S3 -------------------------------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def s3_relay(seaweed: SeaweedFS, s3: Any, bucket: str) -> Iterator[tuple[Relay, str]]:
+    s3.put_object(Bucket=bucket, Key="m/big.bin", Body=BIG)
+    for key, body in SMALL.items():
+        s3.put_object(Bucket=bucket, Key=f"m/{key}", Body=body)
+    with Relay(seaweed.endpoint) as relay:
+        yield relay, bucket
+
+
+def s3_fetch(seaweed: SeaweedFS, relay: Relay, bucket: str, output: Path, **extra: str) -> ProgramResult:
+    env = {**seaweed.env(), "ENDPOINT": relay.endpoint, "STORAGE_URI": f"s3://{bucket}/m", "OUTPUT_PATH": str(output)}
+    return run_program("dataset", {**env, **extra})
+
+
+S3_EXPECTED = {"big.bin": BIG, **SMALL}
+
+
+def test_s3_survives_a_503_storm_and_500s(seaweed: SeaweedFS, s3_relay: tuple[Relay, str], tmp_path: Path):
+    relay, bucket = s3_relay
+    storm = relay.add_fault(StatusFault(status=503, times=4, match=f"/{bucket}/m/", method="GET"))
+    errors = relay.add_fault(StatusFault(status=500, times=2, match="big.bin"))
+    result = s3_fetch(seaweed, relay, bucket, tmp_path / "out")
+    assert result.code == 0, result.stdout
+    assert (storm.hits, errors.hits) == (4, 2)
+    assert tree(tmp_path / "out") == S3_EXPECTED and completed(tmp_path / "out")
+
+
+def test_s3_resumes_after_resets_mid_body_without_refetching(
+    seaweed: SeaweedFS, s3_relay: tuple[Relay, str], tmp_path: Path
+):
+    relay, bucket = s3_relay
+    reset = relay.add_fault(ResetFault(after_bytes=3_000_000, times=3, match="big.bin"))
+    result = s3_fetch(seaweed, relay, bucket, tmp_path / "out")
+    assert result.code == 0, result.stdout
+    assert reset.hits == 3
+    assert tree(tmp_path / "out") == S3_EXPECTED
+    # Each retry asks only for the bytes it lacks: what crossed the wire is the content, nothing twice.
+    assert relay.traffic.body_bytes == len(BIG) + sum(map(len, SMALL.values()))
+
+
+def test_s3_stall_longer_than_the_read_timeout_is_retried_not_waited_for(
+    seaweed: SeaweedFS, s3_relay: tuple[Relay, str], tmp_path: Path
+):
+    relay, bucket = s3_relay
+    stall = relay.add_fault(StallFault(seconds=60, after_bytes=1_000_000, times=1, match="big.bin"))
+    started = time.monotonic()
+    result = s3_fetch(seaweed, relay, bucket, tmp_path / "out", READ_TIMEOUT="1")
+    assert result.code == 0, result.stdout
+    assert stall.hits == 1 and time.monotonic() - started < 15
+    assert tree(tmp_path / "out") == S3_EXPECTED
+
+
+def test_s3_persistent_failure_exits_1_in_bounded_time_with_nothing_complete(
+    seaweed: SeaweedFS, s3_relay: tuple[Relay, str], tmp_path: Path
+):
+    relay, bucket = s3_relay
+    relay.add_fault(StatusFault(status=503, times=None, match="big.bin"))
+    started = time.monotonic()
+    result = s3_fetch(seaweed, relay, bucket, tmp_path / "out")
+    assert time.monotonic() - started < 30
+    assert result.code == 1
+    assert "big.bin: giving up after 5 attempts" in result.last["error"] and "SlowDown" in result.last["error"]
+    assert "big.bin" not in tree(tmp_path / "out") and not completed(tmp_path / "out")
+    assert list((tmp_path / "out" / ".initializer" / "tmp").iterdir()) == []
+
+
+def test_s3_persistent_resets_exit_1(seaweed: SeaweedFS, s3_relay: tuple[Relay, str], tmp_path: Path):
+    relay, bucket = s3_relay
+    relay.add_fault(ResetFault(after_bytes=10_000, times=None, match="big.bin"))
+    result = s3_fetch(seaweed, relay, bucket, tmp_path / "out")
+    assert result.code == 1 and "giving up after 5 attempts" in result.last["error"]
+    assert not completed(tmp_path / "out")
+
+
+def test_s3_refused_connections_fail_the_listing_cleanly(
+    seaweed: SeaweedFS, s3_relay: tuple[Relay, str], tmp_path: Path
+):
+    relay, bucket = s3_relay
+    relay.refuse = True
+    started = time.monotonic()
+    result = s3_fetch(seaweed, relay, bucket, tmp_path / "out")
+    assert time.monotonic() - started < 60
+    assert result.code == 1 and "cannot list" in result.last["error"]
+    assert tree(tmp_path / "out") == {}
+
+
+# -- Hub ------------------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class HubRelays:
+    hub: HubServer
+    api: Relay
+    cdn: Relay
+
+
+@pytest.fixture
+def hub_relays() -> Iterator[HubRelays]:
+    with HubServer() as hub, Relay(hub.endpoint) as api, Relay(hub.cdn_endpoint) as cdn:
+        hub.cdn_public_endpoint = cdn.endpoint
+        hub.add_repo("org/m", {"model.safetensors": BIG, **SMALL})
+        yield HubRelays(hub, api, cdn)
+
+
+def hub_fetch(relays: HubRelays, output: Path, **extra: str) -> ProgramResult:
+    env = {"STORAGE_URI": "hf://org/m", "OUTPUT_PATH": str(output), "HF_ENDPOINT": relays.api.endpoint}
+    return run_program("model", {**env, **extra})
+
+
+HUB_EXPECTED = {"model.safetensors": BIG, **SMALL}
+
+
+def test_hub_survives_503s_on_the_api_and_resets_on_the_cdn(hub_relays: HubRelays, tmp_path: Path):
+    busy = hub_relays.api.add_fault(
+        StatusFault(status=503, times=2, match="/resolve/", body=b'{"error": "busy"}', content_type="application/json")
+    )
+    reset = hub_relays.cdn.add_fault(ResetFault(after_bytes=2_000_000, times=2))
+    result = hub_fetch(hub_relays, tmp_path / "out")
+    assert result.code == 0, result.stdout + result.stderr
+    assert busy.hits == 2 and reset.hits == 2
+    assert tree(tmp_path / "out") == HUB_EXPECTED and completed(tmp_path / "out")
+
+
+def test_hub_stall_longer_than_the_read_timeout_is_retried(hub_relays: HubRelays, tmp_path: Path):
+    stall = hub_relays.cdn.add_fault(StallFault(seconds=60, after_bytes=1_000_000, times=1))
+    started = time.monotonic()
+    result = hub_fetch(hub_relays, tmp_path / "out", READ_TIMEOUT="1")
+    assert result.code == 0, result.stdout
+    assert stall.hits == 1 and time.monotonic() - started < 20
+    assert tree(tmp_path / "out") == HUB_EXPECTED
+
+
+def test_hub_persistent_failure_exits_1_with_nothing_complete(hub_relays: HubRelays, tmp_path: Path):
+    hub_relays.cdn.add_fault(StatusFault(status=500, times=None, body=b"{}", content_type="application/json"))
+    started = time.monotonic()
+    result = hub_fetch(hub_relays, tmp_path / "out")
+    assert time.monotonic() - started < 40
+    assert result.code == 1 and "giving up after 3 attempts" in result.last["error"]
+    assert "model.safetensors" not in tree(tmp_path / "out") and not completed(tmp_path / "out")
