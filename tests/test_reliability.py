@@ -107,6 +107,7 @@ def test_the_deadline_also_covers_a_hub_download(tmp_path: Path):
     assert elapsed < 8
     assert not (tmp_path / "m" / ".initializer" / "manifest.json").exists()
     assert not list((tmp_path / "m").glob("*.safetensors"))
+    assert not (tmp_path / "m" / ".initializer" / "staging").exists(), "partial Hub downloads are removed too"
 
 
 @pytest.fixture

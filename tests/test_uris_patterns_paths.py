@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from initializers.contract import DATASET, MODEL
+from initializers.contract import DATASET, MODEL, Config
 from initializers.errors import ConfigError, FetchError
 from initializers.patterns import IgnorePatterns
 from initializers.plan import RemoteFile, build_plan, safe_relative_path
@@ -175,3 +175,57 @@ def test_hf_uris(uri: str, repo: str, revision: str | None, sub: str):
 def test_bad_hf_uris(uri: str, message: str):
     with pytest.raises(ConfigError, match=message):
         HfLocation.parse(uri)
+
+
+_segment = st.text(st.sampled_from("abcXYZ09-_.~ %@+"), min_size=1, max_size=8)
+
+
+@given(st.text(max_size=40))
+def test_any_storage_uri_parses_or_fails_with_a_config_error(uri: str):
+    for parse in (S3Location.parse, HfLocation.parse):
+        try:
+            parse(uri)
+        except ConfigError as exc:
+            assert "STORAGE_URI" in str(exc)
+
+
+_name = st.text(st.sampled_from("abcXYZ09-_."), min_size=1, max_size=8).filter(lambda s: s not in (".", ".."))
+
+
+@given(
+    st.builds(
+        HfLocation,
+        st.builds("{}/{}".format, _name, _name),
+        st.none() | _segment,
+        st.lists(_segment.filter(lambda s: s not in (".", "..")), max_size=3).map("/".join),
+    )
+)
+def test_hf_locations_survive_their_text_form(location: HfLocation):
+    assert HfLocation.parse(str(location)) == location
+
+
+@given(
+    st.lists(
+        st.text(
+            st.characters(
+                blacklist_categories=("Cs",), blacklist_characters=",/ \t\n\r\x0b\x0c\x1c\x1d\x1e\x1f\x85\xa0"
+            ),
+            min_size=1,
+        ),
+        max_size=6,
+    )
+)
+def test_a_pattern_list_survives_the_comma_joined_form(patterns: list[str]):
+    config = Config(ignore_patterns=tuple(patterns))
+    assert Config.from_env(config.to_env()).ignore_patterns == tuple(patterns)
+
+
+@given(
+    st.lists(st.sampled_from(["*.bin", "a/*", "logs/", "[ab]*", "x?.pt"]), max_size=4),
+    st.text(st.sampled_from("ab/.xgoslpnt*?"), max_size=12),
+)
+def test_ignore_patterns_agree_with_fnmatch(patterns: list[str], path: str):
+    import fnmatch
+
+    expected = any(fnmatch.fnmatchcase(path, p + "*" if p.endswith("/") else p) for p in patterns)
+    assert IgnorePatterns(patterns).ignores(path) is expected

@@ -94,7 +94,6 @@ def _list_and_fetch(
     finished = {**done, **{d.path: d for d in engine.finished}}
     state.write_manifest(manifest.build(kind, described, plan, finished, patterns, started_at, datetime.now(UTC)))
     state.remove_journal()
-    state.remove_staging()
     return _outcome(plan, todo, started_at, state)
 
 

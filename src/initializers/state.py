@@ -45,14 +45,15 @@ class StateDir:
         self.root = Path(output_path).absolute()
         self.dir = self.root / STATE_DIR
         self.tmp = self.dir / "tmp"
-        #: A folder a source may keep its own resumable bookkeeping in; removed once the run is complete.
+        #: A folder a source may keep its own bookkeeping in during a run; removed at the end of every run.
         self.staging = self.dir / "staging"
         self._journal_fd = -1
         self._lock_fd = -1
 
     @contextlib.contextmanager
     def session(self) -> Iterator[None]:
-        """The destination, made ready and locked for one run; on the way out its temporaries go, the lock too.
+        """The destination, made ready and locked for one run; on the way out its temporaries go (the source's
+        staging too: huggingface_hub cannot resume another process's partial files), then the lock.
 
         A run that cannot take the lock leaves everything as it is: another run owns those temporaries.
         """
@@ -62,6 +63,7 @@ class StateDir:
         finally:
             self.close_journal()
             self.clear_temps_quietly()
+            shutil.rmtree(self.staging, ignore_errors=True)
             self._release()
 
     def _prepare(self) -> None:
@@ -116,9 +118,6 @@ class StateDir:
     def clear_temps(self) -> None:
         for leftover in self.tmp.glob("*.part"):
             leftover.unlink(missing_ok=True)
-
-    def remove_staging(self) -> None:
-        shutil.rmtree(self.staging, ignore_errors=True)
 
     def clear_temps_quietly(self) -> None:
         """Best effort on the way out: a failure here must not mask the error that ended the run."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import random
 import time
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
@@ -136,7 +137,7 @@ class HfSource(Source):
             except _Transient as exc:
                 if attempt == _ATTEMPTS:
                     raise FetchError(f"{what}: giving up after {attempt} attempts: {exc}") from None
-                time.sleep(attempt)
+                time.sleep(attempt * random.uniform(0.5, 1.5))  # backoff with jitter
         raise AssertionError("unreachable")
 
     def _display(self, file: RemoteFile) -> str:
