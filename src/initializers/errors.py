@@ -7,8 +7,10 @@ class InitializerError(Exception):
     exit_code = 1
 
 
-class ConfigError(InitializerError):
-    """Bad configuration: a missing or invalid variable, an unsupported scheme. Exit code 2."""
+class ConfigError(InitializerError, ValueError):
+    """Bad configuration: a missing or invalid variable, an unsupported scheme. Exit code 2.
+
+    Also a ValueError, as the Kubeflow SDK raises for invalid initializer configurations (`initializers.sdk`)."""
 
     exit_code = 2
 

@@ -1,0 +1,155 @@
+"""The SDK side: Kubeflow-compatible initializer configurations, turned into exactly the env the Kubeflow SDK builds.
+
+The classes carry the Kubeflow SDK's names, fields and defaults (0.5.0), and convert to the programs' own
+`Config`, so the variables they produce are written by the same schema the programs read: the two sides
+cannot drift apart. They validate more than the Kubeflow SDK does, with the programs' own parsers, so a URI the
+programs would reject fails here, early, with the same message.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields, replace
+from typing import Any, ClassVar
+
+from initializers.contract import DATASET, MODEL, Config, Kind
+from initializers.errors import ConfigError
+from initializers.uris import HfLocation, S3Location, scheme_of
+
+DEFAULT_DATASET_IMAGE = "ghcr.io/initializers/dataset-initializer:latest"
+DEFAULT_MODEL_IMAGE = "ghcr.io/initializers/model-initializer:latest"
+WORKSPACE = "/workspace"
+
+
+@dataclass
+class _InitializerConfig:
+    """What every initializer configuration shares: its kind, scheme and the way to the programs' `Config`."""
+
+    storage_uri: str
+    kind: ClassVar[Kind]
+    scheme: ClassVar[str]
+
+    def __post_init__(self) -> None:
+        if scheme_of(self.storage_uri, self.kind) != self.scheme:
+            raise ConfigError(
+                f"STORAGE_URI: {type(self).__name__} needs a {self.scheme}:// URI, got {self.storage_uri!r}"
+            )
+        {"hf": HfLocation.parse, "s3": S3Location.parse, "cache": _parse_cache_uri}[self.scheme](self.storage_uri)
+        self.to_config().to_env()  # refuses what the variables cannot carry, e.g. a pattern with a comma
+
+    def to_config(self, output_path: str | None = None) -> Config:
+        """The same configuration as the programs will parse it back from the environment."""
+        values: dict[str, Any] = {f.name: getattr(self, f.name) for f in fields(self) if f.name in _CONFIG_FIELDS}
+        if values.get("ignore_patterns") is not None:
+            values["ignore_patterns"] = tuple(values["ignore_patterns"])
+        return Config(**values, output_path=output_path)
+
+
+_CONFIG_FIELDS = {f.name for f in fields(Config)}
+
+
+def _parse_cache_uri(uri: str) -> None:
+    parts = uri.partition("://")[2].split("/")
+    if len(parts) != 2 or not all(parts):
+        raise ConfigError(f"STORAGE_URI: expected cache://SCHEMA/TABLE, got {uri!r}")
+
+
+@dataclass
+class HuggingFaceDatasetInitializer(_InitializerConfig):
+    ignore_patterns: list[str] | None = None
+    access_token: str | None = None
+    kind: ClassVar[Kind] = DATASET
+    scheme: ClassVar[str] = "hf"
+
+
+@dataclass
+class S3DatasetInitializer(_InitializerConfig):
+    ignore_patterns: list[str] | None = None
+    endpoint: str | None = None
+    access_key_id: str | None = None
+    secret_access_key: str | None = None
+    region: str | None = None
+    role_arn: str | None = None
+    kind: ClassVar[Kind] = DATASET
+    scheme: ClassVar[str] = "s3"
+
+
+@dataclass
+class DataCacheInitializer(_InitializerConfig):
+    metadata_loc: str
+    num_data_nodes: int
+    head_cpu: str | None = None
+    head_mem: str | None = None
+    worker_cpu: str | None = None
+    worker_mem: str | None = None
+    iam_role: str | None = None
+    kind: ClassVar[Kind] = DATASET
+    scheme: ClassVar[str] = "cache"
+
+    def __post_init__(self) -> None:
+        if self.num_data_nodes <= 1:
+            raise ConfigError(f"NUM_DATA_NODES: must be greater than 1, got {self.num_data_nodes}")
+        super().__post_init__()
+
+    def to_config(self, output_path: str | None = None) -> Config:
+        """Kubeflow sends the cluster size (data nodes + 1), not the number of data nodes."""
+        return replace(super().to_config(output_path), cluster_size=self.num_data_nodes + 1, num_data_nodes=None)
+
+
+def _default_model_patterns() -> list[str]:
+    return list(MODEL.default_ignore_patterns)
+
+
+@dataclass
+class HuggingFaceModelInitializer(_InitializerConfig):
+    ignore_patterns: list[str] | None = field(default_factory=_default_model_patterns)
+    access_token: str | None = None
+    kind: ClassVar[Kind] = MODEL
+    scheme: ClassVar[str] = "hf"
+
+
+@dataclass
+class S3ModelInitializer(_InitializerConfig):
+    ignore_patterns: list[str] | None = field(default_factory=_default_model_patterns)
+    endpoint: str | None = None
+    access_key_id: str | None = None
+    secret_access_key: str | None = None
+    region: str | None = None
+    role_arn: str | None = None
+    kind: ClassVar[Kind] = MODEL
+    scheme: ClassVar[str] = "s3"
+
+
+DatasetInitializer = HuggingFaceDatasetInitializer | S3DatasetInitializer | DataCacheInitializer
+ModelInitializer = HuggingFaceModelInitializer | S3ModelInitializer
+
+
+@dataclass
+class Initializer:
+    dataset: DatasetInitializer | None = None
+    model: ModelInitializer | None = None
+
+
+@dataclass
+class ContainerBackendConfig:
+    """The three settings of the Kubeflow SDK's container backend that concern initializers."""
+
+    dataset_initializer_image: str = DEFAULT_DATASET_IMAGE
+    model_initializer_image: str = DEFAULT_MODEL_IMAGE
+    initializer_timeout: int = 600
+
+    def image_for(self, initializer: DatasetInitializer | ModelInitializer) -> str:
+        return self.dataset_initializer_image if initializer.kind is DATASET else self.model_initializer_image
+
+
+def container_env(initializer: DatasetInitializer | ModelInitializer) -> dict[str, str]:
+    """The env the Kubeflow SDK's container backend gives the image (it has no cache initializer)."""
+    if isinstance(initializer, DataCacheInitializer):
+        raise ConfigError("the container backend runs no DataCacheInitializer: it needs a Kubernetes cluster")
+    return initializer.to_config(initializer.kind.default_output_path).to_env()
+
+
+def kubernetes_env(initializer: DatasetInitializer | ModelInitializer) -> dict[str, str]:
+    """The env the Kubeflow SDK puts in a TrainJob's initializer; STORAGE_URI travels as `storageUri` beside it."""
+    env = initializer.to_config().to_env()
+    del env["STORAGE_URI"]
+    return env

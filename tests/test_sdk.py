@@ -1,0 +1,136 @@
+"""The SDK-side builder against the real Kubeflow SDK (0.5.0, installed from PyPI): same env, same or earlier errors."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from kubeflow.trainer.backends.container import utils as kf_container
+from kubeflow.trainer.backends.kubernetes import utils as kf_kubernetes
+from kubeflow.trainer.types import types as kf
+
+from initializers import sdk
+from initializers.contract import Config
+
+_word = st.text(st.sampled_from("abcdefghijklmnopqrstuvwxyz0123456789-_."), min_size=1, max_size=10).filter(
+    lambda s: s not in (".", "..")
+)
+_value = st.text(st.characters(blacklist_categories=("Cs", "Cc", "Zs", "Zl", "Zp")), min_size=1, max_size=20)
+_pattern = st.text(st.characters(blacklist_categories=("Cs", "Cc", "Zs", "Zl", "Zp"), blacklist_characters=","),
+                   min_size=1, max_size=10).filter(lambda p: not p.startswith("/"))  # fmt: skip
+_patterns = st.none() | st.lists(_pattern, max_size=4)
+_optional = st.none() | _value
+_hf_uri = st.builds(
+    lambda owner, name, revision, path: f"hf://{owner}/{name}" + (f"@{revision}" if revision else "") + path,
+    _word, _word, st.none() | _word, st.sampled_from(["", "/data", "/data/train.jsonl"]),
+)  # fmt: skip
+_s3_uri = st.builds(lambda bucket, key: f"s3://{bucket}{key}", _word, st.sampled_from(["", "/", "/data", "/a/b.bin"]))
+_cache_uri = st.builds("cache://{}/{}".format, _word, _word)
+
+CLASSES = {
+    "HuggingFaceDatasetInitializer": dict(storage_uri=_hf_uri, ignore_patterns=_patterns, access_token=_optional),
+    "S3DatasetInitializer": dict(storage_uri=_s3_uri, ignore_patterns=_patterns, endpoint=_optional,
+                                 access_key_id=_optional, secret_access_key=_optional, region=_optional,
+                                 role_arn=_optional),
+    "DataCacheInitializer": dict(storage_uri=_cache_uri, metadata_loc=_value, num_data_nodes=st.integers(2, 64),
+                                 head_cpu=_optional, head_mem=_optional, worker_cpu=_optional, worker_mem=_optional,
+                                 iam_role=_optional),
+    "HuggingFaceModelInitializer": dict(storage_uri=_hf_uri, ignore_patterns=_patterns, access_token=_optional),
+    "S3ModelInitializer": dict(storage_uri=_s3_uri, ignore_patterns=_patterns, endpoint=_optional,
+                               access_key_id=_optional, secret_access_key=_optional, region=_optional,
+                               role_arn=_optional),
+}  # fmt: skip
+
+
+@st.composite
+def pairs(draw: st.DrawFn, names: tuple[str, ...] = tuple(CLASSES)) -> tuple[object, object]:
+    """The same configuration as a Kubeflow SDK object and as ours."""
+    name = draw(st.sampled_from(names))
+    values = {key: draw(strategy) for key, strategy in CLASSES[name].items()}
+    return getattr(kf, name)(**values), getattr(sdk, name)(**values)
+
+
+def _kubernetes(kubeflow: object) -> tuple[str, dict[str, str]]:
+    build = kf_kubernetes.get_dataset_initializer if "Dataset" in type(kubeflow).__name__ or isinstance(
+        kubeflow, kf.DataCacheInitializer) else kf_kubernetes.get_model_initializer  # fmt: skip
+    spec = build(kubeflow)
+    return spec.storage_uri, {variable.name: str(variable.value) for variable in spec.env or []}
+
+
+@given(pairs())
+def test_kubernetes_env_equals_the_kubeflow_sdks(pair: tuple[object, object]):
+    kubeflow, ours = pair
+    storage_uri, env = _kubernetes(kubeflow)
+    assert storage_uri == ours.storage_uri
+    assert sdk.kubernetes_env(ours) == env
+
+
+@given(pairs(tuple(name for name in CLASSES if name != "DataCacheInitializer")))
+def test_container_env_equals_the_kubeflow_sdks(pair: tuple[object, object]):
+    kubeflow, ours = pair
+    images = SimpleNamespace(dataset_initializer_image="d", model_initializer_image="m")
+    build = kf_container.get_dataset_initializer if ours.kind.name == "dataset" else kf_container.get_model_initializer
+    container = build(kubeflow, images)
+    assert sdk.container_env(ours) == container.env
+    assert container.command == ["bash", "-c", f"python -m pkg.initializers.{ours.kind.name}"]
+
+
+@given(pairs(tuple(name for name in CLASSES if name != "DataCacheInitializer")))
+def test_the_programs_parse_back_exactly_what_the_builder_wrote(pair: tuple[object, object]):
+    _, ours = pair
+    assert Config.from_env(sdk.container_env(ours)) == ours.to_config(ours.kind.default_output_path)
+
+
+def test_defaults_match_the_kubeflow_sdk():
+    assert sdk.HuggingFaceModelInitializer("hf://o/n").ignore_patterns == kf.HuggingFaceModelInitializer(
+        "hf://o/n").ignore_patterns  # fmt: skip
+    assert sdk.S3ModelInitializer("s3://b").ignore_patterns == kf.S3ModelInitializer("s3://b").ignore_patterns
+    assert sdk.HuggingFaceDatasetInitializer("hf://o/n").ignore_patterns is None
+    assert sdk.ContainerBackendConfig().initializer_timeout == 600
+
+
+def test_an_empty_pattern_list_means_ignore_nothing_in_both():
+    ours = sdk.HuggingFaceModelInitializer("hf://o/n", ignore_patterns=[])
+    assert sdk.container_env(ours)["IGNORE_PATTERNS"] == ""
+    assert Config.from_env(sdk.container_env(ours)).ignore_patterns == ()
+
+
+@pytest.mark.parametrize(
+    ("name", "values"),
+    [
+        ("S3DatasetInitializer", {"storage_uri": "gs://b/x"}),
+        ("S3ModelInitializer", {"storage_uri": "hf://o/n"}),
+        ("DataCacheInitializer", {"storage_uri": "cache://s/t", "metadata_loc": "m", "num_data_nodes": 1}),
+        ("DataCacheInitializer", {"storage_uri": "s3://s/t", "metadata_loc": "m", "num_data_nodes": 2}),
+        ("DataCacheInitializer", {"storage_uri": "cache://s/t/x", "metadata_loc": "m", "num_data_nodes": 2}),
+    ],
+)
+def test_what_the_kubeflow_sdk_refuses_is_refused_here_too(name: str, values: dict):
+    with pytest.raises(ValueError):
+        getattr(kf, name)(**values)
+    with pytest.raises(ValueError):
+        getattr(sdk, name)(**values)
+
+
+@pytest.mark.parametrize(
+    ("name", "values", "message"),
+    [
+        ("DataCacheInitializer", {"storage_uri": "cache:///t", "metadata_loc": "m", "num_data_nodes": 2},
+         "expected cache://SCHEMA/TABLE"),
+        ("HuggingFaceModelInitializer", {"storage_uri": "hf://just-a-name"}, "names no repository"),
+        ("HuggingFaceDatasetInitializer", {"storage_uri": "s3://bucket/data"}, "needs a hf:// URI"),
+        ("S3DatasetInitializer", {"storage_uri": "s3://b", "ignore_patterns": ["a,b"]}, "contains ','"),
+    ],
+)  # fmt: skip
+def test_what_the_programs_would_refuse_is_refused_earlier_with_their_message(name: str, values: dict, message: str):
+    getattr(kf, name)(**values)  # the Kubeflow SDK lets it through
+    with pytest.raises(ValueError, match=message):
+        getattr(sdk, name)(**values)
+
+
+def test_the_container_backend_has_no_cache_initializer():
+    cache = sdk.DataCacheInitializer("cache://s/t", metadata_loc="m", num_data_nodes=2)
+    with pytest.raises(ValueError, match="no DataCacheInitializer"):
+        sdk.container_env(cache)
