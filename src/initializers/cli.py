@@ -104,5 +104,21 @@ def _with_hints(message: str, hints: dict[str, str]) -> str:
     return message
 
 
-def main(kind: Kind) -> None:
-    build_command(kind).main(prog_name=kind.program)
+def main(kind: Kind, argv: list[str] | None = None) -> None:
+    build_command(kind).main(args=_options_only(sys.argv[1:] if argv is None else argv), prog_name=kind.program)
+
+
+def _options_only(argv: list[str]) -> list[str]:
+    """Drop a command a runtime appended to an exec-form entrypoint (`bash -c "python -m pkg.initializers.dataset"`).
+
+    The programs take no positional arguments, so the first word that is not an option or an option's value
+    starts such a command; typos of options still fail as usage errors.
+    """
+    for index, word in enumerate(argv):
+        if not word.startswith("-") and (index == 0 or not _takes_value(argv[index - 1])):
+            return argv[:index]
+    return argv
+
+
+def _takes_value(word: str) -> bool:
+    return word.startswith("--") and "=" not in word and word not in ("--help", "--version")
