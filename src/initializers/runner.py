@@ -1,0 +1,183 @@
+"""A local runner: the Kubeflow SDK container backend's initializer step, in miniature, for users without Kubeflow.
+
+Both programs start in parallel (as processes, or as images through podman or docker), each log line is streamed
+tagged with its step and kept per step, `initializer_timeout` is enforced, and a failure raises naming the step,
+its exit code and its last log lines. The images get the same env the Kubeflow SDK would give them.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from initializers.contract import Config
+from initializers.sdk import (
+    WORKSPACE,
+    ContainerBackendConfig,
+    DatasetInitializer,
+    Initializer,
+    ModelInitializer,
+    container_env,
+)
+
+LineSink = Callable[[str, str], None]
+
+
+def print_tagged(step: str, line: str) -> None:
+    print(f"[{step}] {line}", flush=True)
+
+
+@dataclass
+class StepResult:
+    step: str
+    exit_code: int | None  # None: killed at the timeout
+    seconds: float
+    logs: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_code == 0
+
+
+class InitializerFailed(RuntimeError):
+    def __init__(self, failed: list[StepResult]) -> None:
+        self.failed = failed
+        parts = []
+        for result in failed:
+            status = "timed out" if result.exit_code is None else f"exited with {result.exit_code}"
+            tail = "\n".join(f"    {line}" for line in result.logs[-10:])
+            parts.append(f"{result.step} {status}; last log lines:\n{tail}")
+        super().__init__("\n".join(parts))
+
+
+def docker_run_args(
+    initializer: DatasetInitializer | ModelInitializer,
+    workspace: str | Path,
+    image: str,
+    runtime: str = "docker",
+    name: str | None = None,
+) -> tuple[list[str], dict[str, str]]:
+    """`docker run` / `podman run` for one initializer, and the env to run it with.
+
+    Values travel in the environment of the `docker` process (`-e NAME` without a value), never in the argument
+    list, where any user of the machine could read a secret.
+    """
+    env = container_env(initializer)
+    argv = [runtime, "run", "--rm", "-v", f"{Path(workspace).absolute()}:{WORKSPACE}"]
+    if name:
+        argv += ["--name", name]
+    for variable in env:
+        argv += ["-e", variable]
+    return [*argv, image], env
+
+
+def init_container(
+    initializer: DatasetInitializer | ModelInitializer,
+    image: str,
+    volume: str = "initializer",
+    secret: str | None = None,
+) -> dict[str, object]:
+    """A Kubernetes init-container spec (a plain dict) writing into the volume the trainer mounts at /workspace.
+
+    With `secret`, secret variables (SECRET_ACCESS_KEY, ACCESS_TOKEN) come from that Secret, keyed by their names.
+    """
+    secret_names = {s.env for _, s in Config.settings() if s.secret}
+    env: list[dict[str, object]] = []
+    for variable, value in container_env(initializer).items():
+        if secret and variable in secret_names:
+            env.append({"name": variable, "valueFrom": {"secretKeyRef": {"name": secret, "key": variable}}})
+        else:
+            env.append({"name": variable, "value": value})
+    return {
+        "name": initializer.kind.program,
+        "image": image,
+        "env": env,
+        "volumeMounts": [{"name": volume, "mountPath": WORKSPACE}],
+    }
+
+
+def run(
+    initializer: Initializer,
+    workspace: str | Path,
+    *,
+    backend: str = "process",
+    config: ContainerBackendConfig | None = None,
+    extra_env: Mapping[str, str] | None = None,
+    on_line: LineSink = print_tagged,
+) -> dict[str, StepResult]:
+    """Run the configured initializers in parallel into `workspace`; raise InitializerFailed if any step fails."""
+    config = config or ContainerBackendConfig()
+    steps = [step for step in (initializer.dataset, initializer.model) if step is not None]
+    Path(workspace).mkdir(parents=True, exist_ok=True)
+    processes = {step.kind.program: _start(step, Path(workspace), backend, config, extra_env or {}) for step in steps}
+    started = time.monotonic()
+    results = {name: StepResult(name, None, 0.0) for name in processes}
+    readers = [
+        threading.Thread(target=_read, args=(name, process, results[name], on_line), daemon=True)
+        for name, process in processes.items()
+    ]
+    for reader in readers:
+        reader.start()
+    deadline = started + config.initializer_timeout
+    for name, process in processes.items():
+        try:
+            results[name].exit_code = process.wait(max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            _stop(process)
+        results[name].seconds = time.monotonic() - started
+    for reader in readers:
+        reader.join(5)
+    failed = [result for result in results.values() if not result.ok]
+    if failed:
+        raise InitializerFailed(failed)
+    return results
+
+
+def _start(
+    step: DatasetInitializer | ModelInitializer,
+    workspace: Path,
+    backend: str,
+    config: ContainerBackendConfig,
+    extra_env: Mapping[str, str],
+) -> subprocess.Popen[str]:
+    if backend == "process":
+        env = {**container_env(step), **extra_env}
+        env["OUTPUT_PATH"] = str(workspace.absolute() / env["OUTPUT_PATH"].removeprefix(f"{WORKSPACE}/"))
+        command = [sys.executable, "-m", f"initializers.{step.kind.name}"]
+        return _popen(command, {**os.environ, **env})
+    if backend not in ("podman", "docker"):
+        raise ValueError(f"backend: expected process, podman or docker, got {backend!r}")
+    argv, env = docker_run_args(step, workspace, config.image_for(step), runtime=backend)
+    for variable in extra_env:
+        argv[-1:-1] = ["-e", variable]
+    return _popen(argv, {**os.environ, **env, **extra_env})
+
+
+def _popen(command: list[str], env: Mapping[str, str]) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        command, env=dict(env), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True
+    )
+
+
+def _read(name: str, process: subprocess.Popen[str], result: StepResult, on_line: LineSink) -> None:
+    assert process.stdout is not None
+    for raw in process.stdout:
+        line = raw.rstrip("\n")
+        result.logs.append(line)
+        on_line(name, line)
+
+
+def _stop(process: subprocess.Popen[str]) -> None:
+    """SIGTERM (the programs clean up and exit within seconds), then SIGKILL."""
+    process.terminate()
+    try:
+        process.wait(10)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()

@@ -1,0 +1,110 @@
+"""The local runner (the container backend's initializer step in miniature) and the container/Pod spec builders."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from kubernetes.client import ApiClient, V1Container
+
+from devkit.relay import Relay
+from devkit.seaweed import SeaweedFS
+from initializers import runner, sdk
+
+BODY = os.urandom(512 * 1024)
+
+
+@pytest.fixture
+def slow(seaweed: SeaweedFS, s3: Any, bucket: str) -> Iterator[tuple[Relay, str]]:
+    for key in ("data/a.bin", "model/model.safetensors"):
+        s3.put_object(Bucket=bucket, Key=key, Body=BODY)
+    with Relay(seaweed.endpoint) as relay:
+        relay.bytes_per_second = 256 * 1024  # about 2 s per step
+        yield relay, bucket
+
+
+def both(seaweed: SeaweedFS, relay: Relay, bucket: str, data: str = "data") -> sdk.Initializer:
+    keys = {"endpoint": relay.endpoint, "access_key_id": seaweed.env()["ACCESS_KEY_ID"],
+            "secret_access_key": seaweed.env()["SECRET_ACCESS_KEY"], "region": "us-east-1"}  # fmt: skip
+    return sdk.Initializer(
+        dataset=sdk.S3DatasetInitializer(storage_uri=f"s3://{bucket}/{data}", **keys),
+        model=sdk.S3ModelInitializer(storage_uri=f"s3://{bucket}/model", **keys),
+    )
+
+
+def test_both_steps_run_in_parallel_with_logs_per_step(seaweed: SeaweedFS, slow: tuple[Relay, str], tmp_path: Path):
+    relay, bucket = slow
+    lines: list[tuple[str, str]] = []
+    started = time.monotonic()
+    results = runner.run(both(seaweed, relay, bucket), tmp_path, on_line=lambda step, line: lines.append((step, line)))
+    wall = time.monotonic() - started
+    assert (tmp_path / "dataset" / "a.bin").read_bytes() == BODY
+    assert (tmp_path / "model" / "model.safetensors").read_bytes() == BODY
+    slowest = max(r.seconds for r in results.values())
+    assert wall < slowest + 1.0 < sum(r.seconds for r in results.values()), "the steps ran one after the other"
+    assert {step for step, _ in lines} == {"dataset-initializer", "model-initializer"}
+    assert all(r.ok and '"event": "done"' in r.logs[-1] for r in results.values())
+
+
+def test_a_step_past_the_timeout_is_stopped_and_reported(seaweed: SeaweedFS, slow: tuple[Relay, str], tmp_path: Path):
+    relay, bucket = slow
+    config = sdk.ContainerBackendConfig(initializer_timeout=1)
+    with pytest.raises(runner.InitializerFailed) as failure:
+        runner.run(both(seaweed, relay, bucket), tmp_path, config=config, on_line=lambda *_: None)
+    assert {r.step for r in failure.value.failed} == {"dataset-initializer", "model-initializer"}
+    assert "timed out" in str(failure.value)
+    assert not (tmp_path / "model" / ".initializer" / "manifest.json").exists()
+
+
+def test_one_failing_step_is_named_with_its_exit_code_and_last_lines(
+    seaweed: SeaweedFS, slow: tuple[Relay, str], tmp_path: Path
+):
+    relay, bucket = slow
+    relay.bytes_per_second = None
+    with pytest.raises(runner.InitializerFailed) as failure:
+        runner.run(both(seaweed, relay, bucket, data="no-such-prefix"), tmp_path, on_line=lambda *_: None)
+    (failed,) = failure.value.failed
+    assert failed.step == "dataset-initializer" and failed.exit_code == 1
+    assert "dataset-initializer exited with 1" in str(failure.value) and "has no files" in str(failure.value)
+    assert (tmp_path / "model" / "model.safetensors").read_bytes() == BODY
+
+
+def test_both_failing_steps_are_reported(tmp_path: Path):
+    initializer = sdk.Initializer(
+        dataset=sdk.S3DatasetInitializer(storage_uri="s3://b/x", endpoint="http://127.0.0.1:9"),
+        model=sdk.HuggingFaceModelInitializer(storage_uri="hf://org/none"),
+    )
+    with pytest.raises(runner.InitializerFailed) as failure:
+        runner.run(initializer, tmp_path, extra_env={"HF_ENDPOINT": "http://127.0.0.1:9", "AWS_ACCESS_KEY_ID": "a",
+                   "AWS_SECRET_ACCESS_KEY": "b"}, on_line=lambda *_: None)  # fmt: skip
+    assert {r.step for r in failure.value.failed} == {"dataset-initializer", "model-initializer"}
+
+
+def test_docker_run_keeps_secrets_out_of_the_argument_list(tmp_path: Path):
+    model = sdk.S3ModelInitializer(storage_uri="s3://b/m", access_key_id="id", secret_access_key="s3cr3t-value")
+    argv, env = runner.docker_run_args(model, tmp_path, "localhost/model-initializer:dev", runtime="podman")
+    assert argv[:3] == ["podman", "run", "--rm"] and argv[-1] == "localhost/model-initializer:dev"
+    assert f"{tmp_path}:/workspace" in argv and "-e" in argv and "SECRET_ACCESS_KEY" in argv
+    assert not any("s3cr3t-value" in word for word in argv)
+    assert env["SECRET_ACCESS_KEY"] == "s3cr3t-value" and env["OUTPUT_PATH"] == "/workspace/model"
+
+
+def test_init_container_spec_takes_secrets_from_a_secret():
+    dataset = sdk.HuggingFaceDatasetInitializer(storage_uri="hf://org/ds", access_token="hf_x")
+    spec = runner.init_container(dataset, "ghcr.io/x/dataset-initializer:1", secret="hub-token")
+    assert spec["name"] == "dataset-initializer"
+    assert {
+        "name": "ACCESS_TOKEN",
+        "valueFrom": {"secretKeyRef": {"name": "hub-token", "key": "ACCESS_TOKEN"}},
+    } in spec["env"]
+    assert {"name": "OUTPUT_PATH", "value": "/workspace/dataset"} in spec["env"]
+    assert spec["volumeMounts"] == [{"name": "initializer", "mountPath": "/workspace"}]
+    # The Kubernetes client's own models accept it (deserialize reads a response's `data`).
+    container = ApiClient().deserialize(SimpleNamespace(data=json.dumps(spec)), V1Container)
+    assert container.env[0].name == "STORAGE_URI" and container.volume_mounts[0].mount_path == "/workspace"
