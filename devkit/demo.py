@@ -1,16 +1,21 @@
-"""`make demo`: local S3 and Hub servers, a real model and a small dataset, every initializer in parallel."""
+"""`make demo`: local S3 and Hub servers, a real model and a small dataset, fetched the way a user would script it.
+
+The part between the markers is what a user copies: build the initializers with `initializers.sdk` and start
+them with `initializers.runner`, exactly as the Kubeflow SDK's container backend would run the images.
+"""
 
 from __future__ import annotations
 
+import json
 import shutil
 import sys
 import time
 from pathlib import Path
 
 from devkit.hubserver import HubServer
-from devkit.programs import ProgramResult, start_program
 from devkit.samples import CORPUS_REPO, MINILM_REPO, minilm_files, tiny_corpus
 from devkit.seaweed import SeaweedFS
+from initializers import runner, sdk
 
 WORKSPACE = Path("workspace")
 
@@ -32,37 +37,38 @@ def main() -> None:
         seed_s3(s3)
         hub.add_repo(MINILM_REPO, minilm_files())
         hub.add_repo(CORPUS_REPO, tiny_corpus(), repo_type="dataset")
-        steps = {
-            ("s3", "dataset"): ("s3://datasets/tiny-corpus", s3.env()),
-            ("s3", "model"): ("s3://models/all-MiniLM-L6-v2", s3.env()),
-            ("hf", "dataset"): (f"hf://{CORPUS_REPO}", {"HF_ENDPOINT": hub.endpoint}),
-            ("hf", "model"): (f"hf://{MINILM_REPO}", {"HF_ENDPOINT": hub.endpoint}),
-        }
+        credentials = {"endpoint": s3.endpoint, "access_key_id": s3.env()["ACCESS_KEY_ID"],
+                       "secret_access_key": s3.env()["SECRET_ACCESS_KEY"], "region": "us-east-1"}  # fmt: skip
+        # --- what a user copies -------------------------------------------------------------------------------
+        from_s3 = sdk.Initializer(
+            dataset=sdk.S3DatasetInitializer(storage_uri="s3://datasets/tiny-corpus", **credentials),
+            model=sdk.S3ModelInitializer(storage_uri="s3://models/all-MiniLM-L6-v2", **credentials),
+        )
+        from_hub = sdk.Initializer(
+            dataset=sdk.HuggingFaceDatasetInitializer(storage_uri=f"hf://{CORPUS_REPO}"),
+            model=sdk.HuggingFaceModelInitializer(storage_uri=f"hf://{MINILM_REPO}"),
+        )
         started = time.monotonic()
-        processes = {
-            (scheme, kind): start_program(
-                kind, {**env, "STORAGE_URI": uri, "OUTPUT_PATH": str(WORKSPACE / scheme / kind)}
-            )
-            for (scheme, kind), (uri, env) in steps.items()
+        quiet = {"on_line": lambda _step, _line: None}  # the steps' own logs; print_tagged (the default) shows them
+        results = {
+            "s3": runner.run(from_s3, WORKSPACE / "s3", **quiet),
+            "hf": runner.run(from_hub, WORKSPACE / "hf", extra_env={"HF_ENDPOINT": hub.endpoint}, **quiet),
         }
-        results = {}
-        for step, process in processes.items():
-            stdout, stderr = process.communicate(timeout=300)
-            results[step] = ProgramResult(process.returncode, stdout, stderr)
+        # -------------------------------------------------------------------------------------------------------
         wall = time.monotonic() - started
-    print(f"\n{'step':<20} {'source':<45} {'exit':>4} {'files':>6} {'MB':>7} {'seconds':>8} {'MB/s':>7}")
-    for (scheme, kind), result in results.items():
-        name, uri, last = f"{kind}-initializer", steps[(scheme, kind)][0], result.last
-        if result.code != 0:
-            print(f"{name:<20} {uri:<45} {result.code:>4}  {last.get('error', result.stderr[-500:])}")
-            continue
-        print(f"{name:<20} {uri:<45} {result.code:>4} {last['files']:>6} {last['bytes'] / 1e6:>7.1f} "
-              f"{last['seconds']:>8.2f} {last['mb_s']:>7.1f}")  # fmt: skip
-    print(f"\nall four in parallel: {wall:.2f} s wall; files are in ./{WORKSPACE}/{{s3,hf}}/{{dataset,model}}, "
-          "each with its manifest in .initializer/manifest.json")  # fmt: skip
-    if any(result.code != 0 for result in results.values()):
-        sys.exit(1)
+    print(f"\n{'step':<20} {'source':<45} {'files':>6} {'MB':>7} {'seconds':>8} {'MB/s':>7}")
+    for scheme, steps in results.items():
+        initializer = from_s3 if scheme == "s3" else from_hub
+        for step in (initializer.dataset, initializer.model):
+            done = json.loads(steps[step.kind.program].logs[-1])
+            print(f"{step.kind.program:<20} {step.storage_uri:<45} {done['files']:>6} {done['bytes'] / 1e6:>7.1f} "
+                  f"{done['seconds']:>8.2f} {done['mb_s']:>7.1f}")  # fmt: skip
+    print(f"\nboth sources, each pair in parallel: {wall:.2f} s wall; files are in ./{WORKSPACE}/{{s3,hf}}/"
+          "{dataset,model}, each with its manifest in .initializer/manifest.json")  # fmt: skip
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except runner.InitializerFailed as failure:
+        sys.exit(f"demo failed:\n{failure}")
