@@ -126,6 +126,6 @@ def test_the_readme_runner_example_runs(seaweed: SeaweedFS, s3: Any, monkeypatch
         monkeypatch.setenv("HF_ENDPOINT", hub.endpoint)
         monkeypatch.setenv("AWS_ACCESS_KEY_ID", seaweed.env()["ACCESS_KEY_ID"])
         monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", seaweed.env()["SECRET_ACCESS_KEY"])
-        exec(example.replace("http://127.0.0.1:8333", seaweed.endpoint), {})  # the README.s own code, as a user runs it
+        exec(example.replace("http://127.0.0.1:8333", seaweed.endpoint), {})  # the README's own code, as a user runs it
     assert (tmp_path / "workspace" / "model" / "config.json").read_bytes() == b"{}"
     assert len(list((tmp_path / "workspace" / "dataset").rglob("*.jsonl"))) == 10
