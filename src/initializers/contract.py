@@ -248,6 +248,8 @@ class Config:
                 continue
             try:
                 values[name] = setting.codec.parse(raw)
+            except ConfigError:
+                raise  # a codec's own, more precise message
             except ValueError:
                 shown = "***" if setting.secret else repr(raw)
                 raise ConfigError(f"{source}: expected {setting.codec.expected}, got {shown}") from None
