@@ -1,10 +1,10 @@
 """The HuggingFace Hub source: huggingface_hub's own client lists and downloads; the engine does the rest.
 
 The revision is resolved to one commit up front, so every file comes from the same commit. Files are
-fetched by `hf_hub_download` into a local-dir staging folder under `.initializer/` (so its resumable
-`.incomplete` bookkeeping survives a crash, and nothing needs a writable HOME), then handed to the engine,
-which checks each file's digest from the tree listing (sha256 for LFS files, the git blob id otherwise):
-the client itself only checks sizes.
+fetched by `hf_hub_download` into a local-dir staging folder under `.initializer/` (its bookkeeping and
+`HF_HOME` stay there, so nothing needs a writable HOME; a crash costs the unfinished files, which the
+client resumes only within one call), then handed to the engine, which checks each file's digest from the
+tree listing (sha256 for LFS files, the git blob id otherwise): the client itself only checks sizes.
 """
 
 from __future__ import annotations
