@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install test lint format demo clean bench-install bench-s3 bench-hf
+.PHONY: install test lint format demo clean images bench-install bench-s3 bench-hf
 
 OLAH := .venvs/olah
 
@@ -30,6 +30,11 @@ test: install
 lint: install
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/hadolint images/dataset-initializer/Dockerfile images/model-initializer/Dockerfile
+
+# Both images, with podman (installed here if missing) or docker; on a local stand-in base unless BASE_IMAGE is set.
+images: install
+	$(PY) -m devkit.images
 
 format: install
 	$(VENV)/bin/ruff check --fix .

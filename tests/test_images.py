@@ -1,0 +1,118 @@
+"""The real images, built and run with podman (installed and made ready by the fixture when missing, never skipped)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from kubeflow.trainer.backends.container import utils as kf_container
+from kubeflow.trainer.types import types as kf
+
+from devkit import images
+from devkit.hubserver import HubServer
+from devkit.seaweed import SeaweedFS
+
+
+@pytest.fixture(scope="session")
+def runtime() -> str:
+    return images.build_all()
+
+
+@pytest.fixture
+def folder() -> Iterator[Path]:
+    """The host folder mounted at /workspace, group-writable for group 0 as documented, under a parent that other
+    users can traverse (pytest's own temporary folders are private to root)."""
+    parent = Path(tempfile.mkdtemp(prefix="initializers-images-"))
+    os.chmod(parent, 0o755)
+    workspace = parent / "workspace"
+    workspace.mkdir(mode=0o775)
+    os.chmod(workspace, 0o775)
+    yield workspace
+    shutil.rmtree(parent, ignore_errors=True)
+
+
+def run_image(
+    runtime: str, image: str, folder: Path, env: dict[str, str], options: list[str] = (), command: list[str] = ()
+) -> subprocess.CompletedProcess:
+    argv = [runtime, "run", "--rm", "--network", "host", f"--volume={folder}:/workspace"]
+    argv += [f"--env={name}={value}" for name, value in env.items()]
+    return subprocess.run([*argv, *options, image, *command], env=images.engine_env(), capture_output=True, text=True,
+                          timeout=300)  # fmt: skip
+
+
+def last_event(result: subprocess.CompletedProcess) -> dict[str, Any]:
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def test_the_model_image_fills_the_volume_from_s3(runtime: str, seaweed: SeaweedFS, s3: Any, bucket: str, folder: Path):
+    s3.put_object(Bucket=bucket, Key="m/config.json", Body=b"{}")
+    s3.put_object(Bucket=bucket, Key="m/model.safetensors", Body=b"S" * 4096)
+    env = {**seaweed.env(), "STORAGE_URI": f"s3://{bucket}/m"}
+    result = run_image(runtime, images.tag("model"), folder, env)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert (folder / "model" / "model.safetensors").read_bytes() == b"S" * 4096
+    # Readable by another UID (a non-root training container): files 0644, folders 0755.
+    reader = subprocess.run(["setpriv", "--reuid=4242", "--regid=4242", "--clear-groups", "cat",
+                             str(folder / "model" / "config.json")], capture_output=True)  # fmt: skip
+    assert reader.returncode == 0 and reader.stdout == b"{}"
+    assert (folder / "model").stat().st_uid == 10001, "written by the image's non-root user"
+
+
+def test_the_dataset_image_run_as_the_kubeflow_container_backend_runs_it(runtime: str, folder: Path):
+    with HubServer() as hub:
+        hub.add_repo("org/corpus", {"train.jsonl": b'{"a": 1}\n'}, repo_type="dataset")
+        dataset = kf.HuggingFaceDatasetInitializer(storage_uri="hf://org/corpus")
+        images_config = SimpleNamespace(dataset_initializer_image=images.tag("dataset"), model_initializer_image="-")
+        container = kf_container.get_dataset_initializer(dataset, images_config)
+        # The SDK keeps the entrypoint and passes its command, from working_dir /app.
+        env = {**container.env, "HF_ENDPOINT": hub.endpoint}
+        result = run_image(runtime, container.image, folder, env, ["--workdir=/app"], container.command)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert (folder / "dataset" / "train.jsonl").read_bytes() == b'{"a": 1}\n'
+
+
+def test_the_compatibility_command_itself_works_in_the_image(runtime: str, folder: Path):
+    with HubServer() as hub:
+        hub.add_repo("org/corpus", {"a.txt": b"a"}, repo_type="dataset")
+        env = {"STORAGE_URI": "hf://org/corpus", "OUTPUT_PATH": "/workspace/dataset", "HF_ENDPOINT": hub.endpoint}
+        options = ["--workdir=/app", "--entrypoint=bash"]
+        result = run_image(
+            runtime, images.tag("dataset"), folder, env, options, ["-c", "python -m pkg.initializers.dataset"]
+        )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert (folder / "dataset" / "a.txt").read_bytes() == b"a"
+
+
+def test_bad_credentials_exit_non_zero_and_the_last_line_says_why(
+    runtime: str, seaweed: SeaweedFS, s3: Any, bucket: str, folder: Path
+):
+    s3.put_object(Bucket=bucket, Key="x", Body=b"x")
+    env = {**seaweed.env(), "SECRET_ACCESS_KEY": "wrong-image-secret-77", "STORAGE_URI": f"s3://{bucket}"}
+    result = run_image(runtime, images.tag("model"), folder, env)
+    assert result.returncode == 1
+    assert "credentials were rejected" in last_event(result)["error"]
+    assert "wrong-image-secret-77" not in result.stdout + result.stderr
+
+
+@pytest.mark.parametrize("user", [None, "12345:0"])
+def test_non_root_and_an_arbitrary_uid_in_group_0(
+    runtime: str, seaweed: SeaweedFS, s3: Any, bucket: str, folder: Path, user: str | None
+):
+    s3.put_object(Bucket=bucket, Key="d/a.bin", Body=b"a")
+    extra = [f"--user={user}"] if user else []
+    whoami = subprocess.run([runtime, "run", "--rm", *extra, "--entrypoint=id", images.tag("model"), "-u"],
+                            env=images.engine_env(), capture_output=True, text=True, check=True)  # fmt: skip
+    assert whoami.stdout.strip() == ("12345" if user else "10001")
+    result = run_image(
+        runtime, images.tag("dataset"), folder, {**seaweed.env(), "STORAGE_URI": f"s3://{bucket}/d"}, extra
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert (folder / "dataset" / "a.bin").read_bytes() == b"a"
