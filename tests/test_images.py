@@ -116,3 +116,26 @@ def test_non_root_and_an_arbitrary_uid_in_group_0(
     )
     assert result.returncode == 0, result.stdout + result.stderr
     assert (folder / "dataset" / "a.bin").read_bytes() == b"a"
+
+
+def test_the_runner_runs_both_images_in_parallel(
+    runtime: str, seaweed: SeaweedFS, s3: Any, bucket: str, folder: Path, monkeypatch: pytest.MonkeyPatch
+):
+    from initializers import runner, sdk
+
+    s3.put_object(Bucket=bucket, Key="m/model.safetensors", Body=b"W" * 1000)
+    monkeypatch.setenv("CONTAINERS_CONF", images.engine_env()["CONTAINERS_CONF"])
+    with HubServer() as hub:
+        hub.add_repo("org/corpus", {"train.jsonl": b"{}\n"}, repo_type="dataset")
+        initializer = sdk.Initializer(
+            dataset=sdk.HuggingFaceDatasetInitializer(storage_uri="hf://org/corpus"),
+            model=sdk.S3ModelInitializer(storage_uri=f"s3://{bucket}/m", endpoint=seaweed.endpoint,
+                                         access_key_id=seaweed.env()["ACCESS_KEY_ID"],
+                                         secret_access_key=seaweed.env()["SECRET_ACCESS_KEY"]),
+        )  # fmt: skip
+        config = sdk.ContainerBackendConfig(images.tag("dataset"), images.tag("model"), initializer_timeout=120)
+        results = runner.run(initializer, folder, backend=runtime, config=config, run_options=["--network=host"],
+                             extra_env={"HF_ENDPOINT": hub.endpoint}, on_line=lambda *_: None)  # fmt: skip
+    assert all(result.ok for result in results.values())
+    assert (folder / "dataset" / "train.jsonl").read_bytes() == b"{}\n"
+    assert (folder / "model" / "model.safetensors").read_bytes() == b"W" * 1000

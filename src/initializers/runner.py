@@ -12,7 +12,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -62,14 +62,15 @@ def docker_run_args(
     image: str,
     runtime: str = "docker",
     name: str | None = None,
+    options: Sequence[str] = (),
 ) -> tuple[list[str], dict[str, str]]:
-    """`docker run` / `podman run` for one initializer, and the env to run it with.
+    """`docker run` / `podman run` for one initializer (plus `options`, e.g. `--network host`), and its env.
 
     Values travel in the environment of the `docker` process (`-e NAME` without a value), never in the argument
     list, where any user of the machine could read a secret.
     """
     env = container_env(initializer)
-    argv = [runtime, "run", "--rm", "-v", f"{Path(workspace).absolute()}:{WORKSPACE}"]
+    argv = [runtime, "run", "--rm", "-v", f"{Path(workspace).absolute()}:{WORKSPACE}", *options]
     if name:
         argv += ["--name", name]
     for variable in env:
@@ -109,13 +110,22 @@ def run(
     backend: str = "process",
     config: ContainerBackendConfig | None = None,
     extra_env: Mapping[str, str] | None = None,
+    run_options: Sequence[str] = (),
     on_line: LineSink = print_tagged,
 ) -> dict[str, StepResult]:
-    """Run the configured initializers in parallel into `workspace`; raise InitializerFailed if any step fails."""
+    """Run the configured initializers in parallel into `workspace`; raise InitializerFailed if any step fails.
+
+    With an image backend the workspace is made group-writable: the images run as UID 10001 in group 0.
+    """
     config = config or ContainerBackendConfig()
     steps = [step for step in (initializer.dataset, initializer.model) if step is not None]
     Path(workspace).mkdir(parents=True, exist_ok=True)
-    processes = {step.kind.program: _start(step, Path(workspace), backend, config, extra_env or {}) for step in steps}
+    if backend != "process":
+        os.chmod(workspace, 0o775)
+    processes = {
+        step.kind.program: _start(step, Path(workspace), backend, config, extra_env or {}, run_options)
+        for step in steps
+    }
     started = time.monotonic()
     results = {name: StepResult(name, None, 0.0) for name in processes}
     readers = [
@@ -145,6 +155,7 @@ def _start(
     backend: str,
     config: ContainerBackendConfig,
     extra_env: Mapping[str, str],
+    run_options: Sequence[str],
 ) -> subprocess.Popen[str]:
     if backend == "process":
         env = {**container_env(step), **extra_env}
@@ -153,7 +164,7 @@ def _start(
         return _popen(command, {**os.environ, **env})
     if backend not in ("podman", "docker"):
         raise ValueError(f"backend: expected process, podman or docker, got {backend!r}")
-    argv, env = docker_run_args(step, workspace, config.image_for(step), runtime=backend)
+    argv, env = docker_run_args(step, workspace, config.image_for(step), runtime=backend, options=run_options)
     for variable in extra_env:
         argv[-1:-1] = ["-e", variable]
     return _popen(argv, {**os.environ, **env, **extra_env})
