@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import tempfile
@@ -139,3 +140,18 @@ def test_the_runner_runs_both_images_in_parallel(
     assert all(result.ok for result in results.values())
     assert (folder / "dataset" / "train.jsonl").read_bytes() == b"{}\n"
     assert (folder / "model" / "model.safetensors").read_bytes() == b"W" * 1000
+
+
+def test_the_readmes_docker_run_example_runs(runtime: str, folder: Path):
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    example = readme.split("### Images")[1].split("```sh\n")[1].split("```")[0]
+    words = shlex.split(example.replace("\\\n", " "))
+    assert words[:2] == ["docker", "run"] and words[-1] == images.tag("model")
+    with HubServer() as hub:
+        hub.add_repo("sentence-transformers/all-MiniLM-L6-v2", {"config.json": b"{}", "model.safetensors": b"M"})
+        # The same words, with podman for docker, this test's folder for $PWD/workspace, and the local Hub.
+        argv = [runtime, *[w.replace("$PWD/workspace", str(folder)) for w in words[1:-1]], "--network=host",
+                f"--env=HF_ENDPOINT={hub.endpoint}", words[-1]]  # fmt: skip
+        done = subprocess.run(argv, env=images.engine_env(), capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert (folder / "model" / "model.safetensors").read_bytes() == b"M"
