@@ -65,7 +65,7 @@ def run(kind: Kind, options: dict[str, Any]) -> int:
         config = Config.from_env(os.environ, options)
     except ConfigError as exc:
         logs.configure(None, None, secrets=())
-        structlog.get_logger(kind.program).error("failed", error=_with_hints(str(exc), hints), exit_code=2)
+        structlog.get_logger(kind.program).error("failed", error=_with_hints(str(exc), hints), exit_code=exc.exit_code)
         return exc.exit_code
     logs.configure(config.log_format, config.log_level, config.secrets())
     log = structlog.get_logger(kind.program)

@@ -63,13 +63,15 @@ def docker_run_args(
     runtime: str = "docker",
     name: str | None = None,
     options: Sequence[str] = (),
+    extra_env: Mapping[str, str] | None = None,
 ) -> tuple[list[str], dict[str, str]]:
-    """`docker run` / `podman run` for one initializer (plus `options`, e.g. `--network host`), and its env.
+    """`docker run` / `podman run` for one initializer (plus `options`, e.g. `--network host`, and variables
+    beyond the contract, e.g. HF_ENDPOINT), and the env to run it with.
 
     Values travel in the environment of the `docker` process (`-e NAME` without a value), never in the argument
     list, where any user of the machine could read a secret.
     """
-    env = container_env(initializer)
+    env = {**container_env(initializer), **(extra_env or {})}
     argv = [runtime, "run", "--rm", "-v", f"{Path(workspace).absolute()}:{WORKSPACE}", *options]
     if name:
         argv += ["--name", name]
@@ -164,10 +166,10 @@ def _start(
         return _popen(command, {**os.environ, **env})
     if backend not in ("podman", "docker"):
         raise ValueError(f"backend: expected process, podman or docker, got {backend!r}")
-    argv, env = docker_run_args(step, workspace, config.image_for(step), runtime=backend, options=run_options)
-    for variable in extra_env:
-        argv[-1:-1] = ["-e", variable]
-    return _popen(argv, {**os.environ, **env, **extra_env})
+    argv, env = docker_run_args(
+        step, workspace, config.image_for(step), runtime=backend, options=run_options, extra_env=extra_env
+    )
+    return _popen(argv, {**os.environ, **env})
 
 
 def _popen(command: list[str], env: Mapping[str, str]) -> subprocess.Popen[str]:
