@@ -10,10 +10,7 @@ import contextlib
 import ssl
 from collections.abc import Iterator
 from typing import Any
-from urllib.parse import urlsplit
 
-import botocore.credentials
-import botocore.session
 from botocore import UNSIGNED
 from botocore.config import Config as BotoConfig
 from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
@@ -21,6 +18,7 @@ from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
 from initializers.contract import Config
 from initializers.errors import ConfigError, FetchError
 from initializers.plan import RemoteFile
+from initializers.sources.aws import NO_CREDENTIALS, aws_session, checked_endpoint, resolve_credentials
 from initializers.sources.base import Sink, Source
 from initializers.sources.s3_get import (
     PROBE_KEY,
@@ -43,9 +41,9 @@ class S3Source(Source):
 
     def __init__(self, location: S3Location, config: Config) -> None:
         self.location = location
-        self._endpoint_url = _checked_endpoint(config.endpoint)
-        session = _session(config)
-        self._credentials = None if config.anonymous else _resolve_credentials(session)
+        self._endpoint_url = checked_endpoint(config.endpoint)
+        session = aws_session(config, config.role_arn, "ROLE_ARN")
+        self._credentials = None if config.anonymous else resolve_credentials(session)
         self.region = session.get_config_variable("region") or "us-east-1"
         try:
             self._client = session.create_client(
@@ -143,66 +141,6 @@ class S3Source(Source):
                 ) from None
             raise FetchError(f"S3 error listing {where}: {code}: {error.get('Message', exc)}") from None
         except NoCredentialsError:
-            raise ConfigError(_NO_CREDENTIALS) from None
+            raise ConfigError(NO_CREDENTIALS) from None
         except BotoCoreError as exc:
             raise FetchError(f"cannot list {where}: {exc}") from None
-
-
-_NO_CREDENTIALS = (
-    "no S3 credentials found: set ACCESS_KEY_ID and SECRET_ACCESS_KEY, provide them through the standard AWS "
-    "chain (AWS_* variables, profile, web identity), or set ANONYMOUS=true for a public bucket"
-)
-
-
-def _checked_endpoint(endpoint: str | None) -> str | None:
-    if endpoint is not None:
-        parts = urlsplit(endpoint)
-        if parts.scheme not in ("http", "https") or not parts.netloc:
-            raise ConfigError(f"ENDPOINT: expected an http:// or https:// URL, got {endpoint!r}")
-    return endpoint
-
-
-def _session(config: Config) -> botocore.session.Session:
-    """A botocore session (boto3's core, without its import cost) with the contract's settings applied."""
-    if bool(config.access_key_id) != bool(config.secret_access_key):
-        missing = "SECRET_ACCESS_KEY" if config.access_key_id else "ACCESS_KEY_ID"
-        raise ConfigError(f"{missing} is not set: ACCESS_KEY_ID and SECRET_ACCESS_KEY go together")
-    if config.anonymous and (config.access_key_id or config.role_arn):
-        raise ConfigError("ANONYMOUS=true conflicts with ACCESS_KEY_ID/ROLE_ARN: unsigned requests carry no identity")
-    session = botocore.session.get_session()
-    # Listings carry a LastModified per key that we never read; botocore's dateutil parsing of it costs
-    # about 0.2 ms per key, more than the rest of the listing.
-    session.get_component("response_parser_factory").set_parser_defaults(timestamp_parser=str)
-    if config.access_key_id and config.secret_access_key:
-        session.set_credentials(config.access_key_id, config.secret_access_key)
-    if config.region:
-        session.set_config_variable("region", config.region)
-    if config.role_arn:
-        _assume_role(session, config.role_arn, config.endpoint)
-    return session
-
-
-def _resolve_credentials(session: botocore.session.Session) -> botocore.credentials.Credentials:
-    try:
-        credentials = session.get_credentials()
-    except BotoCoreError as exc:
-        raise FetchError(f"resolving S3 credentials failed: {exc}") from None
-    if credentials is None:
-        raise ConfigError(_NO_CREDENTIALS)
-    return credentials
-
-
-def _assume_role(session: botocore.session.Session, role_arn: str, endpoint: str | None) -> None:
-    """Put refreshing credentials for ROLE_ARN, assumed with the base credentials, in front of the chain."""
-    fetcher = botocore.credentials.AssumeRoleCredentialFetcher(
-        client_creator=lambda service, **credentials: session.create_client(
-            service, endpoint_url=endpoint, **credentials
-        ),
-        source_credentials=_resolve_credentials(session),
-        role_arn=role_arn,
-        extra_args={"RoleSessionName": "initializers"},
-    )
-    # botocore offers no public setter for refreshable credentials; this is what its own providers produce.
-    session._credentials = botocore.credentials.DeferredRefreshableCredentials(
-        refresh_using=fetcher.fetch_credentials, method="assume-role"
-    )
