@@ -186,14 +186,14 @@ class TransferEngine:
             os.close(target.fd)
             target.fd = -1
         st = os.stat(target.temp)  # size and mtime survive the rename: one stat serves the checks and the journal
-        if st.st_size != file.size:
+        if file.exact_size and st.st_size != file.size:
             raise FetchError(f"{file.locator}: got {st.st_size} bytes, the source listed {file.size}")
         self._verify_checksum(target)
         final = self._state.final_path(file.path)
         self._make_parent(final)
         os.replace(target.temp, final)
         del self._open[file.path]
-        done = DoneFile(file.path, file.size, file.version, st.st_mtime_ns)
+        done = DoneFile(file.path, st.st_size, file.version, st.st_mtime_ns)
         self._state.record_done(done)
         self.finished.append(done)
         self._progress.file_done()

@@ -90,6 +90,10 @@ def _list_and_fetch(
         engine = phase["engine"] = TransferEngine(source, state, workers, progress)
         engine.fetch(todo)
     phase.pop("engine")
+    if source.owned_folders:
+        stale = state.remove_stale(source.owned_folders, {f.path for f in plan})
+        if stale:
+            log.info("removed stale files", files=len(stale), first=stale[:5])
     phase["waiting for"] = "the manifest to be written"
     finished = {**done, **{d.path: d for d in engine.finished}}
     state.write_manifest(manifest.build(kind, described, plan, finished, patterns, started_at, datetime.now(UTC)))
@@ -117,8 +121,8 @@ def _ignore_patterns(config: Config, kind: Kind, listed: list[RemoteFile], log: 
 
 def _still_current(done: dict[str, DoneFile], plan: list[RemoteFile]) -> dict[str, DoneFile]:
     """Finished files whose recorded size and version are still what the source offers."""
-    wanted = {(f.path, f.size, f.version) for f in plan}
-    return {path: d for path, d in done.items() if (d.path, d.size, d.version) in wanted}
+    offered = {f.path: f for f in plan}
+    return {path: d for path, d in done.items() if path in offered and offered[path].matches(d.size, d.version)}
 
 
 def _outcome(plan: list[RemoteFile], fetched: list[RemoteFile], started_at: datetime, state: StateDir) -> Outcome:

@@ -30,13 +30,13 @@ def build(
         "started_at": started_at.isoformat(),
         "finished_at": finished_at.isoformat(),
         "total_files": len(plan),
-        "total_bytes": sum(f.size for f in plan),
+        "total_bytes": sum(done[f.path].size for f in plan),
         "files": [_entry(file, done[file.path]) for file in plan],
     }
 
 
 def _entry(file: RemoteFile, done: DoneFile) -> dict[str, Any]:
-    entry: dict[str, Any] = {"path": file.path, "size": file.size, "version": file.version, "mtime_ns": done.mtime_ns}
+    entry: dict[str, Any] = {"path": file.path, "size": done.size, "version": file.version, "mtime_ns": done.mtime_ns}
     if file.checksum is not None:
         entry["checksum"] = {"algorithm": file.checksum.algorithm, "hexdigest": file.checksum.hexdigest}
     return entry
@@ -46,5 +46,7 @@ def describes(manifest: dict[str, Any] | None, source: dict[str, Any], plan: lis
     """True when an existing manifest already claims exactly this source and these file versions."""
     if not manifest or manifest.get("format") != FORMAT or manifest.get("source") != source:
         return False
-    recorded = {(e.get("path"), e.get("size"), e.get("version")) for e in manifest.get("files", [])}
-    return recorded == {(f.path, f.size, f.version) for f in plan}
+    recorded = {e.get("path"): e for e in manifest.get("files", [])}
+    return len(recorded) == len(plan) and all(
+        f.path in recorded and f.matches(recorded[f.path].get("size"), recorded[f.path].get("version")) for f in plan
+    )

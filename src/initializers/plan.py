@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -22,6 +23,13 @@ class RemoteFile:
     version: str  # changes whenever the content changes (an ETag, a blob id)
     locator: str  # the source's own address for it (an S3 key, a repo path)
     checksum: Checksum | None = None  # a digest the source vouches for, verified after the download
+    #: False for a file the source produces rather than copies (a rewritten Parquet part): `size` is then an
+    #: estimate for progress and free space, and the size actually written is what gets recorded.
+    exact_size: bool = True
+
+    def matches(self, size: int, version: str) -> bool:
+        """True when a file recorded with this size and version is the one the source offers now."""
+        return version == self.version and (size == self.size or not self.exact_size)
 
 
 def safe_relative_path(name: str) -> str:
@@ -58,7 +66,7 @@ def build_plan(files: Iterable[RemoteFile], ignore: IgnorePatterns, source: str)
                 f"source files {planned[path].locator!r} and {file.locator!r} both map to {path!r}; refusing to "
                 "let one silently overwrite the other"
             )
-        planned[path] = RemoteFile(path, file.size, file.version, file.locator, file.checksum)
+        planned[path] = dataclasses.replace(file, path=path)
     _refuse_file_folder_clashes(planned)
     if not planned:
         if listed:

@@ -32,6 +32,9 @@ class Source(ABC):
     part_size: int | None = None
     #: Parallel transfers when MAX_WORKERS is not set, the best measured on this source.
     default_workers: int = 8
+    #: A glob of top-level folders whose whole content the source defines (the cache source's shards): files
+    #: there that the plan no longer lists are stale and get removed. None: files beside the plan are left alone.
+    owned_folders: str | None = None
 
     @abstractmethod
     def list_files(self) -> Iterator[RemoteFile]:
