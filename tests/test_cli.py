@@ -31,6 +31,21 @@ from devkit.programs import run_program
          "ENDPOINT: expected an http:// or https:// URL"),
         ("dataset", {"STORAGE_URI": "s3://b", "MAX_WORKERS": "100000"},
          "MAX_WORKERS: expected an integer from 1 to 256"),
+        ("dataset", {"STORAGE_URI": "cache://schema"}, "expected cache://SCHEMA/TABLE"),
+        ("dataset", {"STORAGE_URI": "cache:///table"}, "expected cache://SCHEMA/TABLE"),
+        ("dataset", {"STORAGE_URI": "cache://s/t/extra"}, "expected cache://SCHEMA/TABLE"),
+        ("dataset", {"STORAGE_URI": "cache://s/t", "NUM_DATA_NODES": "2"}, "METADATA_LOC is not set"),
+        ("dataset", {"STORAGE_URI": "cache://s/t", "METADATA_LOC": "/m.json"}, "NUM_DATA_NODES is not set"),
+        ("dataset", {"STORAGE_URI": "cache://s/t", "METADATA_LOC": "/m.json", "NUM_DATA_NODES": "1"},
+         "NUM_DATA_NODES=1: the cache source needs at least 2 data nodes"),
+        ("dataset", {"STORAGE_URI": "cache://s/t", "METADATA_LOC": "/m.json", "CLUSTER_SIZE": "2"},
+         "CLUSTER_SIZE=2: the cache source needs at least 2 data nodes, got 1"),
+        ("dataset", {"STORAGE_URI": "cache://s/t", "METADATA_LOC": "/m.json", "CLUSTER_SIZE": "4",
+                     "NUM_DATA_NODES": "2"}, "CLUSTER_SIZE=4 means 3 data nodes, but NUM_DATA_NODES=2"),
+        ("dataset", {"STORAGE_URI": "cache://s/t", "METADATA_LOC": "gs://b/m.json", "NUM_DATA_NODES": "2"},
+         "METADATA_LOC: scheme gs:// is not supported"),
+        ("dataset", {"STORAGE_URI": "cache://s/t", "METADATA_LOC": "/m.json", "NUM_DATA_NODES": "2",
+                     "IGNORE_PATTERNS": "*.parquet"}, "IGNORE_PATTERNS does not apply to cache://"),
     ],
 )  # fmt: skip
 def test_configuration_errors_exit_2_and_say_why(kind: str, env: dict[str, str], message: str, tmp_path: Path):
@@ -39,12 +54,6 @@ def test_configuration_errors_exit_2_and_say_why(kind: str, env: dict[str, str],
     assert result.last["event"] == "failed" and result.last["level"] == "error"
     assert message in result.last["error"]
     assert not (tmp_path / "out").exists(), "a configuration error must leave nothing behind"
-
-
-def test_sources_of_later_issues_say_they_are_not_implemented(tmp_path: Path):
-    result = run_program("dataset", {"STORAGE_URI": "cache://schema/table", "OUTPUT_PATH": str(tmp_path / "o")})
-    assert result.code == 2
-    assert "not implemented yet" in result.last["error"]
 
 
 def test_unwritable_output_path_fails_before_any_transfer(tmp_path: Path):

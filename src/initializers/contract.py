@@ -274,6 +274,28 @@ class Config:
     def effective_ignore_patterns(self, kind: Kind) -> tuple[str, ...]:
         return kind.default_ignore_patterns if self.ignore_patterns is None else self.ignore_patterns
 
+    def data_nodes(self) -> int:
+        """How many shards the cache source writes: NUM_DATA_NODES, or CLUSTER_SIZE - 1 as Kubeflow sends it."""
+        from_cluster = None if self.cluster_size is None else self.cluster_size - 1
+        if from_cluster is None and self.num_data_nodes is None:
+            raise ConfigError(
+                "NUM_DATA_NODES is not set (nor CLUSTER_SIZE, data nodes + 1, as Kubeflow sends it): the cache "
+                "source needs the number of data nodes to shard the table for"
+            )
+        if from_cluster is not None and self.num_data_nodes is not None and from_cluster != self.num_data_nodes:
+            raise ConfigError(
+                f"CLUSTER_SIZE={self.cluster_size} means {from_cluster} data nodes, but NUM_DATA_NODES="
+                f"{self.num_data_nodes}; set only one of them"
+            )
+        nodes = self.num_data_nodes if self.num_data_nodes is not None else from_cluster
+        assert nodes is not None
+        if nodes < 2:
+            given = (
+                f"NUM_DATA_NODES={nodes}" if self.num_data_nodes is not None else f"CLUSTER_SIZE={self.cluster_size}"
+            )
+            raise ConfigError(f"{given}: the cache source needs at least 2 data nodes, got {nodes}")
+        return nodes
+
     def require_storage_uri(self) -> str:
         if not self.storage_uri:
             raise ConfigError("STORAGE_URI is not set: give the source as hf://..., s3://... or cache://...")

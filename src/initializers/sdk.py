@@ -13,7 +13,7 @@ from typing import Any, ClassVar
 
 from initializers.contract import DATASET, MODEL, Config, Kind
 from initializers.errors import ConfigError
-from initializers.uris import HfLocation, S3Location, scheme_of
+from initializers.uris import CacheLocation, HfLocation, S3Location, scheme_of
 
 DEFAULT_DATASET_IMAGE = "ghcr.io/initializers/dataset-initializer:latest"
 DEFAULT_MODEL_IMAGE = "ghcr.io/initializers/model-initializer:latest"
@@ -33,7 +33,7 @@ class _InitializerConfig:
             raise ConfigError(
                 f"STORAGE_URI: {type(self).__name__} needs a {self.scheme}:// URI, got {self.storage_uri!r}"
             )
-        {"hf": HfLocation.parse, "s3": S3Location.parse, "cache": _parse_cache_uri}[self.scheme](self.storage_uri)
+        {"hf": HfLocation.parse, "s3": S3Location.parse, "cache": CacheLocation.parse}[self.scheme](self.storage_uri)
         self.to_config().to_env()  # refuses what the variables cannot carry, e.g. a pattern with a comma
 
     def to_config(self, output_path: str | None = None) -> Config:
@@ -45,12 +45,6 @@ class _InitializerConfig:
 
 
 _CONFIG_FIELDS = {f.name for f in fields(Config)}
-
-
-def _parse_cache_uri(uri: str) -> None:
-    parts = uri.partition("://")[2].split("/")
-    if len(parts) != 2 or not all(parts):
-        raise ConfigError(f"STORAGE_URI: expected cache://SCHEMA/TABLE, got {uri!r}")
 
 
 @dataclass

@@ -78,3 +78,21 @@ class HfLocation:
     def __str__(self) -> str:
         revision = f"@{quote(self.revision, safe='')}" if self.revision else ""
         return f"hf://{self.repo_id}{revision}" + (f"/{self.sub_path}" if self.sub_path else "")
+
+
+@dataclass(frozen=True)
+class CacheLocation:
+    """`cache://SCHEMA/TABLE`: the Iceberg table Kubeflow's data cache names; its data is found via METADATA_LOC."""
+
+    schema: str
+    table: str
+
+    @classmethod
+    def parse(cls, uri: str) -> CacheLocation:
+        parts = uri.partition("://")[2].split("/")
+        if len(parts) != 2 or not all(part.strip() for part in parts):
+            raise ConfigError(f"STORAGE_URI: expected cache://SCHEMA/TABLE (two non-empty names), got {uri!r}")
+        return cls(*parts)
+
+    def __str__(self) -> str:
+        return f"cache://{self.schema}/{self.table}"

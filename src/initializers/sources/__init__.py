@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from initializers.contract import Config, Kind
-from initializers.errors import ConfigError
 from initializers.sources.base import Source
 from initializers.uris import scheme_of
 
@@ -20,4 +19,6 @@ def open_source(config: Config, kind: Kind, staging: str) -> Source:
         from initializers.sources.hf import HfSource
 
         return HfSource.from_config(uri, config, kind, staging)
-    raise ConfigError(f"STORAGE_URI: the {scheme}:// source is not implemented yet; use s3:// for now")
+    from initializers.sources.iceberg import IcebergSource  # cache://, the only scheme left
+
+    return IcebergSource.from_config(uri, config)

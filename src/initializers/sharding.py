@@ -1,0 +1,53 @@
+"""Cutting rows laid end to end into shards whose sizes differ by at most one row. Pure arithmetic, no I/O."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Piece:
+    """Rows [start, stop) of input number `input` (in the given order), destined for shard number `shard`."""
+
+    shard: int
+    input: int
+    start: int
+    stop: int
+
+    @property
+    def rows(self) -> int:
+        return self.stop - self.start
+
+
+def shard_sizes(total: int, shards: int) -> list[int]:
+    """`total` rows over `shards` shards, the first `total % shards` of them one row larger."""
+    base, extra = divmod(total, shards)
+    return [base + (1 if index < extra else 0) for index in range(shards)]
+
+
+def cut(row_counts: Sequence[int], shards: int) -> list[Piece]:
+    """Lay the inputs end to end and cut the sequence into balanced shards; inputs without rows give no pieces.
+
+    Pieces come in shard order, and within a shard in input order, so reading a shard's pieces in order
+    reads its rows in table order.
+    """
+    pieces: list[Piece] = []
+    boundaries: list[tuple[int, int]] = []
+    position = 0
+    for size in shard_sizes(sum(row_counts), shards):
+        boundaries.append((position, position + size))
+        position += size
+    shard = 0
+    offset = 0  # where the current input starts in the whole sequence
+    for index, count in enumerate(row_counts):
+        end = offset + count
+        while shard < shards and boundaries[shard][0] < end:
+            low, high = max(offset, boundaries[shard][0]), min(end, boundaries[shard][1])
+            if low < high:
+                pieces.append(Piece(shard, index, low - offset, high - offset))
+            if boundaries[shard][1] > end:
+                break
+            shard += 1
+        offset = end
+    return sorted(pieces, key=lambda piece: (piece.shard, piece.input))

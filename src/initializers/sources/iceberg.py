@@ -1,0 +1,217 @@
+"""The cache source: an Apache Iceberg table, read with pyiceberg, delivered as balanced Parquet shards.
+
+Kubeflow's data cache names a table (`cache://SCHEMA/TABLE`) and its metadata file (METADATA_LOC). The
+table's current snapshot is laid out as one folder per data node, `shard-<i>/`, whose row counts differ
+by at most one, so node i reads `shard-<i>` with no cache cluster at all. A shard is made of parts, one
+per data file it overlaps, in table order; `iceberg_parts` writes each (a byte copy where that is exact).
+Every part's version names the snapshot and schema, so an unchanged table is a no-op and a new snapshot or
+schema re-materialises the shards.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+from collections.abc import Callable, Iterator
+from typing import Any
+from urllib.parse import urlsplit
+
+from initializers.contract import Config
+from initializers.errors import ConfigError, FetchError
+from initializers.plan import RemoteFile
+from initializers.sharding import cut, shard_sizes
+from initializers.sources.base import Source
+from initializers.uris import CacheLocation
+
+DEFAULT_READ_TIMEOUT = 60.0
+_S3_SCHEMES = ("s3", "s3a")
+#: Sent by Kubeflow for the cache cluster it would start; recorded in the manifest, not needed here.
+_RECORDED = ("head_cpu", "head_mem", "worker_cpu", "worker_mem", "train_job_name", "cache_image")
+
+
+def shard_folder(index: int) -> str:
+    return f"shard-{index}"
+
+
+class IcebergSource(Source):
+    streams_ranges = False
+    default_workers = 2  # CPU-bound decoding and encoding: one worker per core measured best here
+    owned_folders = "shard-*"
+
+    def __init__(self, location: CacheLocation, config: Config) -> None:
+        if config.ignore_patterns:
+            raise ConfigError("IGNORE_PATTERNS does not apply to cache:// sources: every row of the table is sharded")
+        self.location = location
+        self._metadata_location = _metadata_location(config.metadata_loc)
+        self._nodes = config.data_nodes()
+        self._properties = _file_io_properties(config, self._metadata_location)
+        self._description: dict[str, Any] = {"uri": str(location), "metadata_location": self._metadata_location}
+        recorded = {name: getattr(config, name) for name in _RECORDED if getattr(config, name) is not None}
+        if recorded:
+            self._description["kubeflow"] = recorded
+        self._parts: dict[str, Any] = {}
+        self._writer: Any = None
+
+    @classmethod
+    def from_config(cls, uri: str, config: Config) -> IcebergSource:
+        return cls(CacheLocation.parse(uri), config)
+
+    def describe(self) -> dict[str, Any]:
+        return dict(self._description)
+
+    def list_files(self) -> Iterator[RemoteFile]:
+        from initializers.sources.iceberg_parts import Part, PartWriter, kept_rows
+
+        table = self._open_table()
+        snapshot = table.current_snapshot()
+        where = f"the table at {self._metadata_location}"
+        if snapshot is None:
+            raise FetchError(f"{where} has no snapshot, so no rows: nothing to download")
+        with self._translated_errors(f"the data files of {where}"):
+            from pyiceberg.io.pyarrow import _read_all_delete_files
+
+            tasks = sorted(table.scan(snapshot_id=snapshot.snapshot_id).plan_files(), key=lambda t: t.file.file_path)
+            _refuse_equality_deletes(tasks, where)
+            deletes = _read_all_delete_files(table.io, tasks)
+            live = [kept_rows(deletes.get(t.file.file_path), 0, t.file.record_count) for t in tasks]
+        if not sum(live):
+            raise FetchError(f"{where} has no rows at its current snapshot {snapshot.snapshot_id}: nothing to download")
+        self._writer = PartWriter(table)
+        schema = table.schema()
+        version = f"snapshot {snapshot.snapshot_id} schema {schema.schema_id}"
+        files_per_shard = [0] * self._nodes
+        for piece in cut(live, self._nodes):
+            task = tasks[piece.input]
+            part = Part(task, piece.start, piece.stop, deletes.get(task.file.file_path))
+            yield self._add(
+                piece.shard, files_per_shard, part, f"{version}: {task.file.file_path}[{piece.start}:{piece.stop}]"
+            )
+        for shard, count in enumerate(files_per_shard):
+            if not count:  # fewer rows than data nodes: the node still finds its folder, with the schema and no rows
+                yield self._add(shard, files_per_shard, Part(None, 0, 0, None), f"{version}: no rows")
+        self._description.update(
+            table_location=table.metadata.location,
+            snapshot_id=snapshot.snapshot_id,
+            schema_id=schema.schema_id,
+            schema=json.loads(schema.model_dump_json()),
+            arrow_schema=self._writer.target.to_string(show_field_metadata=False, show_schema_metadata=False),
+            rows=sum(live),
+            data_nodes=self._nodes,
+            shards=[
+                {"path": shard_folder(i), "rows": rows, "files": files_per_shard[i]}
+                for i, rows in enumerate(shard_sizes(sum(live), self._nodes))
+            ],
+        )
+
+    def _add(self, shard: int, files_per_shard: list[int], part: Any, version: str) -> RemoteFile:
+        path = f"{shard_folder(shard)}/part-{files_per_shard[shard]:05d}.parquet"
+        files_per_shard[shard] += 1
+        self._parts[path] = part
+        locator = part.task.file.file_path if part.task else f"{self.location} (empty shard)"
+        return RemoteFile(path, part.estimated_bytes, version, locator, exact_size=False)
+
+    def download(self, file: RemoteFile, destination: str, on_bytes: Callable[[int], None]) -> None:
+        with self._translated_errors(file.locator):
+            self._writer.write(self._parts[file.path], destination, on_bytes)
+
+    def _open_table(self) -> Any:
+        with self._translated_errors(f"METADATA_LOC {self._metadata_location}", metadata=True):
+            from pyiceberg.table import StaticTable
+
+            return StaticTable.from_metadata(self._metadata_location, self._properties)
+
+    @contextlib.contextmanager
+    def _translated_errors(self, what: str, metadata: bool = False) -> Iterator[None]:
+        """pyarrow's and pyiceberg's exceptions as messages that say what failed and what to check."""
+        from pydantic import ValidationError
+        from pyiceberg.exceptions import ValidationError as IcebergValidationError
+
+        try:
+            yield
+        except FetchError:
+            raise
+        except FileNotFoundError:
+            raise FetchError(f"{what}: no such file") from None
+        except PermissionError as exc:
+            raise FetchError(f"{what}: permission denied ({exc})") from None
+        except (ValidationError, IcebergValidationError, json.JSONDecodeError, UnicodeDecodeError) as exc:
+            if metadata:
+                raise FetchError(f"{what} is not an Iceberg table metadata file: {_first_line(exc)}") from None
+            raise FetchError(f"{what}: {_first_line(exc)}") from None
+        except OSError as exc:
+            raise FetchError(f"{what}: {_explain_os_error(exc, self._properties.get('s3.endpoint'))}") from None
+        except ValueError as exc:  # pyiceberg's refusals (unsupported formats, deletes, types) are ValueErrors
+            raise FetchError(f"{what}: {_first_line(exc)}") from None
+
+
+def _refuse_equality_deletes(tasks: list[Any], where: str) -> None:
+    from pyiceberg.manifest import DataFileContent
+
+    for task in tasks:
+        for delete in task.delete_files:
+            if delete.content == DataFileContent.EQUALITY_DELETES:
+                raise FetchError(
+                    f"{where} has equality deletes ({delete.file_path} applies to {task.file.file_path}), which "
+                    "pyiceberg cannot apply; compact the table (rewrite its data files) and try again"
+                )
+
+
+def _metadata_location(value: str | None) -> str:
+    if not value:
+        raise ConfigError(
+            "METADATA_LOC is not set: the cache source reads the table from its metadata file, "
+            "e.g. s3://bucket/warehouse/db/table/metadata/v3.metadata.json"
+        )
+    scheme = urlsplit(value).scheme.lower()
+    if scheme in (*_S3_SCHEMES, "file"):
+        return value
+    if scheme and len(scheme) > 1:  # a one-letter scheme is a Windows drive, not ours
+        raise ConfigError(f"METADATA_LOC: scheme {scheme}:// is not supported; expected s3://, s3a:// or a local path")
+    return os.path.abspath(value)
+
+
+def _file_io_properties(config: Config, metadata_location: str) -> dict[str, str]:
+    """pyiceberg's FileIO settings from the contract; S3 credentials resolved by botocore, as for the S3 source.
+
+    A region is always set: without one, pyarrow asks the bucket for its region, a ~6 s stall per file opened.
+    """
+    properties = {
+        "py-io-impl": "pyiceberg.io.pyarrow.PyArrowFileIO",
+        "s3.connect-timeout": "10",
+        "s3.request-timeout": str(config.read_timeout or DEFAULT_READ_TIMEOUT),
+        "s3.region": config.region or "us-east-1",
+    }
+    role_arn, role_variable = (config.iam_role, "IAM_ROLE") if config.iam_role else (config.role_arn, "ROLE_ARN")
+    on_s3 = urlsplit(metadata_location).scheme.lower() in _S3_SCHEMES
+    if config.endpoint:
+        from initializers.sources.aws import checked_endpoint
+
+        properties["s3.endpoint"] = str(checked_endpoint(config.endpoint))
+    if config.anonymous:
+        properties["s3.anonymous"] = "true"
+    if on_s3 or config.access_key_id or role_arn:
+        from initializers.sources.aws import aws_session, resolve_credentials
+
+        session = aws_session(config, role_arn, role_variable)
+        if not config.anonymous:
+            frozen = resolve_credentials(session).get_frozen_credentials()  # STS happens here for a role
+            properties["s3.access-key-id"] = frozen.access_key
+            properties["s3.secret-access-key"] = frozen.secret_key
+            if frozen.token:
+                properties["s3.session-token"] = frozen.token
+        properties["s3.region"] = session.get_config_variable("region") or properties["s3.region"]
+    return properties
+
+
+def _explain_os_error(exc: OSError, endpoint: str | None) -> str:
+    text = _first_line(exc)
+    if "ACCESS_DENIED" in text or "AccessDenied" in text or "403" in text:
+        return f"access denied: {text}; check ACCESS_KEY_ID / SECRET_ACCESS_KEY / IAM_ROLE and their s3:GetObject"
+    if "NETWORK_CONNECTION" in text or "curlCode" in text or "onnect" in text:
+        return f"cannot reach the storage{f' at {endpoint}' if endpoint else ''}: {text}"
+    return text
+
+
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]

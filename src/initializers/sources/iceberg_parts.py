@@ -1,0 +1,213 @@
+"""Writing one shard part of an Iceberg table: a data file copied byte for byte, or a slice of its rows re-written.
+
+Rows are read a row group and a batch at a time with pyarrow's `ParquetFile`, so memory stays near one batch
+per worker whatever the table's size: pyiceberg 0.12's own readers hold whole files (its scanner reads
+ahead 16 batches per file, its batch reader submits every file at once). Projection onto the current schema
+(renamed, added and promoted columns, identity partition values missing from a file) and positional
+deletes reuse pyiceberg's own functions, which are private in 0.12: hence the pinned minor version.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from pyiceberg.io.pyarrow import (
+    _combine_positional_deletes,
+    _get_column_projection_values,
+    _to_requested_schema,
+    pyarrow_to_schema,
+    schema_to_pyarrow,
+)
+from pyiceberg.schema import prune_columns
+from pyiceberg.table import FileScanTask, Table
+
+from initializers.errors import FetchError
+
+BATCH_ROWS = 65536
+_READ_BUFFER = 1 << 20
+_COPY_CHUNK = 8 << 20
+_FIELD_ID = b"PARQUET:field_id"
+
+
+@dataclass(frozen=True)
+class Part:
+    """Live rows [start, stop) of one data file (deletes applied), for one shard; no task: an empty shard."""
+
+    task: FileScanTask | None
+    start: int
+    stop: int
+    deletes: list[pa.ChunkedArray] | None  # positions deleted in the data file, None when there are none
+
+    @property
+    def rows(self) -> int:
+        return self.stop - self.start
+
+    @property
+    def estimated_bytes(self) -> int:
+        if self.task is None or not self.task.file.record_count:
+            return 0
+        return self.task.file.file_size_in_bytes * self.rows // self.task.file.record_count
+
+
+def kept_rows(deletes: list[pa.ChunkedArray] | None, start: int, stop: int) -> int:
+    """How many of the file's rows [start, stop) survive its positional deletes."""
+    if not deletes:
+        return stop - start
+    return len(_combine_positional_deletes(deletes, start, stop))
+
+
+def reading_schema(table: Table) -> pa.Schema:
+    """The Arrow schema of every shard: the table's current schema as pyarrow reads a Parquet file back.
+
+    pyiceberg maps strings, binaries and lists to their `large_` Arrow types; Parquet has no such distinction
+    and readers get the plain types, so a data file copied as it is and a re-written part read back the same.
+    """
+    schema = schema_to_pyarrow(table.schema(), include_field_ids=True)
+    return pa.schema([field.with_type(_plain(field.type)) for field in schema], metadata=schema.metadata)
+
+
+def _plain(arrow_type: pa.DataType) -> pa.DataType:
+    if pa.types.is_large_string(arrow_type):
+        return pa.string()
+    if pa.types.is_large_binary(arrow_type):
+        return pa.binary()
+    if pa.types.is_large_list(arrow_type) or pa.types.is_list(arrow_type):
+        return pa.list_(arrow_type.value_field.with_type(_plain(arrow_type.value_type)))
+    if pa.types.is_struct(arrow_type):
+        return pa.struct([field.with_type(_plain(field.type)) for field in arrow_type])
+    if pa.types.is_map(arrow_type):
+        return pa.map_(
+            arrow_type.key_field.with_type(_plain(arrow_type.key_type)),
+            arrow_type.item_field.with_type(_plain(arrow_type.item_type)),
+        )
+    return arrow_type
+
+
+class PartWriter:
+    """Everything about the table a part needs, resolved once: its I/O, schemas, partition specs."""
+
+    def __init__(self, table: Table) -> None:
+        metadata = table.metadata
+        self._io = table.io
+        self._schema = table.schema()
+        self._field_ids = set(self._schema.field_ids)
+        self._specs = metadata.specs()
+        self._name_mapping = metadata.name_mapping()
+        self._format_version = metadata.format_version
+        self._downcast_ns = metadata.format_version <= 2  # v1/v2 tables only know microseconds, as pyiceberg reads
+        self.target = reading_schema(table)
+
+    def write(self, part: Part, destination: str, on_bytes: Callable[[int], None]) -> str:
+        """Leave the part as a complete Parquet file at `destination`; returns how: "copied" or "rewritten"."""
+        if part.task is None:
+            pq.write_table(self.target.empty_table(), destination, compression="zstd")
+            return "rewritten"
+        with self._io.new_input(part.task.file.file_path).open() as stream:
+            parquet = pq.ParquetFile(stream, pre_buffer=False, buffer_size=_READ_BUFFER)
+            if self._copyable(part, parquet):
+                stream.seek(0)
+                self._copy(stream, part.task, destination, on_bytes)
+                return "copied"
+            self._rewrite(parquet, part, destination, on_bytes)
+            return "rewritten"
+
+    def _copyable(self, part: Part, parquet: pq.ParquetFile) -> bool:
+        """A byte copy is exact only for a whole file, without deletes, already in the current schema."""
+        assert part.task is not None
+        file = part.task.file
+        return (
+            part.deletes is None
+            and part.start == 0
+            and part.stop == file.record_count == parquet.metadata.num_rows
+            and _same_schema(parquet.schema_arrow, self.target)
+        )
+
+    @staticmethod
+    def _copy(stream: Any, task: FileScanTask, destination: str, on_bytes: Callable[[int], None]) -> None:
+        copied = 0
+        with open(destination, "wb") as out:
+            while chunk := stream.read(_COPY_CHUNK):
+                out.write(chunk)
+                copied += len(chunk)
+                on_bytes(len(chunk))
+        if copied != task.file.file_size_in_bytes:
+            raise FetchError(
+                f"{task.file.file_path}: read {copied} bytes, the table's metadata says "
+                f"{task.file.file_size_in_bytes}; the data file changed under the table"
+            )
+
+    def _rewrite(self, parquet: pq.ParquetFile, part: Part, destination: str, on_bytes: Callable[[int], None]) -> None:
+        task = part.task
+        assert task is not None
+        file_schema = pyarrow_to_schema(
+            parquet.schema_arrow,
+            self._name_mapping,
+            downcast_ns_timestamp_to_us=self._downcast_ns,
+            format_version=self._format_version,
+        )
+        missing = _get_column_projection_values(
+            task.file, self._schema, self._schema, self._specs.get(task.file.spec_id), file_schema.field_ids
+        )
+        projection = prune_columns(file_schema, self._field_ids, select_full_types=False)
+        row_groups, live, position = _row_groups_for(parquet.metadata, part)
+        bytes_per_row = task.file.file_size_in_bytes / max(task.file.record_count, 1)
+        written = 0
+        with pq.ParquetWriter(destination, self.target, compression="zstd") as writer:
+            batches = parquet.iter_batches(
+                BATCH_ROWS, row_groups=row_groups, columns=[c.name for c in projection.columns], use_threads=False
+            )
+            for batch in batches:
+                first, position = position, position + batch.num_rows
+                if part.deletes:
+                    batch = batch.take(_combine_positional_deletes(part.deletes, first, position))
+                low, high = max(part.start - live, 0), min(part.stop - live, batch.num_rows)
+                live += batch.num_rows
+                if low < high:
+                    rows = _to_requested_schema(
+                        self._schema,
+                        projection,
+                        batch.slice(low, high - low),
+                        downcast_ns_timestamp_to_us=self._downcast_ns,
+                        projected_missing_fields=missing,
+                        allow_timestamp_tz_mismatch=True,
+                    )
+                    writer.write_batch(rows.cast(self.target))
+                    written += high - low
+                    on_bytes(round((high - low) * bytes_per_row))
+                if live >= part.stop:
+                    break
+        if written != part.rows:
+            raise FetchError(
+                f"{task.file.file_path}: found {written} of the {part.rows} rows the table's metadata promises "
+                f"from row {part.start}; the data file changed under the table"
+            )
+
+
+def _row_groups_for(metadata: pq.FileMetaData, part: Part) -> tuple[list[int], int, int]:
+    """The row groups holding the part's live rows, and the live and stored row number the first one starts at."""
+    selected: list[int] = []
+    live = position = 0
+    first_live = first_position = 0
+    for index in range(metadata.num_row_groups):
+        rows = metadata.row_group(index).num_rows
+        kept = kept_rows(part.deletes, position, position + rows)
+        if live + kept > part.start and live < part.stop:
+            if not selected:
+                first_live, first_position = live, position
+            selected.append(index)
+        live += kept
+        position += rows
+    return selected, first_live, first_position
+
+
+def _same_schema(found: pa.Schema, wanted: pa.Schema) -> bool:
+    """Names, types, nullability and Iceberg field ids alike: what a reader of the file would notice."""
+    return found.equals(wanted) and [_field_id(f) for f in found] == [_field_id(f) for f in wanted]
+
+
+def _field_id(field: pa.Field) -> bytes | None:
+    return (field.metadata or {}).get(_FIELD_ID)
