@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import shutil
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -30,11 +31,19 @@ def seed_s3(server: SeaweedFS) -> None:
         s3.put_object(Bucket="datasets", Key=f"tiny-corpus/{path}", Body=body)
 
 
+def seed_iceberg(server: SeaweedFS, catalog_dir: Path) -> str:
+    """A small Iceberg table with a history (partitions, a delete, an evolved schema) on the S3 server."""
+    from devkit.iceberg import evolving_table, sql_catalog
+
+    return evolving_table(sql_catalog(catalog_dir, "s3://datasets/warehouse", server), "reviews").metadata_location
+
+
 def main() -> None:
     shutil.rmtree(WORKSPACE, ignore_errors=True)
     print("starting a local S3 server (SeaweedFS) and a local Hub server, and seeding them ...", flush=True)
-    with SeaweedFS.start() as s3, HubServer() as hub:
+    with SeaweedFS.start() as s3, HubServer() as hub, tempfile.TemporaryDirectory() as catalog_dir:
         seed_s3(s3)
+        metadata_loc = seed_iceberg(s3, Path(catalog_dir))
         hub.add_repo(MINILM_REPO, minilm_files())
         hub.add_repo(CORPUS_REPO, tiny_corpus(), repo_type="dataset")
         credentials = {"endpoint": s3.endpoint, "access_key_id": s3.env()["ACCESS_KEY_ID"],
@@ -48,23 +57,34 @@ def main() -> None:
             dataset=sdk.HuggingFaceDatasetInitializer(storage_uri=f"hf://{CORPUS_REPO}"),
             model=sdk.HuggingFaceModelInitializer(storage_uri=f"hf://{MINILM_REPO}"),
         )
+        # Kubeflow's cache initializer has no credential fields: on Kubernetes they come from a Secret.
+        from_table = sdk.Initializer(
+            dataset=sdk.DataCacheInitializer(
+                storage_uri="cache://shop/reviews", metadata_loc=metadata_loc, num_data_nodes=2
+            ),
+        )
+        s3_secret = {name.upper(): value for name, value in credentials.items()}
         started = time.monotonic()
         quiet = {"on_line": lambda _step, _line: None}  # the steps' own logs; print_tagged (the default) shows them
         results = {
             "s3": runner.run(from_s3, WORKSPACE / "s3", **quiet),
             "hf": runner.run(from_hub, WORKSPACE / "hf", extra_env={"HF_ENDPOINT": hub.endpoint}, **quiet),
+            "cache": runner.run(from_table, WORKSPACE / "cache", extra_env=s3_secret, **quiet),
         }
         # -------------------------------------------------------------------------------------------------------
         wall = time.monotonic() - started
     print(f"\n{'step':<20} {'source':<45} {'files':>6} {'MB':>7} {'seconds':>8} {'MB/s':>7}")
     for scheme, steps in results.items():
-        initializer = from_s3 if scheme == "s3" else from_hub
-        for step in (initializer.dataset, initializer.model):
+        initializer = {"s3": from_s3, "hf": from_hub, "cache": from_table}[scheme]
+        for step in filter(None, (initializer.dataset, initializer.model)):
             done = json.loads(steps[step.kind.program].logs[-1])
             print(f"{step.kind.program:<20} {step.storage_uri:<45} {done['files']:>6} {done['bytes'] / 1e6:>7.1f} "
                   f"{done['seconds']:>8.2f} {done['mb_s']:>7.1f}")  # fmt: skip
-    print(f"\nboth sources, each pair in parallel: {wall:.2f} s wall; files are in ./{WORKSPACE}/{{s3,hf}}/"
-          "{dataset,model}, each with its manifest in .initializer/manifest.json")  # fmt: skip
+    table = json.loads((WORKSPACE / "cache" / "dataset" / ".initializer" / "manifest.json").read_text())["source"]
+    shards = ", ".join(f"{shard['path']}: {shard['rows']} rows" for shard in table["shards"])
+    print(f"\nthe Iceberg table (snapshot {table['snapshot_id']}, {table['rows']} rows) as shards: {shards}")
+    print(f"all three runs, each pair in parallel: {wall:.2f} s wall; files are in ./{WORKSPACE}/{{s3,hf}}/"
+          f"{{dataset,model}} and ./{WORKSPACE}/cache/dataset, each with .initializer/manifest.json")  # fmt: skip
 
 
 if __name__ == "__main__":

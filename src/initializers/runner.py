@@ -23,7 +23,7 @@ from initializers.sdk import (
     DatasetInitializer,
     Initializer,
     ModelInitializer,
-    container_env,
+    program_env,
 )
 
 LineSink = Callable[[str, str], None]
@@ -71,7 +71,7 @@ def docker_run_args(
     Values travel in the environment of the `docker` process (`-e NAME` without a value), never in the argument
     list, where any user of the machine could read a secret.
     """
-    env = {**container_env(initializer), **(extra_env or {})}
+    env = {**program_env(initializer), **(extra_env or {})}
     argv = [runtime, "run", "--rm", "-v", f"{Path(workspace).absolute()}:{WORKSPACE}", *options]
     if name:
         argv += ["--name", name]
@@ -92,7 +92,7 @@ def init_container(
     """
     secret_names = {s.env for _, s in Config.settings() if s.secret}
     env: list[dict[str, object]] = []
-    for variable, value in container_env(initializer).items():
+    for variable, value in program_env(initializer).items():
         if secret and variable in secret_names:
             env.append({"name": variable, "valueFrom": {"secretKeyRef": {"name": secret, "key": variable}}})
         else:
@@ -160,7 +160,7 @@ def _start(
     run_options: Sequence[str],
 ) -> subprocess.Popen[str]:
     if backend == "process":
-        env = {**container_env(step), **extra_env}
+        env = {**program_env(step), **extra_env}
         env["OUTPUT_PATH"] = str(workspace.absolute() / env["OUTPUT_PATH"].removeprefix(f"{WORKSPACE}/"))
         command = [sys.executable, "-m", f"initializers.{step.kind.name}"]
         return _popen(command, {**os.environ, **env})

@@ -139,6 +139,12 @@ def container_env(initializer: DatasetInitializer | ModelInitializer) -> dict[st
     """The env the Kubeflow SDK's container backend gives the image (it has no cache initializer)."""
     if isinstance(initializer, DataCacheInitializer):
         raise ConfigError("the container backend runs no DataCacheInitializer: it needs a Kubernetes cluster")
+    return program_env(initializer)
+
+
+def program_env(initializer: DatasetInitializer | ModelInitializer) -> dict[str, str]:
+    """The env one program needs, for any initializer: the container backend's, and for the cache initializer
+    the Kubernetes backend's (with STORAGE_URI and OUTPUT_PATH), since our images read the table themselves."""
     return initializer.to_config(initializer.kind.default_output_path).to_env()
 
 

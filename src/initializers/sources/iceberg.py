@@ -71,8 +71,7 @@ class IcebergSource(Source):
         with self._translated_errors(f"the data files of {where}"):
             from pyiceberg.io.pyarrow import _read_all_delete_files
 
-            tasks = sorted(table.scan(snapshot_id=snapshot.snapshot_id).plan_files(), key=lambda t: t.file.file_path)
-            _refuse_equality_deletes(tasks, where)
+            tasks = sorted(_plan_files(table, snapshot.snapshot_id, where), key=lambda t: t.file.file_path)
             deletes = _read_all_delete_files(table.io, tasks)
             live = [kept_rows(deletes.get(t.file.file_path), 0, t.file.record_count) for t in tasks]
         if not sum(live):
@@ -145,16 +144,16 @@ class IcebergSource(Source):
             raise FetchError(f"{what}: {_first_line(exc)}") from None
 
 
-def _refuse_equality_deletes(tasks: list[Any], where: str) -> None:
-    from pyiceberg.manifest import DataFileContent
-
-    for task in tasks:
-        for delete in task.delete_files:
-            if delete.content == DataFileContent.EQUALITY_DELETES:
-                raise FetchError(
-                    f"{where} has equality deletes ({delete.file_path} applies to {task.file.file_path}), which "
-                    "pyiceberg cannot apply; compact the table (rewrite its data files) and try again"
-                )
+def _plan_files(table: Any, snapshot_id: int, where: str) -> list[Any]:
+    try:
+        return list(table.scan(snapshot_id=snapshot_id).plan_files())
+    except ValueError as exc:
+        if "equality deletes" not in str(exc):
+            raise
+        raise FetchError(
+            f"{where} has equality deletes, which pyiceberg cannot apply; compact the table (rewrite its data "
+            "files, e.g. Spark's rewrite_data_files) and try again"
+        ) from None
 
 
 def _metadata_location(value: str | None) -> str:

@@ -90,8 +90,9 @@ def _plain(arrow_type: pa.DataType) -> pa.DataType:
 class PartWriter:
     """Everything about the table a part needs, resolved once: its I/O, schemas, partition specs."""
 
-    def __init__(self, table: Table) -> None:
+    def __init__(self, table: Table, allow_copy: bool = True) -> None:
         metadata = table.metadata
+        self._allow_copy = allow_copy  # False: always re-write, to compare both ways of making a part
         self._io = table.io
         self._schema = table.schema()
         self._field_ids = set(self._schema.field_ids)
@@ -120,7 +121,8 @@ class PartWriter:
         assert part.task is not None
         file = part.task.file
         return (
-            part.deletes is None
+            self._allow_copy
+            and part.deletes is None
             and part.start == 0
             and part.stop == file.record_count == parquet.metadata.num_rows
             and _same_schema(parquet.schema_arrow, self.target)
