@@ -70,3 +70,30 @@ def test_an_exec_form_entrypoint_tolerates_the_sdks_command_as_arguments(
                           capture_output=True, text=True, timeout=60)  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
     assert files(tmp_path / "out") == {"a.txt": b"a"}
+
+
+def test_cache_dataset_from_the_kubeflow_sdks_trainjob_initializer(seaweed: SeaweedFS, bucket: str, tmp_path: Path):
+    """The Kubernetes backend's TrainJob initializer, as the controller hands it to the dataset-initializer container:
+    STORAGE_URI plus the SDK's env, the runtime's TRAIN_JOB_NAME and CACHE_IMAGE, credentials from a Secret."""
+    from kubeflow.trainer.backends.kubernetes import utils as kf_kubernetes
+    from pyiceberg.table import StaticTable
+
+    from devkit.iceberg import evolving_table, s3_properties, sql_catalog
+
+    table = evolving_table(sql_catalog(tmp_path, f"s3://{bucket}/warehouse", seaweed), "reviews")
+    dataset = kf.DataCacheInitializer(storage_uri="cache://shop/reviews", metadata_loc=table.metadata_location,
+                                      num_data_nodes=3, head_cpu="1", worker_mem="2Gi")  # fmt: skip
+    trainjob_initializer = kf_kubernetes.get_dataset_initializer(dataset)
+    env = {"STORAGE_URI": trainjob_initializer.storage_uri, **{e.name: e.value for e in trainjob_initializer.env},
+           "TRAIN_JOB_NAME": "job-7", "CACHE_IMAGE": "ghcr.io/kubeflow/trainer/data-cache:latest",
+           **seaweed.env(), "OUTPUT_PATH": str(tmp_path / "workspace" / "dataset")}  # fmt: skip
+    assert env["CLUSTER_SIZE"] == "4"
+    program = str(Path(sys.executable).parent / "dataset-initializer")
+    done = subprocess.run([program], env=clean_env(env), capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    shards = sorted((tmp_path / "workspace" / "dataset").glob("shard-*"))
+    assert [s.name for s in shards] == ["shard-0", "shard-1", "shard-2"]
+    import pyarrow.parquet as pq
+
+    rows = sum(pq.read_table(s).num_rows for s in shards)
+    assert rows == StaticTable.from_metadata(table.metadata_location, s3_properties(seaweed)).scan().to_arrow().num_rows

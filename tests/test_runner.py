@@ -129,3 +129,18 @@ def test_the_readme_runner_example_runs(seaweed: SeaweedFS, s3: Any, monkeypatch
         exec(example.replace("http://127.0.0.1:8333", seaweed.endpoint), {})  # the README's own code, as a user runs it
     assert (tmp_path / "workspace" / "model" / "config.json").read_bytes() == b"{}"
     assert len(list((tmp_path / "workspace" / "dataset").rglob("*.jsonl"))) == 10
+
+
+def test_the_runner_runs_a_cache_initializer_with_credentials_as_a_secret_would_give_them(
+    seaweed: SeaweedFS, bucket: str, tmp_path: Path
+):
+    from devkit.iceberg import simple_table, sql_catalog
+
+    table = simple_table(sql_catalog(tmp_path, f"s3://{bucket}/warehouse", seaweed), "reviews", 3, 400)
+    cache = sdk.DataCacheInitializer("cache://shop/reviews", metadata_loc=table.metadata_location, num_data_nodes=2)
+    assert sdk.program_env(cache) == {"STORAGE_URI": "cache://shop/reviews", "OUTPUT_PATH": "/workspace/dataset",
+                                      "METADATA_LOC": table.metadata_location, "CLUSTER_SIZE": "3"}  # fmt: skip
+    results = runner.run(sdk.Initializer(dataset=cache), tmp_path / "ws", extra_env=seaweed.env())
+    assert results["dataset-initializer"].ok
+    manifest = json.loads((tmp_path / "ws" / "dataset" / ".initializer" / "manifest.json").read_text())
+    assert [shard["rows"] for shard in manifest["source"]["shards"]] == [600, 600]
