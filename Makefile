@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install test lint format demo clean images bench-install bench-s3 bench-hf
+.PHONY: install test lint format demo clean images bench-install bench-s3 bench-hf bench-iceberg
 
 OLAH := .venvs/olah
 
@@ -61,3 +61,6 @@ bench-s3: bench-install
 
 bench-hf: bench-install
 	$(PY) -m bench.hf
+
+bench-iceberg: bench-install
+	$(PY) -m bench.iceberg

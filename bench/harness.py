@@ -55,9 +55,20 @@ def size_of(root: Path) -> int:
 
 
 def measure(
-    label: str, contenders: dict[str, Contender], total: int, out_root: Path, rounds: int, rerun: str
+    label: str,
+    contenders: dict[str, Contender],
+    total: int,
+    out_root: Path,
+    rounds: int,
+    rerun: str,
+    found: Callable[[Path], int] = size_of,
+    unit: str = "MB",
 ) -> dict[str, list[Sample]]:
-    """Every contender once per round, in a rotating order; then `rerun` again on its complete output."""
+    """Every contender once per round, in a rotating order; then `rerun` again on its complete output.
+
+    `total` is the work in bytes (or another `unit` of a million things, e.g. rows), and `found` counts it in an
+    output, so a contender that leaves anything out fails the benchmark instead of looking fast.
+    """
     samples: dict[str, list[Sample]] = {name: [] for name in contenders}
     names = list(contenders)
     out = out_root / "out"
@@ -69,11 +80,11 @@ def measure(
             time.sleep(1.0)  # let the filesystem journal settle after the deletion
             command, env = contenders[name](out)
             sample = run_once(command, env, out_root)
-            if size_of(out) != total:
-                raise RuntimeError(f"{name} wrote {size_of(out)} bytes of {total}")
+            if found(out) != total:
+                raise RuntimeError(f"{name} delivered {found(out)} of {total}")
             samples[name].append(sample)
             print(
-                f"  {label} round {round_index + 1} {name:<22} {total / sample.seconds / 1e6:8.1f} MB/s"
+                f"  {label} round {round_index + 1} {name:<22} {total / sample.seconds / 1e6:8.1f} {unit}/s"
                 f"  cpu {sample.cpu:5.2f} s  rss {sample.rss_mb:6.1f} MB",
                 flush=True,
             )
@@ -85,11 +96,12 @@ def measure(
     return samples
 
 
-def table(title: str, total: int, samples: dict[str, list[Sample]], peer: str) -> str:
+def table(title: str, total: int, samples: dict[str, list[Sample]], peer: str, unit: str = "MB") -> str:
+    per_g = "GB" if unit == "MB" else f"G {unit.split()[-1]}"  # "M rows" -> "G rows"
     lines = [
-        f"### {title} ({total / 1e6:.0f} MB)",
+        f"### {title} ({total / 1e6:.0f} {unit})",
         "",
-        f"| contender | MB/s median (min-max) | CPU s/GB | peak RSS MB | vs {peer} |",
+        f"| contender | {unit}/s median (min-max) | CPU s/{per_g} | peak RSS MB (median, max) | vs {peer} |",
         "|---|---|---|---|---|",
     ]
     reference = statistics.median(total / s.seconds for s in samples[peer])
@@ -102,6 +114,6 @@ def table(title: str, total: int, samples: dict[str, list[Sample]], peer: str) -
         ratio = statistics.median(rates) * 1e6 / reference
         lines.append(
             f"| {name} | {statistics.median(rates):.0f} ({min(rates):.0f}-{max(rates):.0f}) | {cpu:.2f} | "
-            f"{max(s.rss_mb for s in runs):.0f} | {ratio:.2f}x |"
+            f"{statistics.median(s.rss_mb for s in runs):.0f}, {max(s.rss_mb for s in runs):.0f} | {ratio:.2f}x |"
         )
     return "\n".join(lines) + "\n"

@@ -155,3 +155,18 @@ def test_the_readmes_docker_run_example_runs(runtime: str, folder: Path):
         done = subprocess.run(argv, env=images.engine_env(), capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stdout + done.stderr
     assert (folder / "model" / "model.safetensors").read_bytes() == b"M"
+
+
+def test_the_dataset_image_shards_an_iceberg_table(runtime: str, seaweed: SeaweedFS, bucket: str, folder: Path):
+    """The cache extra in the image: pyiceberg reads the table on S3, the shards land in the volume."""
+    from devkit.iceberg import simple_table, sql_catalog
+
+    with tempfile.TemporaryDirectory() as catalog_dir:
+        table = simple_table(sql_catalog(Path(catalog_dir), f"s3://{bucket}/warehouse", seaweed), "reviews", 2, 500)
+    env = {**seaweed.env(), "STORAGE_URI": "cache://shop/reviews", "METADATA_LOC": table.metadata_location,
+           "CLUSTER_SIZE": "3"}  # fmt: skip
+    result = run_image(runtime, images.tag("dataset"), folder, env)
+    assert result.returncode == 0, result.stdout + result.stderr
+    manifest = json.loads((folder / "dataset" / ".initializer" / "manifest.json").read_text())
+    assert [shard["rows"] for shard in manifest["source"]["shards"]] == [500, 500]
+    assert sorted(p.name for p in (folder / "dataset").glob("shard-*")) == ["shard-0", "shard-1"]
