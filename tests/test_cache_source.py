@@ -136,8 +136,8 @@ def test_copied_and_rewritten_parts_hold_the_same_rows(local_catalog: Any, tmp_p
     (task,) = table.scan().plan_files()
     part = Part(task, 0, task.file.record_count, None)
     copied, rewritten = tmp_path / "copied.parquet", tmp_path / "rewritten.parquet"
-    assert PartWriter(table).write(part, str(copied), lambda _n: None) == "copied"
-    assert PartWriter(table, allow_copy=False).write(part, str(rewritten), lambda _n: None) == "rewritten"
+    assert PartWriter(table).write([(part, str(copied))], lambda _n: None) == "copied"
+    assert PartWriter(table, allow_copy=False).write([(part, str(rewritten))], lambda _n: None) == "rewritten"
     assert copied.read_bytes() != rewritten.read_bytes()
     assert pq.read_table(copied).equals(pq.read_table(rewritten))
 

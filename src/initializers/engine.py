@@ -12,8 +12,9 @@ import errno
 import os
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from initializers.checksums import new_hasher
@@ -85,10 +86,10 @@ class TransferEngine:
 
     def fetch(self, files: list[RemoteFile]) -> None:
         """Fetch every file to its final path, or raise with nothing partial left at a final path."""
-        parts = self._parts(files)
+        tasks = self._ranges(files) if self._source.streams_ranges else self._groups(files)
         # Daemon threads: a thread stuck in a read must not keep a stopped process alive.
         threads = [
-            threading.Thread(target=self._work, args=(parts,), name=f"transfer-{i}", daemon=True)
+            threading.Thread(target=self._work, args=(tasks,), name=f"transfer-{i}", daemon=True)
             for i in range(self._workers)
         ]
         for thread in threads:
@@ -111,26 +112,37 @@ class TransferEngine:
         """Paths being fetched right now, for messages about what a stopped run was waiting for."""
         return sorted(self._open)
 
-    def _parts(self, files: list[RemoteFile]) -> Iterator[tuple[_OpenFile, int, int]]:
-        """Cheap and I/O-free, since threads take turns at it; the first part to run opens the temporary."""
-        part_size = self._source.part_size if self._source.streams_ranges else None
+    def _ranges(self, files: list[RemoteFile]) -> Iterator[Callable[[], None]]:
+        """One task per range; cheap and I/O-free, since threads take turns at it; the first range to run opens
+        the temporary."""
+        part_size = self._source.part_size
         for file in files:
             count = 1 if not part_size or file.size <= part_size else -(-file.size // part_size)
             target = _OpenFile(file, self._state.temp_path(file.path), count)
-            if count == 1 and file.checksum is not None and self._source.streams_ranges:
+            if count == 1 and file.checksum is not None:
                 target.hasher = new_hasher(file.checksum, file.size)
             for index in range(count):
                 offset = index * part_size if part_size else 0
-                yield target, offset, min(part_size or file.size, file.size - offset)
+                yield partial(self._transfer_range, target, offset, min(part_size or file.size, file.size - offset))
 
-    def _work(self, parts: Iterator[tuple[_OpenFile, int, int]]) -> None:
+    def _groups(self, files: list[RemoteFile]) -> Iterator[Callable[[], None]]:
+        """One task per group of files the source makes in one go (usually one file each)."""
+        groups: dict[str, list[_OpenFile]] = {}
+        for file in files:
+            groups.setdefault(self._source.made_with(file), []).append(
+                _OpenFile(file, self._state.temp_path(file.path), 1)
+            )
+        for group in groups.values():
+            yield partial(self._deliver, group)
+
+    def _work(self, tasks: Iterator[Callable[[], None]]) -> None:
         while self._error is None:
             try:
                 with self._next_lock:
-                    task = next(parts, None)
+                    task = next(tasks, None)
                 if task is None:
                     return
-                self._transfer_part(*task)
+                task()
             except OSError as exc:
                 self._fail(_disk_error(exc) if exc.errno in (errno.ENOSPC, errno.EDQUOT) else exc)
                 return
@@ -144,12 +156,14 @@ class TransferEngine:
                 self._error = exc
         self.cancel.set()
 
-    def _transfer_part(self, target: _OpenFile, offset: int, length: int) -> None:
-        if not self._source.streams_ranges:
+    def _deliver(self, group: list[_OpenFile]) -> None:
+        for target in group:
             self._open[target.file.path] = target  # so that a failure removes whatever the source left there
-            self._source.download(target.file, target.temp, self._counting)
+        self._source.download_all([(target.file, target.temp) for target in group], self._counting)
+        for target in group:
             self._finish(target)
-            return
+
+    def _transfer_range(self, target: _OpenFile, offset: int, length: int) -> None:
         if target.fd < 0:
             self._open_temp(target)
         if length:

@@ -6,14 +6,15 @@ behave exactly as with boto3, because botocore resolves them.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
-
-import botocore.credentials
-import botocore.session
-from botocore.exceptions import BotoCoreError
 
 from initializers.contract import Config
 from initializers.errors import ConfigError, FetchError
+
+if TYPE_CHECKING:  # botocore's import costs ~0.1 s, which the cache source skips when keys are given
+    import botocore.credentials
+    import botocore.session
 
 NO_CREDENTIALS = (
     "no S3 credentials found: set ACCESS_KEY_ID and SECRET_ACCESS_KEY, provide them through the standard AWS "
@@ -29,8 +30,8 @@ def checked_endpoint(endpoint: str | None) -> str | None:
     return endpoint
 
 
-def aws_session(config: Config, role_arn: str | None, role_variable: str) -> botocore.session.Session:
-    """A botocore session (boto3's core, without its import cost) with the contract's settings applied."""
+def check_credential_settings(config: Config, role_arn: str | None, role_variable: str) -> None:
+    """Refuse combinations of credential settings that cannot mean anything."""
     if bool(config.access_key_id) != bool(config.secret_access_key):
         missing = "SECRET_ACCESS_KEY" if config.access_key_id else "ACCESS_KEY_ID"
         raise ConfigError(f"{missing} is not set: ACCESS_KEY_ID and SECRET_ACCESS_KEY go together")
@@ -38,6 +39,13 @@ def aws_session(config: Config, role_arn: str | None, role_variable: str) -> bot
         raise ConfigError(
             f"ANONYMOUS=true conflicts with ACCESS_KEY_ID/{role_variable}: unsigned requests carry no identity"
         )
+
+
+def aws_session(config: Config, role_arn: str | None, role_variable: str) -> botocore.session.Session:
+    """A botocore session (boto3's core, without its import cost) with the contract's settings applied."""
+    import botocore.session
+
+    check_credential_settings(config, role_arn, role_variable)
     session = botocore.session.get_session()
     # Listings carry a LastModified per key that we never read; botocore's dateutil parsing of it costs
     # about 0.2 ms per key, more than the rest of the listing.
@@ -52,6 +60,8 @@ def aws_session(config: Config, role_arn: str | None, role_variable: str) -> bot
 
 
 def resolve_credentials(session: botocore.session.Session) -> botocore.credentials.Credentials:
+    from botocore.exceptions import BotoCoreError
+
     try:
         credentials = session.get_credentials()
     except BotoCoreError as exc:
@@ -63,6 +73,8 @@ def resolve_credentials(session: botocore.session.Session) -> botocore.credentia
 
 def _assume_role(session: botocore.session.Session, role_arn: str, endpoint: str | None) -> None:
     """Put refreshing credentials for ROLE_ARN, assumed with the base credentials, in front of the chain."""
+    import botocore.credentials
+
     fetcher = botocore.credentials.AssumeRoleCredentialFetcher(
         client_creator=lambda service, **credentials: session.create_client(
             service, endpoint_url=endpoint, **credentials

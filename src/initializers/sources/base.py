@@ -48,6 +48,15 @@ class Source(ABC):
         """Leave the complete `file` at `destination` (on the same filesystem), reporting bytes as they arrive."""
         raise NotImplementedError
 
+    def made_with(self, file: RemoteFile) -> str:
+        """Files sharing this key are made in one go by `download_all` (the shard parts cut from one data file)."""
+        return file.path
+
+    def download_all(self, files: list[tuple[RemoteFile, str]], on_bytes: Callable[[int], None]) -> None:
+        """`download` for each (file, destination) of one group."""
+        for file, destination in files:
+            self.download(file, destination, on_bytes)
+
     @abstractmethod
     def describe(self) -> dict[str, Any]:
         """What the manifest records about the source, free of secrets: its URI and, once `list_files` has run,

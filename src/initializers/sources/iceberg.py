@@ -21,6 +21,7 @@ from initializers.contract import Config
 from initializers.errors import ConfigError, FetchError
 from initializers.plan import RemoteFile
 from initializers.sharding import cut, shard_sizes
+from initializers.sources.aws import aws_session, check_credential_settings, checked_endpoint, resolve_credentials
 from initializers.sources.base import Source
 from initializers.uris import CacheLocation
 
@@ -110,9 +111,12 @@ class IcebergSource(Source):
         locator = part.task.file.file_path if part.task else f"{self.location} (empty shard)"
         return RemoteFile(path, part.estimated_bytes, version, locator, exact_size=False)
 
-    def download(self, file: RemoteFile, destination: str, on_bytes: Callable[[int], None]) -> None:
-        with self._translated_errors(file.locator):
-            self._writer.write(self._parts[file.path], destination, on_bytes)
+    def made_with(self, file: RemoteFile) -> str:
+        return file.locator  # the data file: its parts are cut in one pass over it
+
+    def download_all(self, files: list[tuple[RemoteFile, str]], on_bytes: Callable[[int], None]) -> None:
+        with self._translated_errors(files[0][0].locator):
+            self._writer.write([(self._parts[file.path], destination) for file, destination in files], on_bytes)
 
     def _open_table(self) -> Any:
         with self._translated_errors(f"METADATA_LOC {self._metadata_location}", metadata=True):
@@ -179,27 +183,28 @@ def _file_io_properties(config: Config, metadata_location: str) -> dict[str, str
         "py-io-impl": "pyiceberg.io.pyarrow.PyArrowFileIO",
         "s3.connect-timeout": "10",
         "s3.request-timeout": str(config.read_timeout or DEFAULT_READ_TIMEOUT),
-        "s3.region": config.region or "us-east-1",
+        "s3.region": config.region
+        or os.environ.get("AWS_REGION")
+        or os.environ.get("AWS_DEFAULT_REGION")
+        or "us-east-1",
     }
     role_arn, role_variable = (config.iam_role, "IAM_ROLE") if config.iam_role else (config.role_arn, "ROLE_ARN")
-    on_s3 = urlsplit(metadata_location).scheme.lower() in _S3_SCHEMES
+    check_credential_settings(config, role_arn, role_variable)
     if config.endpoint:
-        from initializers.sources.aws import checked_endpoint
-
         properties["s3.endpoint"] = str(checked_endpoint(config.endpoint))
     if config.anonymous:
         properties["s3.anonymous"] = "true"
-    if on_s3 or config.access_key_id or role_arn:
-        from initializers.sources.aws import aws_session, resolve_credentials
-
+    elif config.access_key_id and config.secret_access_key and not role_arn:  # nothing to resolve: skip botocore
+        properties["s3.access-key-id"] = config.access_key_id
+        properties["s3.secret-access-key"] = config.secret_access_key
+    elif urlsplit(metadata_location).scheme.lower() in _S3_SCHEMES or role_arn:
         session = aws_session(config, role_arn, role_variable)
-        if not config.anonymous:
-            frozen = resolve_credentials(session).get_frozen_credentials()  # STS happens here for a role
-            properties["s3.access-key-id"] = frozen.access_key
-            properties["s3.secret-access-key"] = frozen.secret_key
-            if frozen.token:
-                properties["s3.session-token"] = frozen.token
-        properties["s3.region"] = session.get_config_variable("region") or properties["s3.region"]
+        frozen = resolve_credentials(session).get_frozen_credentials()  # STS happens here for a role
+        properties["s3.access-key-id"] = frozen.access_key
+        properties["s3.secret-access-key"] = frozen.secret_key
+        if frozen.token:
+            properties["s3.session-token"] = frozen.token
+        properties["s3.region"] = config.region or session.get_config_variable("region") or properties["s3.region"]
     return properties
 
 
