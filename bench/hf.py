@@ -12,7 +12,7 @@ import sys
 from functools import partial
 from pathlib import Path
 
-from bench.harness import measure, table
+from bench.harness import Result, measure, settings
 from devkit.hubserver import HubServer
 from devkit.samples import MINILM_REPO, minilm_files
 
@@ -20,12 +20,14 @@ MiB = 1 << 20
 BIN = Path(sys.executable).parent
 
 
-def _large_repo(scratch: Path) -> dict[str, Path | bytes]:
+def _large_repo(scratch: Path, quick: bool) -> dict[str, Path | bytes]:
+    """One 1 GiB LFS file and 500 small ones (quick: 256 MiB and 100)."""
     blob = scratch / "large.safetensors"
     with open(blob, "wb") as handle:
-        for _ in range(1024):
+        for _ in range(256 if quick else 1024):
             handle.write(os.urandom(MiB))
-    return {"model.safetensors": blob, **{f"tokens/{i:04d}.json": os.urandom(2000 + i) for i in range(500)}}
+    small = 100 if quick else 500
+    return {"model.safetensors": blob, **{f"tokens/{i:04d}.json": os.urandom(2000 + i) for i in range(small)}}
 
 
 def ours(hub: HubServer, repo: str, out: Path) -> tuple[list[str], dict[str, str]]:
@@ -38,13 +40,10 @@ def hf_download(hub: HubServer, repo: str, out: Path) -> tuple[list[str], dict[s
     return [str(BIN / "hf"), "download", repo, "--local-dir", str(out), "--quiet"], env
 
 
-def main() -> None:
-    rounds = int(os.environ.get("BENCH_ROUNDS", "5"))
-    out_root = Path(os.environ.get("BENCH_OUT", "/tmp/initializers-bench"))
-    out_root.mkdir(parents=True, exist_ok=True)
-    report = []
+def suite(rounds: int, out_root: Path, quick: bool) -> list[Result]:
+    results = []
     with HubServer() as hub:
-        sets = {"M": (MINILM_REPO, minilm_files), "L": ("bench/large", partial(_large_repo, out_root))}
+        sets = {"M": (MINILM_REPO, minilm_files), "L": ("bench/large", partial(_large_repo, out_root, quick))}
         for key in os.environ.get("BENCH_SETS", "ML"):
             repo, files = sets[key]
             content = files()
@@ -52,9 +51,15 @@ def main() -> None:
             total = sum(v.stat().st_size if isinstance(v, Path) else len(v) for v in content.values())
             contenders = {"initializers": partial(ours, hub, repo), "hf download": partial(hf_download, hub, repo)}
             samples = measure(key, contenders, total, out_root, rounds, rerun="initializers")
-            report.append(table(f"{repo} ({len(content)} files)", total, samples, peer="hf download"))
+            results.append(Result(f"Hub {repo} ({len(content)} files)", total, samples, peer="hf download"))
+    return results
+
+
+def main() -> None:
+    rounds, out_root, quick = settings()
+    results = suite(rounds, out_root, quick)
     shutil.rmtree(out_root, ignore_errors=True)
-    print("\n" + "\n".join(report))
+    print("\n" + "\n".join(result.markdown() for result in results))
 
 
 if __name__ == "__main__":

@@ -1,8 +1,8 @@
 """Iceberg side by side: the cache source vs `StaticTable.scan().to_arrow()` + `pyarrow.parquet.write_table`.
 
-Tables on the local SeaweedFS, 1 M-row data files, 4 data nodes. Sets: 1 M and 5 M rows as written (whole
+Tables on the local SeaweedFS, 1 M-row data files, 4 data nodes. Sets: 1, 5 and 10 M rows as written (whole
 files can be copied), and 5 M rows after a schema change (every part re-written). Run with `make bench-iceberg`
-(BENCH_ROUNDS, BENCH_OUT, BENCH_SETS: any of 1, 5, E).
+(BENCH_ROUNDS, BENCH_OUT, BENCH_SETS: any of 1, 5, X, E; BENCH_QUICK: 1 and 5, one round).
 """
 
 from __future__ import annotations
@@ -18,13 +18,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from bench.harness import measure, table
+from bench.harness import Result, measure, settings
 from devkit.iceberg import NAMESPACE, sql_catalog
 from devkit.seaweed import SeaweedFS
 
 NODES = 4
 FILE_ROWS = 1_000_000
 BIN = Path(sys.executable).parent
+PEER = "to_arrow + write_table"
 
 
 def _rows(first: int, count: int) -> pa.Table:
@@ -68,25 +69,31 @@ def rows_in(out: Path) -> int:
     return sum(pq.ParquetFile(part).metadata.num_rows for part in out.glob("shard-*/*.parquet"))
 
 
-def main() -> None:
-    rounds = int(os.environ.get("BENCH_ROUNDS", "5"))
-    out_root = Path(os.environ.get("BENCH_OUT", "/tmp/initializers-bench"))
-    out_root.mkdir(parents=True, exist_ok=True)
-    sets = {"1": ("1 M rows", 1, False), "5": ("5 M rows", 5, False), "E": ("5 M rows, schema changed", 5, True)}
-    report = []
+def suite(rounds: int, out_root: Path, quick: bool) -> list[Result]:
+    sets = {
+        "1": ("1 M rows", 1, False),
+        "5": ("5 M rows", 5, False),
+        "X": ("10 M rows", 10, False),
+        "E": ("5 M rows, schema changed", 5, True),
+    }
+    results = []
     with SeaweedFS.start() as s3, tempfile.TemporaryDirectory() as catalog_dir:
         s3.client().create_bucket(Bucket="bench")
-        for key in os.environ.get("BENCH_SETS", "15E"):
+        for key in os.environ.get("BENCH_SETS", "15" if quick else "15XE"):
             title, files, evolve = sets[key]
             metadata = make_table(s3, Path(catalog_dir), f"t{key}", files, evolve)
-            contenders = {
-                "initializers": partial(ours, s3, metadata),
-                "to_arrow + write_table": partial(to_arrow, s3, metadata),
-            }
-            samples = measure(key, contenders, files * FILE_ROWS, out_root, rounds, "initializers", rows_in, "M rows")
-            report.append(table(title, files * FILE_ROWS, samples, peer="to_arrow + write_table", unit="M rows"))
+            contenders = {"initializers": partial(ours, s3, metadata), PEER: partial(to_arrow, s3, metadata)}
+            rows = files * FILE_ROWS
+            samples = measure(key, contenders, rows, out_root, rounds, "initializers", rows_in, "M rows")
+            results.append(Result(f"Iceberg {title}, {NODES} shards", rows, samples, peer=PEER, unit="M rows"))
+    return results
+
+
+def main() -> None:
+    rounds, out_root, quick = settings()
+    results = suite(rounds, out_root, quick)
     shutil.rmtree(out_root, ignore_errors=True)
-    print("\n" + "\n".join(report))
+    print("\n" + "\n".join(result.markdown() for result in results))
 
 
 if __name__ == "__main__":

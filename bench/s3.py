@@ -1,6 +1,8 @@
-"""S3 side by side: this tool vs s5cmd and `aws s3 cp` on SeaweedFS, on the three data sets of the issue.
+"""S3 side by side on SeaweedFS: this tool vs s5cmd, `aws s3 cp`, boto3's TransferManager, the original Kubeflow
+approach (OpenDAL, one whole object at a time) and a curl ceiling (parallel signed ranged GETs, bytes discarded).
 
-Run with `make bench-s3` (BENCH_ROUNDS, BENCH_OUT to choose the output filesystem, BENCH_SETS to pick sets).
+Run with `make bench-s3` (BENCH_ROUNDS, BENCH_OUT to choose the output filesystem, BENCH_SETS to pick sets,
+BENCH_QUICK for smaller sets and one round).
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from functools import partial
 from pathlib import Path
 
 from bench import harness
-from bench.harness import measure, table
+from bench.harness import Result, measure, settings
 from devkit.seaweed import ACCESS_KEY, REGION, SECRET_KEY, SeaweedFS
 
 MiB = 1 << 20
@@ -72,6 +74,20 @@ def seed(server: SeaweedFS, dataset: DataSet, scratch: Path) -> None:
         list(pool.map(put, [o for o in dataset.objects if o[1] <= 64 * MiB]))
 
 
+#: BENCH_QUICK: the same shapes, smaller, for a sanity check in under two minutes with everything else.
+QUICK_SETS = {
+    "A": DataSet("A: one 256 MiB object", "quick-a", [("blob.bin", 256 * MiB)]),
+    "B": DataSet(
+        "B: 300 x 64 KiB in nested folders", "quick-b", [(f"d{i % 10}/f{i:05d}.bin", 64 * 1024) for i in range(300)]
+    ),
+    "C": DataSet(
+        "C: 4 x 40 MiB + 10 small",
+        "quick-c",
+        [(f"model-{i:05d}-of-00004.safetensors", 40 * MiB) for i in range(4)]
+        + [(f"config/file{i}.json", 3000 + i) for i in range(10)],
+    ),
+}
+
 Command = Callable[[SeaweedFS, DataSet, Path], tuple[list[str], dict[str, str]]]
 
 
@@ -96,28 +112,60 @@ def awscli(server: SeaweedFS, dataset: DataSet, out: Path) -> tuple[list[str], d
     return command, _aws_env()
 
 
-CONTENDERS: dict[str, Command] = {"initializers": ours, "s5cmd": s5cmd, "aws s3 cp": awscli}
+def _python_peer(module: str, server: SeaweedFS, dataset: DataSet, target: str) -> tuple[list[str], dict[str, str]]:
+    python = PEERS / "python" if module.endswith("opendal_sequential") else Path(sys.executable)
+    env = {**_aws_env(), "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    return [str(python), "-m", module, server.endpoint, dataset.bucket, target], env
 
 
-def main() -> None:
-    rounds = int(os.environ.get("BENCH_ROUNDS", "5"))
-    out_root = Path(os.environ.get("BENCH_OUT", "/tmp/initializers-bench"))
-    chosen = os.environ.get("BENCH_SETS", "ABC")
-    for tool in (PEERS / "s5cmd", PEERS / "aws", Path(harness.TIME)):
+def boto3_transfer(server: SeaweedFS, dataset: DataSet, out: Path) -> tuple[list[str], dict[str, str]]:
+    return _python_peer("bench.peers.boto3_transfer", server, dataset, str(out))
+
+
+def opendal_sequential(server: SeaweedFS, dataset: DataSet, out: Path) -> tuple[list[str], dict[str, str]]:
+    return _python_peer("bench.peers.opendal_sequential", server, dataset, str(out))
+
+
+def curl_ceiling(server: SeaweedFS, dataset: DataSet, out: Path) -> tuple[list[str], dict[str, str]]:
+    keys = out.parent / f"keys-{dataset.bucket}.txt"
+    keys.write_text("".join(f"{key} {size}\n" for key, size in dataset.objects))
+    return _python_peer("bench.peers.curl_ceiling", server, dataset, str(keys))
+
+
+CONTENDERS: dict[str, Command] = {
+    "initializers": ours,
+    "s5cmd": s5cmd,
+    "aws s3 cp": awscli,
+    "boto3 TransferManager": boto3_transfer,
+    "OpenDAL sequential (Kubeflow's)": opendal_sequential,
+    "curl ceiling (bytes discarded)": curl_ceiling,
+}
+
+
+def suite(rounds: int, out_root: Path, quick: bool) -> list[Result]:
+    for tool in (PEERS / "s5cmd", PEERS / "aws", PEERS / "python", Path(harness.TIME)):
         if not tool.exists():
             sys.exit(f"{tool} is missing: run `make bench-install`")
-    out_root.mkdir(parents=True, exist_ok=True)
-    report: list[str] = []
+    results = []
     with SeaweedFS.start() as server:
-        for key in chosen:
-            dataset = SETS[key]
+        for key in os.environ.get("BENCH_SETS", "ABC"):
+            dataset = QUICK_SETS[key] if quick else SETS[key]
             print(f"seeding {dataset.name} ...", flush=True)
             seed(server, dataset, out_root)
             contenders = {name: partial(make, server, dataset) for name, make in CONTENDERS.items()}
-            samples = measure(dataset.name[:2], contenders, dataset.total, out_root, rounds, rerun="initializers")
-            report.append(table(dataset.name, dataset.total, samples, peer="s5cmd"))
+            samples = measure(
+                dataset.name[:2], contenders, dataset.total, out_root, rounds, "initializers",
+                discarding={"curl ceiling (bytes discarded)"},
+            )  # fmt: skip
+            results.append(Result(f"S3 {dataset.name}", dataset.total, samples, peer="s5cmd"))
+    return results
+
+
+def main() -> None:
+    rounds, out_root, quick = settings()
+    results = suite(rounds, out_root, quick)
     shutil.rmtree(out_root, ignore_errors=True)
-    print("\n" + "\n".join(report))
+    print("\n" + "\n".join(result.markdown() for result in results))
 
 
 if __name__ == "__main__":

@@ -7,9 +7,8 @@ import sys
 from typing import Any, NoReturn
 
 import click
-import structlog
 
-from initializers import __version__, logs
+from initializers import __version__
 from initializers.contract import Config, Kind
 from initializers.errors import ConfigError, InitializerError
 
@@ -58,7 +57,9 @@ def _print_version(ctx: click.Context, _param: click.Parameter, value: bool) -> 
 
 def run(kind: Kind, options: dict[str, Any]) -> int:
     """Parse, configure logging, run; every outcome ends in one log line that says what happened."""
-    from initializers import job  # deferred: --help and configuration errors stay fast
+    import structlog  # deferred, with everything below: --help stays fast
+
+    from initializers import job, logs
 
     hints = Config.typo_hints(os.environ)
     try:

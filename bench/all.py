@@ -1,0 +1,120 @@
+"""`make bench`: every suite in one run, `bench/results.md` with a verdict per goal, and `bench/results.png`.
+
+BENCH_QUICK=1 runs smaller sets once each, as a sanity check in under two minutes (its results are not
+written over the committed ones unless BENCH_WRITE=1).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from bench import hf, iceberg, s3, startup
+from bench.harness import Result, settings
+
+HERE = Path(__file__).resolve().parent
+CHART_PYTHON = s3.PEERS / "python"  # matplotlib lives with the peers, never in the product's environment
+
+
+def _ratio(result: Result, name: str, other: str) -> float:
+    medians = result.medians()
+    return medians[name] / medians[other]
+
+
+def _rss(result: Result, name: str) -> float:
+    return statistics.median(s.rss_mb for s in result.samples[name])
+
+
+def _rerun(result: Result) -> float:
+    return result.samples["initializers re-run"][0].seconds
+
+
+def goals(results: dict[str, list[Result]], boot: dict[str, list[float]]) -> list[tuple[str, str, bool]]:
+    """(goal, measured, met) for every goal of the benchmark issue that this run covers."""
+    rows: list[tuple[str, str, bool]] = []
+
+    def check(goal: str, value: float, fmt: str, ok: Callable[[float], bool]) -> None:
+        rows.append((goal, fmt.format(value), ok(value)))
+
+    for result in results.get("s3", []):
+        label = result.title.split(":")[0].removeprefix("S3 ")
+        check(f"S3 {label}: >= 1.0x s5cmd", _ratio(result, "initializers", "s5cmd"), "{:.2f}x", lambda v: v >= 1.0)
+        opendal = _ratio(result, "initializers", "OpenDAL sequential (Kubeflow's)")
+        check(f"S3 {label}: >= 4x the OpenDAL approach", opendal, "{:.1f}x", lambda v: v >= 4)
+        if label == "A":
+            ceiling = _ratio(result, "initializers", "curl ceiling (bytes discarded)")
+            check("S3 A: >= 0.75x the curl ceiling", ceiling, "{:.2f}x", lambda v: v >= 0.75)
+            check("S3 A: peak RSS < 100 MB", _rss(result, "initializers"), "{:.0f} MB", lambda v: v < 100)
+        if label == "B":
+            check("S3 B: re-run of a complete download < 1 s", _rerun(result), "{:.2f} s", lambda v: v < 1)
+    for result in results.get("hf", []):
+        ratio = _ratio(result, "initializers", "hf download")
+        check(f"{result.title}: >= 1.0x hf download", ratio, "{:.2f}x", lambda v: v >= 1.0)
+        check(f"{result.title}: re-run < 1 s", _rerun(result), "{:.2f} s", lambda v: v < 1)
+    for result in results.get("iceberg", []):
+        ratio = _ratio(result, "initializers", iceberg.PEER)
+        memory = _rss(result, "initializers") / _rss(result, iceberg.PEER)
+        check(f"{result.title}: >= 1.0x rows/s", ratio, "{:.2f}x", lambda v: v >= 1.0)
+        check(f"{result.title}: <= 60% of the peak RSS", memory * 100, "{:.0f}%", lambda v: v <= 60)
+    check("`model-initializer --help` < 0.25 s", statistics.median(boot["model-initializer --help"]), "{:.3f} s",
+          lambda v: v < 0.25)  # fmt: skip
+    return rows
+
+
+def render(results: dict[str, list[Result]], boot: dict[str, list[float]], rounds: int, seconds: float) -> str:
+    met = goals(results, boot)
+    lines = [
+        "# Benchmark results",
+        "",
+        f"`make bench` on {platform.node() or 'this machine'}: {os.cpu_count()} cores, {platform.python_version()}, "
+        f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; {rounds} interleaved rounds per data set, medians; "
+        f"the whole run took {seconds / 60:.0f} min. Servers on loopback (SeaweedFS for S3 and Iceberg data, our "
+        "Hub server); the machine is shared, so read the ratios, not the absolute figures. Peak RSS by GNU time.",
+        "",
+        "## Goals",
+        "",
+        "| goal | measured | met |",
+        "|---|---|---|",
+        *[f"| {goal} | {value} | {'yes' if ok else '**no**'} |" for goal, value, ok in met],
+        "",
+        "![MB/s or M rows/s per data set, relative to the best peer](results.png)",
+        "",
+        "## Tables",
+        "",
+    ]
+    for suite_results in results.values():
+        lines += [result.markdown() for result in suite_results]
+    lines.append(startup.markdown(boot))
+    return "\n".join(lines)
+
+
+def chart(results: dict[str, list[Result]], target: Path) -> None:
+    data = [{"title": r.title, "unit": r.unit, "medians": r.medians()} for rs in results.values() for r in rs]
+    subprocess.run([str(CHART_PYTHON), str(HERE / "chart.py"), str(target)], input=json.dumps(data), text=True,
+                   check=True)  # fmt: skip
+
+
+def main() -> None:
+    rounds, out_root, quick = settings()
+    started = time.monotonic()
+    boot = startup.measure_startup(startup.rounds())
+    results = {"s3": s3.suite(rounds, out_root, quick), "hf": hf.suite(rounds, out_root, quick),
+               "iceberg": iceberg.suite(rounds, out_root, quick)}  # fmt: skip
+    shutil.rmtree(out_root, ignore_errors=True)
+    report = render(results, boot, rounds, time.monotonic() - started)
+    print("\n" + report)
+    if not quick or os.environ.get("BENCH_WRITE") == "1":
+        (HERE / "results.md").write_text(report)
+        chart(results, HERE / "results.png")
+        print(f"written: {HERE / 'results.md'}, {HERE / 'results.png'}")
+
+
+if __name__ == "__main__":
+    main()

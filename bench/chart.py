@@ -1,0 +1,41 @@
+"""The chart of `bench/results.md`: per data set, each contender's median rate relative to the best other tool
+(a ceiling is drawn but is not a tool).
+
+Run by `bench/all.py` with the peers' Python (matplotlib stays out of the product's environment):
+`python bench/chart.py OUTPUT.png < results.json`.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import matplotlib
+
+matplotlib.use("Agg")  # files only, no display; chosen before pyplot is imported
+import matplotlib.pyplot as plt
+
+
+def main(target: str) -> None:
+    sets = json.load(sys.stdin)
+    figure, axes = plt.subplots(len(sets), 1, figsize=(9, 1.1 + 0.42 * sum(len(s["medians"]) for s in sets)))
+    for axis, data in zip(figure.axes if len(sets) > 1 else [axes], sets, strict=True):
+        names = list(data["medians"])
+        rates = [data["medians"][name] for name in names]
+        peers = [rate for name, rate in data["medians"].items() if name != "initializers" and "ceiling" not in name]
+        best_peer = max(peers)
+        colors = ["tab:green" if name == "initializers" else "tab:gray" for name in names]
+        axis.barh(names[::-1], [r / best_peer for r in rates][::-1], color=colors[::-1])
+        for y, rate in enumerate(rates[::-1]):
+            axis.text(rate / best_peer, y, f" {rate:.1f} {data['unit']}/s", va="center", fontsize=7)
+        axis.axvline(1.0, color="black", linewidth=0.6)
+        axis.set_title(data["title"], fontsize=9, loc="left")
+        axis.tick_params(labelsize=7)
+        axis.set_xlim(0, max(r / best_peer for r in rates) * 1.35)
+    figure.supxlabel("median rate relative to the best other tool (1.0 = as fast)", fontsize=8)
+    figure.tight_layout()
+    figure.savefig(target, dpi=110)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
