@@ -277,3 +277,21 @@ def test_the_readme_reading_example_reads_one_shard(
     scope: dict[str, Any] = {}
     exec(example.replace("/workspace/dataset", str(out)), scope)  # the README's own code, as a node runs it
     assert scope["shard"].count_rows() == 4600 and scope["batch"].num_rows > 0
+
+
+def test_nested_columns_survive_renames(local_catalog: Any, tmp_path: Path) -> None:
+    schema = pa.schema([("id", pa.int64()), ("tags", pa.list_(pa.string())),
+                        ("meta", pa.struct([("a", pa.int32()), ("b", pa.string())])),
+                        ("attrs", pa.map_(pa.string(), pa.float64()))])  # fmt: skip
+    table = local_catalog.create_table("shop.reviews", schema)
+    for first in (0, 500, 1000):
+        ids = range(first, first + 500)
+        table.append(pa.table({"id": list(ids), "tags": [[f"t{i}", "x"] if i % 3 else None for i in ids],
+                               "meta": [{"a": i, "b": str(i)} for i in ids], "attrs": [[("k", i / 2)] for i in ids]},
+                              schema=schema))  # fmt: skip
+    with table.update_schema() as update:
+        update.rename_column("tags", "labels")
+    result = _run({}, tmp_path / "out", table.metadata_location, nodes=2)
+    assert result.code == 0, result.stdout + result.stderr
+    shards = _assert_sharded(tmp_path / "out", _reference(table.metadata_location), 2)
+    assert shards[0].schema.names == ["id", "labels", "meta", "attrs"]

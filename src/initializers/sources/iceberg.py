@@ -14,7 +14,7 @@ import contextlib
 import json
 import os
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from initializers.contract import Config
@@ -24,6 +24,11 @@ from initializers.sharding import cut, shard_sizes
 from initializers.sources.aws import aws_session, check_credential_settings, checked_endpoint, resolve_credentials
 from initializers.sources.base import Source
 from initializers.uris import CacheLocation
+
+if TYPE_CHECKING:  # pyarrow and pyiceberg load only once the configuration is known to be valid
+    from pyiceberg.table import FileScanTask, StaticTable, Table
+
+    from initializers.sources.iceberg_parts import Part, PartWriter
 
 DEFAULT_READ_TIMEOUT = 60.0
 _S3_SCHEMES = ("s3", "s3a")
@@ -51,8 +56,8 @@ class IcebergSource(Source):
         recorded = {name: getattr(config, name) for name in _RECORDED if getattr(config, name) is not None}
         if recorded:
             self._description["kubeflow"] = recorded
-        self._parts: dict[str, Any] = {}
-        self._writer: Any = None
+        self._parts: dict[str, Part] = {}
+        self._writer: PartWriter | None = None
 
     @classmethod
     def from_config(cls, uri: str, config: Config) -> IcebergSource:
@@ -77,7 +82,7 @@ class IcebergSource(Source):
             live = [kept_rows(deletes.get(t.file.file_path), 0, t.file.record_count) for t in tasks]
         if not sum(live):
             raise FetchError(f"{where} has no rows at its current snapshot {snapshot.snapshot_id}: nothing to download")
-        self._writer = PartWriter(table)
+        self._writer = writer = PartWriter(table)
         schema = table.schema()
         version = f"snapshot {snapshot.snapshot_id} schema {schema.schema_id}"
         files_per_shard = [0] * self._nodes
@@ -95,7 +100,7 @@ class IcebergSource(Source):
             snapshot_id=snapshot.snapshot_id,
             schema_id=schema.schema_id,
             schema=json.loads(schema.model_dump_json()),
-            arrow_schema=self._writer.target.to_string(show_field_metadata=False, show_schema_metadata=False),
+            arrow_schema=writer.target.to_string(show_field_metadata=False, show_schema_metadata=False),
             rows=sum(live),
             data_nodes=self._nodes,
             shards=[
@@ -104,7 +109,7 @@ class IcebergSource(Source):
             ],
         )
 
-    def _add(self, shard: int, files_per_shard: list[int], part: Any, version: str) -> RemoteFile:
+    def _add(self, shard: int, files_per_shard: list[int], part: Part, version: str) -> RemoteFile:
         path = f"{shard_folder(shard)}/part-{files_per_shard[shard]:05d}.parquet"
         files_per_shard[shard] += 1
         self._parts[path] = part
@@ -115,10 +120,11 @@ class IcebergSource(Source):
         return file.locator  # the data file: its parts are cut in one pass over it
 
     def download_all(self, files: list[tuple[RemoteFile, str]], on_bytes: Callable[[int], None]) -> None:
+        assert self._writer is not None, "list_files runs first"
         with self._translated_errors(files[0][0].locator):
             self._writer.write([(self._parts[file.path], destination) for file, destination in files], on_bytes)
 
-    def _open_table(self) -> Any:
+    def _open_table(self) -> StaticTable:
         with self._translated_errors(f"METADATA_LOC {self._metadata_location}", metadata=True):
             from pyiceberg.table import StaticTable
 
@@ -148,7 +154,7 @@ class IcebergSource(Source):
             raise FetchError(f"{what}: {_first_line(exc)}") from None
 
 
-def _plan_files(table: Any, snapshot_id: int, where: str) -> list[Any]:
+def _plan_files(table: Table, snapshot_id: int, where: str) -> list[FileScanTask]:
     try:
         return list(table.scan(snapshot_id=snapshot_id).plan_files())
     except ValueError as exc:
@@ -175,18 +181,17 @@ def _metadata_location(value: str | None) -> str:
 
 
 def _file_io_properties(config: Config, metadata_location: str) -> dict[str, str]:
-    """pyiceberg's FileIO settings from the contract; S3 credentials resolved by botocore, as for the S3 source.
+    """pyiceberg's FileIO settings from the contract. Static keys go as they are; anything else (the AWS chain,
+    an assumed role) is resolved by botocore, as for the S3 source, and handed over as session credentials.
 
     A region is always set: without one, pyarrow asks the bucket for its region, a ~6 s stall per file opened.
     """
+    region = config.region or os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
     properties = {
         "py-io-impl": "pyiceberg.io.pyarrow.PyArrowFileIO",
         "s3.connect-timeout": "10",
         "s3.request-timeout": str(config.read_timeout or DEFAULT_READ_TIMEOUT),
-        "s3.region": config.region
-        or os.environ.get("AWS_REGION")
-        or os.environ.get("AWS_DEFAULT_REGION")
-        or "us-east-1",
+        "s3.region": region or "us-east-1",
     }
     role_arn, role_variable = (config.iam_role, "IAM_ROLE") if config.iam_role else (config.role_arn, "ROLE_ARN")
     check_credential_settings(config, role_arn, role_variable)
@@ -204,7 +209,7 @@ def _file_io_properties(config: Config, metadata_location: str) -> dict[str, str
         properties["s3.secret-access-key"] = frozen.secret_key
         if frozen.token:
             properties["s3.session-token"] = frozen.token
-        properties["s3.region"] = config.region or session.get_config_variable("region") or properties["s3.region"]
+        properties["s3.region"] = region or session.get_config_variable("region") or "us-east-1"
     return properties
 
 

@@ -25,6 +25,7 @@ from pyiceberg.io.pyarrow import (
 )
 from pyiceberg.schema import prune_columns
 from pyiceberg.table import FileScanTask, Table
+from pyiceberg.types import ListType, MapType
 
 from initializers.errors import FetchError
 
@@ -98,7 +99,10 @@ class PartWriter:
         self._allow_copy = allow_copy  # False: always re-write, to compare both ways of making a part
         self._io = table.io
         self._schema = table.schema()
-        self._field_ids = set(self._schema.field_ids)
+        # As pyiceberg's own scan: a list's or map's own id is not a column to select, its elements' ids are.
+        self._field_ids = {
+            i for i in self._schema.field_ids if not isinstance(self._schema.find_type(i), (ListType, MapType))
+        }
         self._specs = metadata.specs()
         self._name_mapping = metadata.name_mapping()
         self._format_version = metadata.format_version
