@@ -38,6 +38,14 @@ def settings() -> tuple[int, Path, bool]:
     return rounds, out_root, quick
 
 
+def run_alone(suite: Callable[[int, Path, bool], list[Result]]) -> None:
+    """One suite on its own (`make bench-s3` ...): its tables printed, its scratch space removed."""
+    rounds, out_root, quick = settings()
+    results = suite(rounds, out_root, quick)
+    shutil.rmtree(out_root, ignore_errors=True)
+    print("\n" + "\n".join(result.markdown() for result in results))
+
+
 def run_once(command: list[str], env: dict[str, str], scratch: Path) -> Sample:
     """Through GNU time: a child forked from this (large) process would report our RSS as its own peak."""
     report = scratch / "time.txt"

@@ -7,12 +7,11 @@ all-MiniLM-L6-v2, L for a repo with one 1 GiB LFS file and 500 small files).
 from __future__ import annotations
 
 import os
-import shutil
 import sys
 from functools import partial
 from pathlib import Path
 
-from bench.harness import Result, measure, settings
+from bench.harness import Result, measure, run_alone
 from devkit.hubserver import HubServer
 from devkit.samples import MINILM_REPO, minilm_files
 
@@ -55,12 +54,5 @@ def suite(rounds: int, out_root: Path, quick: bool) -> list[Result]:
     return results
 
 
-def main() -> None:
-    rounds, out_root, quick = settings()
-    results = suite(rounds, out_root, quick)
-    shutil.rmtree(out_root, ignore_errors=True)
-    print("\n" + "\n".join(result.markdown() for result in results))
-
-
 if __name__ == "__main__":
-    main()
+    run_alone(suite)

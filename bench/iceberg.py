@@ -8,7 +8,6 @@ files can be copied), and 5 M rows after a schema change (every part re-written)
 from __future__ import annotations
 
 import os
-import shutil
 import sys
 import tempfile
 from functools import partial
@@ -18,7 +17,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from bench.harness import Result, measure, settings
+from bench.harness import Result, measure, run_alone
 from devkit.iceberg import NAMESPACE, sql_catalog
 from devkit.seaweed import SeaweedFS
 
@@ -89,12 +88,5 @@ def suite(rounds: int, out_root: Path, quick: bool) -> list[Result]:
     return results
 
 
-def main() -> None:
-    rounds, out_root, quick = settings()
-    results = suite(rounds, out_root, quick)
-    shutil.rmtree(out_root, ignore_errors=True)
-    print("\n" + "\n".join(result.markdown() for result in results))
-
-
 if __name__ == "__main__":
-    main()
+    run_alone(suite)

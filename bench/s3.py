@@ -8,7 +8,6 @@ BENCH_QUICK for smaller sets and one round).
 from __future__ import annotations
 
 import os
-import shutil
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -16,7 +15,7 @@ from functools import partial
 from pathlib import Path
 
 from bench import harness
-from bench.harness import Result, measure, settings
+from bench.harness import Result, measure, run_alone
 from devkit.seaweed import ACCESS_KEY, REGION, SECRET_KEY, SeaweedFS
 
 MiB = 1 << 20
@@ -161,12 +160,5 @@ def suite(rounds: int, out_root: Path, quick: bool) -> list[Result]:
     return results
 
 
-def main() -> None:
-    rounds, out_root, quick = settings()
-    results = suite(rounds, out_root, quick)
-    shutil.rmtree(out_root, ignore_errors=True)
-    print("\n" + "\n".join(result.markdown() for result in results))
-
-
 if __name__ == "__main__":
-    main()
+    run_alone(suite)
