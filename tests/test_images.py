@@ -103,20 +103,52 @@ def test_bad_credentials_exit_non_zero_and_the_last_line_says_why(
     assert "wrong-image-secret-77" not in result.stdout + result.stderr
 
 
-@pytest.mark.parametrize("user", [None, "12345:0"])
-def test_non_root_and_an_arbitrary_uid_in_group_0(
-    runtime: str, seaweed: SeaweedFS, s3: Any, bucket: str, folder: Path, user: str | None
+@pytest.mark.parametrize(("user", "owner"), [(None, 10001), ("12345:0", 12345)])
+def test_non_root_in_a_group_writable_workspace_and_an_arbitrary_uid_in_group_0(
+    runtime: str, seaweed: SeaweedFS, s3: Any, bucket: str, folder: Path, user: str | None, owner: int
 ):
+    """The fixture's workspace is root's, group-writable (an emptyDir, a prepared folder): the image drops from root
+    to its own user; under --user it never was root."""
     s3.put_object(Bucket=bucket, Key="d/a.bin", Body=b"a")
     extra = [f"--user={user}"] if user else []
-    whoami = subprocess.run([runtime, "run", "--rm", *extra, "--entrypoint=id", images.tag("model"), "-u"],
-                            env=images.engine_env(), capture_output=True, text=True, check=True)  # fmt: skip
-    assert whoami.stdout.strip() == ("12345" if user else "10001")
     result = run_image(
         runtime, images.tag("dataset"), folder, {**seaweed.env(), "STORAGE_URI": f"s3://{bucket}/d"}, extra
     )
     assert result.returncode == 0, result.stdout + result.stderr
     assert (folder / "dataset" / "a.bin").read_bytes() == b"a"
+    assert {p.stat().st_uid for p in (folder / "dataset").rglob("*")} == {owner}
+
+
+def test_a_workspace_made_by_the_kubeflow_sdk_as_a_workstation_user(
+    runtime: str, seaweed: SeaweedFS, s3: Any, bucket: str, folder: Path
+):
+    """The SDK's container backend creates the host folder with os.makedirs (0755, its user's) and runs the image
+    with its command from /app: the image writes as that user, so the user can read and delete the files."""
+    s3.put_object(Bucket=bucket, Key="m/config.json", Body=b"{}")
+    os.chown(folder, 4242, 4343)
+    os.chmod(folder, 0o755)
+    model = kf.S3ModelInitializer(storage_uri=f"s3://{bucket}/m", endpoint=seaweed.endpoint, region="us-east-1",
+                                  access_key_id=seaweed.env()["ACCESS_KEY_ID"],
+                                  secret_access_key=seaweed.env()["SECRET_ACCESS_KEY"])  # fmt: skip
+    images_config = SimpleNamespace(dataset_initializer_image="-", model_initializer_image=images.tag("model"))
+    container = kf_container.get_model_initializer(model, images_config)
+    result = run_image(runtime, container.image, folder, container.env, ["--workdir=/app"], container.command)
+    assert result.returncode == 0, result.stdout + result.stderr
+    switched = [json.loads(line) for line in result.stdout.splitlines() if "workspace's user" in line]
+    assert switched and (switched[0]["uid"], switched[0]["gid"]) == (4242, 4343)
+    assert {(p.stat().st_uid, p.stat().st_gid) for p in (folder / "model").rglob("*")} == {(4242, 4343)}
+
+
+def test_a_workspace_only_root_may_write_keeps_root(
+    runtime: str, seaweed: SeaweedFS, s3: Any, bucket: str, folder: Path
+):
+    """Rootless podman maps the invoking user to root, so a folder of theirs looks root's 0755 inside: stay root."""
+    s3.put_object(Bucket=bucket, Key="m/config.json", Body=b"{}")
+    os.chmod(folder, 0o755)
+    env = {**seaweed.env(), "STORAGE_URI": f"s3://{bucket}/m"}
+    result = run_image(runtime, images.tag("model"), folder, env)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert (folder / "model" / "config.json").stat().st_uid == 0
 
 
 def test_the_runner_runs_both_images_in_parallel(

@@ -59,7 +59,7 @@ def run(kind: Kind, options: dict[str, Any]) -> int:
     """Parse, configure logging, run; every outcome ends in one log line that says what happened."""
     import structlog  # deferred, with everything below: --help stays fast
 
-    from initializers import job, logs
+    from initializers import job, logs, workspace_owner
 
     hints = Config.typo_hints(os.environ)
     try:
@@ -70,6 +70,9 @@ def run(kind: Kind, options: dict[str, Any]) -> int:
         return exc.exit_code
     logs.configure(config.log_format, config.log_level, config.secrets())
     log = structlog.get_logger(kind.program)
+    switched = workspace_owner.adopt(config.output_dir(kind))
+    if switched:
+        log.info("running as the workspace's user", uid=switched[0], gid=switched[1])
     for given, meant in hints.items():
         log.warning("unknown variable", variable=given, hint=f"did you mean {meant}?")
     try:
