@@ -68,14 +68,17 @@ def goals(results: dict[str, list[Result]], boot: dict[str, list[float]]) -> lis
     return rows
 
 
-def render(results: dict[str, list[Result]], boot: dict[str, list[float]], rounds: int, seconds: float) -> str:
+def render(
+    results: dict[str, list[Result]], boot: dict[str, list[float]], rounds: int, out_root: Path, seconds: float
+) -> str:
     met = goals(results, boot)
     lines = [
         "# Benchmark results",
         "",
         f"`make bench` on {platform.node() or 'this machine'}: {os.cpu_count()} cores, {platform.python_version()}, "
         f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; {rounds} interleaved rounds per data set, medians; "
-        f"the whole run took {seconds / 60:.0f} min. Servers on loopback (SeaweedFS for S3 and Iceberg data, our "
+        f"outputs written under {out_root}; the whole run took {seconds / 60:.0f} min. Servers on loopback "
+        "(SeaweedFS for S3 and Iceberg data, our "
         "Hub server); the machine is shared, so read the ratios, not the absolute figures. Peak RSS by GNU time.",
         "",
         "## Goals",
@@ -108,7 +111,7 @@ def main() -> None:
     results = {"s3": s3.suite(rounds, out_root, quick), "hf": hf.suite(rounds, out_root, quick),
                "iceberg": iceberg.suite(rounds, out_root, quick)}  # fmt: skip
     shutil.rmtree(out_root, ignore_errors=True)
-    report = render(results, boot, rounds, time.monotonic() - started)
+    report = render(results, boot, rounds, out_root, time.monotonic() - started)
     print("\n" + report)
     if not quick or os.environ.get("BENCH_WRITE") == "1":
         (HERE / "results.md").write_text(report)
