@@ -8,6 +8,7 @@ import shlex
 import shutil
 import subprocess
 import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
@@ -202,3 +203,78 @@ def test_the_dataset_image_shards_an_iceberg_table(runtime: str, seaweed: Seawee
     manifest = json.loads((folder / "dataset" / ".initializer" / "manifest.json").read_text())
     assert [shard["rows"] for shard in manifest["source"]["shards"]] == [500, 500]
     assert sorted(p.name for p in (folder / "dataset").glob("shard-*")) == ["shard-0", "shard-1"]
+
+
+@pytest.fixture(scope="session")
+def docker_api(runtime: str) -> Iterator[str]:
+    """podman's Docker-compatible API on a private socket: what the Kubeflow SDK's container backend talks to."""
+    from devkit.processes import stop_process_group
+
+    if runtime != "podman":  # a running docker serves the API itself
+        yield "unix:///var/run/docker.sock"
+        return
+    folder = Path(tempfile.mkdtemp(prefix="initializers-podman-api-"))
+    socket = folder / "podman.sock"
+    service = subprocess.Popen(
+        [runtime, "system", "service", "--time=0", f"unix://{socket}"],
+        env=images.engine_env(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    deadline = time.monotonic() + 30
+    while not socket.exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert socket.exists(), "podman system service did not open its socket"
+    yield f"unix://{socket}"
+    stop_process_group(service)
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def _kubeflow_container_backend(docker_api: str) -> Any:
+    from kubeflow.trainer.backends.container.backend import ContainerBackend
+    from kubeflow.trainer.backends.container.types import ContainerBackendConfig
+
+    return ContainerBackend(ContainerBackendConfig(
+        container_runtime="docker", container_host=docker_api, initializer_timeout=120,
+        dataset_initializer_image=images.tag("dataset"), model_initializer_image=images.tag("model"),
+    ))  # fmt: skip
+
+
+def test_the_kubeflow_sdks_container_backend_runs_both_images_as_a_drop_in(
+    docker_api: str, seaweed: SeaweedFS, s3: Any, bucket: str, tmp_path: Path
+):
+    """The SDK's own step (`_run_initializers`, which `train()` calls): both images in parallel, its env, command,
+    /app working directory and bind mount, into a workdir made as the SDK makes it (os.makedirs, 0755, its user's).
+    The network is the host's, where the test servers listen; `train()` would make a bridge network per job."""
+    s3.put_object(Bucket=bucket, Key="data/train.jsonl", Body=b'{"a": 1}\n')
+    s3.put_object(Bucket=bucket, Key="model/config.json", Body=b"{}")
+    workdir = tmp_path / "job-1"
+    os.makedirs(workdir, mode=0o755)
+    os.chown(workdir, 4242, 4242)
+    os.chmod(tmp_path, 0o755)
+    keys = dict(endpoint=seaweed.endpoint, access_key_id=seaweed.env()["ACCESS_KEY_ID"], region="us-east-1",
+                secret_access_key=seaweed.env()["SECRET_ACCESS_KEY"])  # fmt: skip
+    initializer = kf.Initializer(
+        dataset=kf.S3DatasetInitializer(storage_uri=f"s3://{bucket}/data", **keys),
+        model=kf.S3ModelInitializer(storage_uri=f"s3://{bucket}/model", **keys),
+    )
+    _kubeflow_container_backend(docker_api)._run_initializers("job-1", initializer, str(workdir), "host")
+    assert (workdir / "dataset" / "train.jsonl").read_bytes() == b'{"a": 1}\n'
+    assert (workdir / "model" / "config.json").read_bytes() == b"{}"
+    assert {p.stat().st_uid for p in workdir.rglob("*")} == {4242}, "the SDK's user owns what the images wrote"
+
+
+def test_the_kubeflow_sdk_reports_our_last_log_line_on_failure(
+    docker_api: str, seaweed: SeaweedFS, bucket: str, tmp_path: Path
+):
+    workdir = tmp_path / "job-2"
+    os.makedirs(workdir)
+    model = kf.S3ModelInitializer(storage_uri=f"s3://{bucket}/model", endpoint=seaweed.endpoint, region="us-east-1",
+                                  access_key_id="wrong-key", secret_access_key="wrong-sdk-secret-31")  # fmt: skip
+    with pytest.raises(RuntimeError) as raised:
+        _kubeflow_container_backend(docker_api)._run_initializers("job-2", kf.Initializer(model=model), str(workdir),
+                                                                  "host")  # fmt: skip
+    assert "model-initializer failed with exit code 1" in str(raised.value)
+    assert "credentials were rejected" in str(raised.value)
+    assert "wrong-sdk-secret-31" not in str(raised.value)
