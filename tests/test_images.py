@@ -231,6 +231,17 @@ def docker_api(runtime: str) -> Iterator[str]:
     shutil.rmtree(folder, ignore_errors=True)
 
 
+def _readme_trainer_client(docker_api: str) -> Any:
+    """The README's Kubeflow SDK example, as a user copies it, pointed at this machine's container API."""
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    example = readme.split("With the Kubeflow SDK, keep your")[1].split("```python\n")[1].split("```")[0]
+    example = example.replace("ContainerBackendConfig(", f"ContainerBackendConfig(container_host={docker_api!r}, "
+                              "container_runtime='docker', ")  # fmt: skip
+    scope: dict[str, Any] = {}
+    exec(example, scope)
+    return scope["client"]
+
+
 def _kubeflow_container_backend(docker_api: str) -> Any:
     from kubeflow.trainer.backends.container.backend import ContainerBackend
     from kubeflow.trainer.backends.container.types import ContainerBackendConfig
@@ -259,7 +270,7 @@ def test_the_kubeflow_sdks_container_backend_runs_both_images_as_a_drop_in(
         dataset=kf.S3DatasetInitializer(storage_uri=f"s3://{bucket}/data", **keys),
         model=kf.S3ModelInitializer(storage_uri=f"s3://{bucket}/model", **keys),
     )
-    _kubeflow_container_backend(docker_api)._run_initializers("job-1", initializer, str(workdir), "host")
+    _readme_trainer_client(docker_api).backend._run_initializers("job-1", initializer, str(workdir), "host")
     assert (workdir / "dataset" / "train.jsonl").read_bytes() == b'{"a": 1}\n'
     assert (workdir / "model" / "config.json").read_bytes() == b"{}"
     assert {p.stat().st_uid for p in workdir.rglob("*")} == {4242}, "the SDK's user owns what the images wrote"
