@@ -56,6 +56,9 @@ class SeaweedFS:
             "-master.telemetry=false", f"-s3.port={ports['s3']}", f"-master.port={ports['master']}",
             f"-volume.port={ports['volume']}", f"-filer.port={ports['filer']}", "-webdav=false",
             "-admin.ui=false", "-s3.port.iceberg=0", "-s3.port.lance=0", f"-s3.config={config}",
+            # A bucket is a collection with volumes of its own; the default (free disk / 1 GiB volumes) runs out
+            # after a few dozen buckets on a small disk. Volumes are sparse files, so many small ones cost nothing.
+            "-master.volumeSizeLimitMB=256", "-volume.max=2000",
         ]  # fmt: skip
         (data_dir / "data").mkdir()
         with open(log_path, "wb") as log:
