@@ -101,6 +101,8 @@ def test_local_warehouse_and_cluster_size_as_kubeflow_sends_it(local_catalog: An
     result = run_program("dataset", env)
     assert result.code == 0, result.stdout + result.stderr
     _assert_sharded(out, _reference(table.metadata_location), 4)
+    written = sum(p.stat().st_size for p in out.glob("shard-*/*"))
+    assert result.last["bytes"] == result.last["fetched_bytes"] == written == _manifest(out)["total_bytes"]
     source = _manifest(out)["source"]
     assert source["kubeflow"] == {"head_cpu": "2", "worker_mem": "4Gi", "train_job_name": "job-1"}
     assert source["metadata_location"] == plain_path

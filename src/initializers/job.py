@@ -69,8 +69,10 @@ def _list_and_fetch(
     done = _still_current(state.done_files(), plan)
     todo = [file for file in plan if file.path not in done]
     if not todo and manifest.describes(state.read_manifest(), described, plan):
-        log.info("up to date", files=len(plan), bytes=sum(f.size for f in plan), manifest=str(state.manifest_path))
-        return _outcome(plan, [], started_at, state)
+        log.info(
+            "up to date", files=len(plan), bytes=sum(d.size for d in done.values()), manifest=str(state.manifest_path)
+        )
+        return _outcome(plan, [], done, started_at, state)
     todo_bytes = sum(f.size for f in todo)
     state.check_free_space(todo_bytes)
     state.restart_journal(done)
@@ -98,7 +100,7 @@ def _list_and_fetch(
     finished = {**done, **{d.path: d for d in engine.finished}}
     state.write_manifest(manifest.build(kind, described, plan, finished, patterns, started_at, datetime.now(UTC)))
     state.remove_journal()
-    return _outcome(plan, todo, started_at, state)
+    return _outcome(plan, todo, finished, started_at, state)
 
 
 def _ignore_patterns(config: Config, kind: Kind, listed: list[RemoteFile], log: Any) -> tuple[str, ...]:
@@ -125,12 +127,19 @@ def _still_current(done: dict[str, DoneFile], plan: list[RemoteFile]) -> dict[st
     return {path: d for path, d in done.items() if path in offered and offered[path].matches(d.size, d.version)}
 
 
-def _outcome(plan: list[RemoteFile], fetched: list[RemoteFile], started_at: datetime, state: StateDir) -> Outcome:
+def _outcome(
+    plan: list[RemoteFile],
+    fetched: list[RemoteFile],
+    finished: dict[str, DoneFile],
+    started_at: datetime,
+    state: StateDir,
+) -> Outcome:
+    """Sizes as written: a file the source produced has its size only once it is there."""
     return Outcome(
         files=len(plan),
-        bytes=sum(f.size for f in plan),
+        bytes=sum(finished[f.path].size for f in plan),
         fetched_files=len(fetched),
-        fetched_bytes=sum(f.size for f in fetched),
+        fetched_bytes=sum(finished[f.path].size for f in fetched),
         seconds=(datetime.now(UTC) - started_at).total_seconds(),
         output_path=str(state.root),
     )
