@@ -205,10 +205,12 @@ class TransferEngine:
         self._verify_checksum(target)
         final = self._state.final_path(file.path)
         self._make_parent(final)
-        os.replace(target.temp, final)
-        del self._open[file.path]
+        # Journal first: a kill between the two lines then leaves a claim that the next run finds untrue (nothing,
+        # or another file, at the final path with this size and mtime) rather than a finished file nobody claims.
         done = DoneFile(file.path, st.st_size, file.version, st.st_mtime_ns)
         self._state.record_done(done)
+        os.replace(target.temp, final)
+        del self._open[file.path]
         self.finished.append(done)
         self._progress.file_done()
 
