@@ -57,19 +57,17 @@ def _print_version(ctx: click.Context, _param: click.Parameter, value: bool) -> 
 
 def run(kind: Kind, options: dict[str, Any]) -> int:
     """Parse, configure logging, run; every outcome ends in one log line that says what happened."""
-    import structlog  # deferred, with everything below: --help stays fast
-
-    from initializers import job, logs, workspace_owner
+    from initializers import job, logs, workspace_owner  # deferred: --help stays fast
 
     hints = Config.typo_hints(os.environ)
     try:
         config = Config.from_env(os.environ, options)
     except ConfigError as exc:
         logs.configure(None, None, secrets=())
-        structlog.get_logger(kind.program).error("failed", error=_with_hints(str(exc), hints), exit_code=exc.exit_code)
+        logs.get_logger(kind.program).error("failed", error=_with_hints(str(exc), hints), exit_code=exc.exit_code)
         return exc.exit_code
     logs.configure(config.log_format, config.log_level, config.secrets())
-    log = structlog.get_logger(kind.program)
+    log = logs.get_logger(kind.program)
     switched = workspace_owner.adopt(config.output_dir(kind))
     if switched:
         log.info("running as the workspace's user", uid=switched[0], gid=switched[1])
