@@ -66,9 +66,10 @@ def _list_and_fetch(
     described = source.describe()  # after listing: it now names the resolved version
     patterns = _ignore_patterns(config, kind, listed, log)
     plan = build_plan(listed, IgnorePatterns(patterns), described["uri"])
-    done = _still_current(state.done_files(), plan)
+    previous = state.read_manifest()
+    done = _still_current(state.done_files(previous), plan)
     todo = [file for file in plan if file.path not in done]
-    if not todo and manifest.describes(state.read_manifest(), described, plan):
+    if not todo and manifest.describes(previous, described, plan):
         log.info(
             "up to date", files=len(plan), bytes=sum(d.size for d in done.values()), manifest=str(state.manifest_path)
         )

@@ -179,11 +179,10 @@ class StateDir:
     def journal_path(self) -> Path:
         return self.dir / JOURNAL
 
-    def done_files(self) -> dict[str, DoneFile]:
-        """Files finished by earlier runs (the manifest, then the journal), still untouched on disk."""
+    def done_files(self, manifest: dict[str, Any] | None) -> dict[str, DoneFile]:
+        """Files finished by earlier runs (`manifest`, as read, then the journal), still untouched on disk."""
         recorded: dict[str, DoneFile] = {}
-        manifest = self.read_manifest() or {}
-        for entry in manifest.get("files", []):
+        for entry in (manifest or {}).get("files", []):
             with contextlib.suppress(KeyError, TypeError):
                 recorded[entry["path"]] = DoneFile(entry["path"], entry["size"], entry["version"], entry["mtime_ns"])
         with contextlib.suppress(OSError):
