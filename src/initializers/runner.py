@@ -117,7 +117,8 @@ def run(
 ) -> dict[str, StepResult]:
     """Run the configured initializers in parallel into `workspace`; raise InitializerFailed if any step fails.
 
-    With an image backend the workspace is made group-writable: the images run as UID 10001 in group 0.
+    With an image backend the workspace is made group-writable for group 0, so that a runner started as root gets
+    the files from the images' own user (10001:0) rather than from root (see workspace_owner.py).
     """
     config = config or ContainerBackendConfig()
     steps = [step for step in (initializer.dataset, initializer.model) if step is not None]
