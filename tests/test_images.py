@@ -242,16 +242,6 @@ def _readme_trainer_client(docker_api: str) -> Any:
     return scope["client"]
 
 
-def _kubeflow_container_backend(docker_api: str) -> Any:
-    from kubeflow.trainer.backends.container.backend import ContainerBackend
-    from kubeflow.trainer.backends.container.types import ContainerBackendConfig
-
-    return ContainerBackend(ContainerBackendConfig(
-        container_runtime="docker", container_host=docker_api, initializer_timeout=120,
-        dataset_initializer_image=images.tag("dataset"), model_initializer_image=images.tag("model"),
-    ))  # fmt: skip
-
-
 def test_the_kubeflow_sdks_container_backend_runs_both_images_as_a_drop_in(
     docker_api: str, seaweed: SeaweedFS, s3: Any, bucket: str, tmp_path: Path
 ):
@@ -284,8 +274,8 @@ def test_the_kubeflow_sdk_reports_our_last_log_line_on_failure(
     model = kf.S3ModelInitializer(storage_uri=f"s3://{bucket}/model", endpoint=seaweed.endpoint, region="us-east-1",
                                   access_key_id="wrong-key", secret_access_key="wrong-sdk-secret-31")  # fmt: skip
     with pytest.raises(RuntimeError) as raised:
-        _kubeflow_container_backend(docker_api)._run_initializers("job-2", kf.Initializer(model=model), str(workdir),
-                                                                  "host")  # fmt: skip
+        backend = _readme_trainer_client(docker_api).backend
+        backend._run_initializers("job-2", kf.Initializer(model=model), str(workdir), "host")
     assert "model-initializer failed with exit code 1" in str(raised.value)
     assert "credentials were rejected" in str(raised.value)
     assert "wrong-sdk-secret-31" not in str(raised.value)
