@@ -89,10 +89,14 @@ def test_trailing_slash_and_whole_bucket(seaweed: SeaweedFS, s3: Any, bucket: st
 
 def test_a_uri_naming_one_object_fetches_that_object(seaweed: SeaweedFS, s3: Any, bucket: str, tmp_path: Path):
     body = os.urandom(5000)
-    put_all(s3, bucket, {"models/bert/model.safetensors": body, "models/bert/config.json": b"{}"})
+    siblings = {"models/bert/model.safetensors.index.json": b"{}", "models/bert/config.json": b"{}"}
+    put_all(s3, bucket, {"models/bert/model.safetensors": body, **siblings})
     result = fetch(seaweed, f"s3://{bucket}/models/bert/model.safetensors", tmp_path / "out", kind="model")
     assert result.code == 0, result.stdout
     assert tree(tmp_path / "out") == {"model.safetensors": body}
+    # A string prefix of keys that is neither an object nor a folder names nothing.
+    partial = fetch(seaweed, f"s3://{bucket}/models/bert/model", tmp_path / "none", kind="model")
+    assert partial.code == 1 and "has no files" in partial.last["error"]
 
 
 def test_more_than_one_listing_page(seaweed: SeaweedFS, s3: Any, bucket: str, tmp_path: Path):
@@ -256,6 +260,19 @@ def test_the_standard_credential_chain_applies_without_contract_keys(
     assert SECRET_KEY not in result.stdout + result.stderr
 
 
+def test_keys_and_an_endpoint_leave_botocore_unimported(seaweed: SeaweedFS, s3: Any, bucket: str, tmp_path: Path):
+    """Its import and client cost ~0.2 s before the first byte; with nothing to resolve, it is not loaded."""
+    put_all(s3, bucket, {"a.txt": b"a"})
+    keys = fetch(seaweed, f"s3://{bucket}", tmp_path / "keys", PYTHONPROFILEIMPORTTIME="1", HOME=str(tmp_path))
+    assert keys.code == 0 and "import time:" in keys.stderr
+    assert "botocore" not in keys.stderr
+    env = {"STORAGE_URI": f"s3://{bucket}", "OUTPUT_PATH": str(tmp_path / "chain"), "ENDPOINT": seaweed.endpoint,
+           "AWS_ACCESS_KEY_ID": ACCESS_KEY, "AWS_SECRET_ACCESS_KEY": SECRET_KEY, "HOME": str(tmp_path),
+           "PYTHONPROFILEIMPORTTIME": "1"}  # fmt: skip
+    chain = run_program("dataset", env)
+    assert chain.code == 0 and "botocore.credentials" in chain.stderr
+
+
 def test_anonymous_access_to_a_private_bucket_is_denied(seaweed: SeaweedFS, s3: Any, bucket: str, tmp_path: Path):
     put_all(s3, bucket, {"a.txt": b"a"})
     env = {"STORAGE_URI": f"s3://{bucket}", "OUTPUT_PATH": str(tmp_path / "out"), "ENDPOINT": seaweed.endpoint,
@@ -392,3 +409,15 @@ def test_https_endpoint_with_a_custom_ca_bundle(seaweed: SeaweedFS, s3: Any, buc
     assert tree(tmp_path / "ok") == {"small.txt": b"tls", "big.bin": body}
     assert untrusted.code == 1
     assert "CERTIFICATE_VERIFY_FAILED" in untrusted.last["error"] or "certificate" in untrusted.last["error"].lower()
+
+
+def test_a_profile_ca_bundle_applies_with_static_keys(seaweed: SeaweedFS, s3: Any, bucket: str, tmp_path: Path):
+    """Keys and ENDPOINT alone skip botocore, but an AWS config file may still say something: it is honoured."""
+    put_all(s3, bucket, {"d/small.txt": b"tls"})
+    cert, key = self_signed_certificate(tmp_path)
+    (tmp_path / ".aws").mkdir()
+    (tmp_path / ".aws" / "config").write_text(f"[default]\nca_bundle = {cert}\n")
+    with Relay(seaweed.endpoint, tls=(cert, key)) as relay:
+        result = fetch(seaweed, f"s3://{bucket}/d", tmp_path / "out", endpoint=relay.endpoint, HOME=str(tmp_path))
+    assert result.code == 0, result.stdout
+    assert tree(tmp_path / "out") == {"small.txt": b"tls"}

@@ -1,16 +1,19 @@
-"""AWS settings shared by the S3 and cache sources: one botocore session built from the contract.
+"""AWS settings shared by the S3 and cache sources: static keys as given, anything else through botocore.
 
 Users' credential setups (static keys, AWS_* variables, profiles, web identity / IRSA, an assumed role)
-behave exactly as with boto3, because botocore resolves them.
+behave exactly as with boto3, because botocore resolves them. botocore's import and session cost ~0.1 s,
+so sources skip it when the contract's keys (or ANONYMOUS) and ENDPOINT leave it nothing to decide.
 """
 
 from __future__ import annotations
 
+import os
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from initializers.contract import Config
 from initializers.errors import ConfigError, FetchError
+from initializers.sources.sigv4 import SigningCredentials
 
 if TYPE_CHECKING:  # botocore's import costs ~0.1 s, which the cache source skips when keys are given
     import botocore.credentials
@@ -39,6 +42,23 @@ def check_credential_settings(config: Config, role_arn: str | None, role_variabl
         raise ConfigError(
             f"ANONYMOUS=true conflicts with ACCESS_KEY_ID/{role_variable}: unsigned requests carry no identity"
         )
+
+
+def static_credentials(config: Config, role_arn: str | None) -> SigningCredentials | None:
+    """The contract's keys when they are all there is to resolve (no role to assume with them)."""
+    if config.access_key_id and config.secret_access_key and not role_arn:
+        return SigningCredentials(config.access_key_id, config.secret_access_key)
+    return None
+
+
+def region_setting(config: Config) -> str | None:
+    """REGION, else the AWS_* variables; None leaves it to a botocore profile or the caller's default."""
+    return config.region or os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
+
+
+def shared_config_present() -> bool:
+    """An AWS config file may hold a profile's region or CA bundle, which only botocore reads."""
+    return os.path.exists(os.environ.get("AWS_CONFIG_FILE") or os.path.expanduser("~/.aws/config"))
 
 
 def aws_session(config: Config, role_arn: str | None, role_variable: str) -> botocore.session.Session:

@@ -21,7 +21,14 @@ from initializers.contract import Config
 from initializers.errors import ConfigError, FetchError
 from initializers.plan import RemoteFile
 from initializers.sharding import cut, shard_sizes
-from initializers.sources.aws import aws_session, check_credential_settings, checked_endpoint, resolve_credentials
+from initializers.sources.aws import (
+    aws_session,
+    check_credential_settings,
+    checked_endpoint,
+    region_setting,
+    resolve_credentials,
+    static_credentials,
+)
 from initializers.sources.base import Source
 from initializers.uris import CacheLocation
 
@@ -186,7 +193,7 @@ def _file_io_properties(config: Config, metadata_location: str) -> dict[str, str
 
     A region is always set: without one, pyarrow asks the bucket for its region, a ~6 s stall per file opened.
     """
-    region = config.region or os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
+    region = region_setting(config)
     properties = {
         "py-io-impl": "pyiceberg.io.pyarrow.PyArrowFileIO",
         "s3.connect-timeout": "10",
@@ -199,9 +206,9 @@ def _file_io_properties(config: Config, metadata_location: str) -> dict[str, str
         properties["s3.endpoint"] = str(checked_endpoint(config.endpoint))
     if config.anonymous:
         properties["s3.anonymous"] = "true"
-    elif config.access_key_id and config.secret_access_key and not role_arn:  # nothing to resolve: skip botocore
-        properties["s3.access-key-id"] = config.access_key_id
-        properties["s3.secret-access-key"] = config.secret_access_key
+    elif static := static_credentials(config, role_arn):  # nothing to resolve: skip botocore
+        properties["s3.access-key-id"] = static.access_key
+        properties["s3.secret-access-key"] = static.secret_key
     elif urlsplit(metadata_location).scheme.lower() in _S3_SCHEMES or role_arn:
         session = aws_session(config, role_arn, role_variable)
         frozen = resolve_credentials(session).get_frozen_credentials()  # STS happens here for a role

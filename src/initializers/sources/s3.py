@@ -1,38 +1,40 @@
-"""The S3 source: botocore (boto3's core) for credentials, configuration and listing; lean signed GETs for bytes.
+"""The S3 source: our own signed GETs list and fetch; botocore only resolves what the contract leaves open.
 
 Users' credential setups (static keys, AWS_* variables, profiles, web identity / IRSA, an assumed role)
-behave exactly as with boto3, because botocore resolves them; only the data requests bypass it.
+and AWS's endpoint rules behave exactly as with boto3, because botocore resolves them whenever they
+apply. With keys (or ANONYMOUS) and an ENDPOINT there is nothing to resolve, and botocore is not even
+imported: ~0.2 s less before the first byte, a fifth of a 1 GiB download here.
 """
 
 from __future__ import annotations
 
-import contextlib
+import os
 import ssl
-from collections.abc import Iterator
-from typing import Any
-
-from botocore import UNSIGNED
-from botocore.config import Config as BotoConfig
-from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any
 
 from initializers.contract import Config
 from initializers.errors import ConfigError, FetchError
 from initializers.plan import RemoteFile
-from initializers.sources.aws import NO_CREDENTIALS, aws_session, checked_endpoint, resolve_credentials
-from initializers.sources.base import Sink, Source
-from initializers.sources.s3_get import (
-    PROBE_KEY,
-    REJECTED_CREDENTIALS,
-    GetRequest,
-    ObjectEndpoint,
-    S3Getter,
-    explain_denial,
+from initializers.sources.aws import (
+    aws_session,
+    check_credential_settings,
+    checked_endpoint,
+    region_setting,
+    resolve_credentials,
+    shared_config_present,
+    static_credentials,
 )
+from initializers.sources.base import Sink, Source
+from initializers.sources.s3_get import PROBE_KEY, GetRequest, ObjectEndpoint, S3Getter
+from initializers.sources.s3_listing import PAGE_SIZE, ListedObject, ListPage, page_query, parse_page
 from initializers.sources.sigv4 import SigningCredentials
 from initializers.uris import S3Location
 
+if TYPE_CHECKING:
+    import botocore.session
+
 DEFAULT_READ_TIMEOUT = 60.0
-_DENIED = {"AccessDenied", "403", *REJECTED_CREDENTIALS}
 
 
 class S3Source(Source):
@@ -42,33 +44,24 @@ class S3Source(Source):
     def __init__(self, location: S3Location, config: Config) -> None:
         self.location = location
         self._endpoint_url = checked_endpoint(config.endpoint)
-        session = aws_session(config, config.role_arn, "ROLE_ARN")
-        self._credentials = None if config.anonymous else resolve_credentials(session)
-        self.region = session.get_config_variable("region") or "us-east-1"
-        try:
-            self._client = session.create_client(
-                "s3",
-                endpoint_url=config.endpoint,
-                region_name=self.region,
-                config=BotoConfig(
-                    signature_version=UNSIGNED if config.anonymous else None,
-                    s3={"addressing_style": "path"} if config.endpoint else None,
-                    retries={"mode": "standard", "max_attempts": 5},
-                    connect_timeout=10,
-                    read_timeout=config.read_timeout or DEFAULT_READ_TIMEOUT,
-                ),
-            )
-        except (BotoCoreError, ValueError) as exc:
-            raise ConfigError(f"REGION / ENDPOINT: the S3 client cannot be configured: {exc}") from None
-        ca_bundle = session.get_config_variable("ca_bundle")  # AWS_CA_BUNDLE or the profile's ca_bundle
-        endpoint = ObjectEndpoint.from_object_url(
-            self._client.generate_presigned_url("get_object", Params={"Bucket": location.bucket, "Key": PROBE_KEY})
+        check_credential_settings(config, config.role_arn, "ROLE_ARN")
+        static = static_credentials(config, config.role_arn)
+        settled = bool(self._endpoint_url and (config.anonymous or static) and not shared_config_present())
+        session = None if settled else aws_session(config, config.role_arn, "ROLE_ARN")
+        self.region = region_setting(config) or (session and session.get_config_variable("region")) or "us-east-1"
+        # ANONYMOUS: no credentials, unsigned requests; static keys: as given; else the chain's, refreshed.
+        credentials = (lambda: static) if config.anonymous or static else _refreshing(session)
+        endpoint = (
+            ObjectEndpoint.path_style(self._endpoint_url, location.bucket)
+            if self._endpoint_url
+            else _aws_endpoint(session, self.region, location.bucket, config.anonymous)
         )
+        # AWS_CA_BUNDLE, or a profile's ca_bundle; loading a trust store costs ~20 ms: only for https.
+        ca_bundle = session.get_config_variable("ca_bundle") if session else os.environ.get("AWS_CA_BUNDLE")
         self._getter = S3Getter(
             endpoint,
             self.region,
-            self._signing_credentials,
-            # Loading the trust store costs ~20 ms: only for https.
+            credentials,
             None if endpoint.scheme != "https" else ssl.create_default_context(cafile=ca_bundle),
             self._display,
             timeout=config.read_timeout or DEFAULT_READ_TIMEOUT,
@@ -84,28 +77,30 @@ class S3Source(Source):
     def list_files(self) -> Iterator[RemoteFile]:
         prefix = self.location.folder_prefix
         found = False
-        with self._translated_errors():
-            for page in self._client.get_paginator("list_objects_v2").paginate(
-                Bucket=self.location.bucket, Prefix=prefix
-            ):
-                for obj in page.get("Contents", ()):
-                    key: str = obj["Key"]
-                    if key.endswith("/"):  # a "folder marker", not a file
-                        continue
-                    found = True
-                    yield RemoteFile(key[len(prefix) :], obj["Size"], obj["ETag"].strip('"'), key)
-            if not found and self.location.key and not self.location.key.endswith("/"):
-                yield from self._single_object(self.location.key)
+        for listed in self._listing(prefix):
+            if listed.key.endswith("/"):  # a "folder marker", not a file
+                continue
+            found = True
+            yield RemoteFile(listed.key[len(prefix) :], listed.size, listed.etag, listed.key)
+        key = self.location.key
+        if not found and key and not key.endswith("/"):  # the URI may name one object rather than a folder
+            for first in self._page(key, None, max_keys=1).objects:  # the key itself sorts first under its prefix
+                if first.key == key:
+                    yield RemoteFile(key.rsplit("/", 1)[-1], first.size, first.etag, key)
 
-    def _single_object(self, key: str) -> Iterator[RemoteFile]:
-        """The URI names one object rather than a folder: fetch it under its own name."""
+    def _listing(self, prefix: str) -> Iterator[ListedObject]:
+        page = self._page(prefix, None)
+        yield from page.objects
+        while page.next_token is not None:
+            page = self._page(prefix, page.next_token)
+            yield from page.objects
+
+    def _page(self, prefix: str, token: str | None, max_keys: int = PAGE_SIZE) -> ListPage:
+        where = self._display(prefix)
         try:
-            head = self._client.head_object(Bucket=self.location.bucket, Key=key)
-        except ClientError as exc:
-            if exc.response.get("Error", {}).get("Code") in ("404", "NoSuchKey", "NotFound"):
-                return
-            raise
-        yield RemoteFile(key.rsplit("/", 1)[-1], head["ContentLength"], head["ETag"].strip('"'), key)
+            return parse_page(self._getter.get_listing_page(page_query(prefix, token, max_keys), where))
+        except ValueError as exc:
+            raise FetchError(f"listing {where}: {exc}") from None
 
     def read(self, file: RemoteFile, offset: int, length: int, sink: Sink) -> None:
         whole = offset == 0 and length == file.size
@@ -115,34 +110,45 @@ class S3Source(Source):
         self._getter.interrupt()
 
     def close(self) -> None:
-        self._client.close()
-
-    def _signing_credentials(self) -> SigningCredentials | None:
-        if self._credentials is None:
-            return None
-        frozen = self._credentials.get_frozen_credentials()  # refreshes assumed-role / IRSA credentials
-        return SigningCredentials(frozen.access_key, frozen.secret_key, frozen.token)
+        self._getter.close()
 
     def _display(self, key: str) -> str:
         return f"s3://{self.location.bucket}/{key}"
 
-    @contextlib.contextmanager
-    def _translated_errors(self) -> Iterator[None]:
-        """Turn botocore's exceptions during listing into messages that say what to do."""
-        where = str(self.location)
+
+def _refreshing(session: botocore.session.Session | None) -> Callable[[], SigningCredentials]:
+    """The chain's credentials, frozen per request: assumed-role and IRSA credentials refresh themselves."""
+    from botocore.exceptions import BotoCoreError
+
+    assert session is not None, "credentials come from the chain only when botocore has a session"
+    chain = resolve_credentials(session)
+
+    def current() -> SigningCredentials:
         try:
-            yield
-        except ClientError as exc:
-            error = exc.response.get("Error", {})
-            code = str(error.get("Code", ""))
-            if code == "NoSuchBucket":
-                raise FetchError(f"bucket {self.location.bucket!r} does not exist (listing {where})") from None
-            if code in _DENIED:
-                raise FetchError(
-                    f"S3 refused listing {where}: {code}: {explain_denial(code, 's3:ListBucket')}"
-                ) from None
-            raise FetchError(f"S3 error listing {where}: {code}: {error.get('Message', exc)}") from None
-        except NoCredentialsError:
-            raise ConfigError(NO_CREDENTIALS) from None
+            frozen = chain.get_frozen_credentials()
         except BotoCoreError as exc:
-            raise FetchError(f"cannot list {where}: {exc}") from None
+            raise FetchError(f"refreshing S3 credentials failed: {exc}") from None
+        return SigningCredentials(frozen.access_key, frozen.secret_key, frozen.token)
+
+    return current
+
+
+def _aws_endpoint(
+    session: botocore.session.Session | None, region: str, bucket: str, anonymous: bool
+) -> ObjectEndpoint:
+    """Where AWS serves the bucket (virtual-host or path style, FIPS, AWS_ENDPOINT_URL ...), as botocore decides:
+    read off the URL it would use for a probe key."""
+    from botocore import UNSIGNED
+    from botocore.config import Config as BotoConfig
+    from botocore.exceptions import BotoCoreError
+
+    assert session is not None, "without ENDPOINT, botocore always has a session"
+    try:
+        client = session.create_client(
+            "s3", region_name=region, config=BotoConfig(signature_version=UNSIGNED if anonymous else None)
+        )
+        url = client.generate_presigned_url("get_object", Params={"Bucket": bucket, "Key": PROBE_KEY})
+    except (BotoCoreError, ValueError) as exc:
+        raise ConfigError(f"REGION: no S3 endpoint for region {region!r}: {exc}") from None
+    client.close()
+    return ObjectEndpoint.from_object_url(url)

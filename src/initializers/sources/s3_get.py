@@ -1,8 +1,10 @@
-"""The S3 data path: signed GETs (whole or ranged) on keep-alive connections, one per thread, streamed.
+"""S3 over HTTP: signed GETs on keep-alive connections, one per thread, for object ranges and listing pages.
 
 Measured on 2 cores against SeaweedFS: botocore costs 2.5-7 ms of CPU per request, our own SigV4 headers
-on a lean HTTP/1.1 connection a small fraction of that, which decides small-object throughput. Bytes go
-from the socket into a reused per-thread buffer and straight to the sink; nothing holds a whole object.
+on a lean HTTP/1.1 connection a small fraction of that, which decides small-object throughput. Object bytes
+go from the socket into a reused per-thread buffer and straight to the sink; nothing holds a whole object.
+Every request is retried the same way: transient failures (resets, timeouts, 5xx, throttling) up to
+`attempts` times with jittered backoff; an object read resumes from the bytes already written.
 """
 
 from __future__ import annotations
@@ -16,15 +18,18 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import TypeVar
 from urllib.parse import quote, urlsplit
 
 from initializers import __version__
 from initializers.errors import FetchError
 from initializers.sources.base import Sink
 from initializers.sources.http1 import Connection, ProtocolError, Response
-from initializers.sources.sigv4 import GetSigner, SigningCredentials
+from initializers.sources.sigv4 import GetSigner, SigningCredentials, canonical_query
 
+_T = TypeVar("_T")
 _BUFFER_SIZE = 256 * 1024  # per thread; a loopback recv rarely returns more
+_MAX_LISTING_PAGE = 16 << 20  # a page of 1000 keys of 1 KiB each is about 1.3 MB
 _RETRIABLE_STATUS = {429, 500, 502, 503, 504}
 #: A key whose botocore-built URL reveals the bucket's addressing (see ObjectEndpoint.from_object_url).
 PROBE_KEY = "initializers-probe"
@@ -42,6 +47,12 @@ class ObjectEndpoint:
     path_prefix: str
 
     @classmethod
+    def path_style(cls, endpoint_url: str, bucket: str) -> ObjectEndpoint:
+        """`ENDPOINT/bucket/key`, as botocore addresses a bucket on an S3-compatible endpoint."""
+        parts = urlsplit(endpoint_url)
+        return cls(parts.scheme, parts.netloc, f"{parts.path.rstrip('/')}/{quote(bucket, safe='')}/")
+
+    @classmethod
     def from_object_url(cls, url: str) -> ObjectEndpoint:
         """Derive it from the URL botocore builds for the probe key, so addressing matches boto3 exactly."""
         parts = urlsplit(url)
@@ -51,6 +62,18 @@ class ObjectEndpoint:
 
     def path(self, key: str) -> str:
         return self.path_prefix + quote(key, safe="/~")
+
+
+@dataclass(frozen=True)
+class Operation:
+    """What a request does, for its error messages: the verb, and the permission a denial is about."""
+
+    verb: str
+    permission: str
+
+
+READ = Operation("read", "s3:GetObject")
+LIST = Operation("list", "s3:ListBucket")
 
 
 @dataclass(frozen=True)
@@ -90,25 +113,53 @@ class S3Getter:
     def get(self, request: GetRequest, sink: Sink) -> None:
         """Stream the range into `sink`, resuming after transient failures from the bytes already written."""
         digest = hashlib.md5(usedforsecurity=False) if request.whole and _is_plain_md5(request.etag) else None
-        for attempt in range(1, self._attempts + 1):
-            try:
-                if not self._get_once(request, sink, digest):
-                    digest = None
-                break
-            except (OSError, _Retriable) as exc:  # resets, timeouts, TLS and framing errors, 5xx, throttling
-                self._drop_connection()
-                if self._interrupted:
-                    raise FetchError(f"{self._describe(request.key)}: interrupted") from None
-                if attempt == self._attempts:
-                    raise FetchError(
-                        f"{self._describe(request.key)}: giving up after {attempt} attempts: {_reason(exc)}"
-                    ) from None
-                time.sleep(min(0.2 * 2**attempt, 5.0) * random.uniform(0.5, 1.5))
+        where = self._describe(request.key)
+        if not self._retrying(READ, where, lambda: self._get_once(request, sink, digest)):
+            digest = None
         if digest is not None and sink.written == request.length and digest.hexdigest() != request.etag:
             raise FetchError(
-                f"{self._describe(request.key)}: MD5 of the received bytes is {digest.hexdigest()}, the ETag says "
+                f"{where}: MD5 of the received bytes is {digest.hexdigest()}, the ETag says "
                 f"{request.etag}; the download is corrupt"
             )
+
+    def get_listing_page(self, query: dict[str, str], where: str) -> bytes:
+        """The body of one ListObjectsV2 page of the bucket; `where` names what is listed, for messages."""
+        return self._retrying(LIST, where, lambda: self._get_listing_page_once(canonical_query(query), where))
+
+    def _retrying(self, operation: Operation, where: str, attempt: Callable[[], _T]) -> _T:
+        attempts_made = 0
+        while True:
+            try:
+                return attempt()
+            except (OSError, _Retriable) as exc:  # resets, timeouts, TLS and framing errors, 5xx, throttling
+                attempts_made += 1
+                self._drop_connection()
+                if self._interrupted:
+                    raise FetchError(f"{where}: interrupted") from None
+                if attempts_made == self._attempts:
+                    raise FetchError(
+                        f"cannot {operation.verb} {where}: giving up after {attempts_made} attempts: {_reason(exc)}"
+                    ) from None
+                time.sleep(min(0.2 * 2**attempts_made, 5.0) * random.uniform(0.5, 1.5))
+
+    def _get_listing_page_once(self, query: str, where: str) -> bytes:
+        response = self._send(self._endpoint.path_prefix, query, {"user-agent": _USER_AGENT})
+        if response.status != 200:
+            self._raise_for_status(LIST, where, response)
+        body = response.read_all(_MAX_LISTING_PAGE)
+        if response.will_close:
+            self._drop_connection()
+        return body
+
+    def _send(self, path: str, query: str, extra: dict[str, str]) -> Response:
+        """Sign (unless anonymous) and send `GET path?query`, on this thread's connection."""
+        credentials = self._credentials()
+        headers = (
+            self._signer.headers(credentials, self._endpoint.netloc, path, extra, datetime.now(UTC), query)
+            if credentials
+            else {"host": self._endpoint.netloc, **extra}
+        )
+        return self._connection().get(f"{path}?{query}" if query else path, headers)
 
     def _get_once(self, request: GetRequest, sink: Sink, digest: hashlib._Hash | None) -> bool:
         """One attempt; returns False when the response shows the ETag is not the content's MD5."""
@@ -118,16 +169,9 @@ class S3Getter:
         ranged = not (request.whole and start == 0)
         if ranged:
             extra["range"] = f"bytes={start}-{end}"
-        path = self._endpoint.path(request.key)
-        credentials = self._credentials()
-        headers = (
-            self._signer.headers(credentials, self._endpoint.netloc, path, extra, datetime.now(UTC))
-            if credentials
-            else {"host": self._endpoint.netloc, **extra}
-        )
-        response = self._connection().get(path, headers)
+        response = self._send(self._endpoint.path(request.key), "", extra)
         if response.status not in (200, 206):
-            self._raise_for_status(request, response)
+            self._raise_for_status(READ, self._describe(request.key), response)
         self._check_response(request, response, start, end, ranged)
         etag_is_md5 = response.header(_ENCRYPTION_HEADERS[0]) is None and (
             response.header(_ENCRYPTION_HEADERS[1]) or "AES256"
@@ -164,21 +208,24 @@ class S3Getter:
                 f"{response.length}; the object changed, run again"
             )
 
-    def _raise_for_status(self, request: GetRequest, response: Response) -> None:
+    def _raise_for_status(self, operation: Operation, where: str, response: Response) -> None:
         body = response.read_all().decode(errors="replace")
         self._drop_connection()
         code = _xml_field(body, "Code") or response.reason
-        where = self._describe(request.key)
         if response.status in _RETRIABLE_STATUS or code in ("SlowDown", "RequestTimeout", "InternalError"):
             raise _Retriable(f"{response.status} {code}")
+        if code == "NoSuchBucket":
+            raise FetchError(f"the bucket of {where} does not exist ({code})")
         if response.status == 412:
-            raise FetchError(f"{where} changed during the download (ETag no longer {request.etag}); run again")
+            raise FetchError(f"{where} changed during the download (its ETag no longer matches); run again")
         if response.status == 404:
             raise FetchError(f"{where} disappeared after it was listed ({code})")
         if response.status == 416:
             raise FetchError(f"{where} is shorter than listed ({code}); it changed during the download, run again")
         if response.status in (401, 403):
-            raise FetchError(f"S3 denied reading {where}: {code}: {explain_denial(code, 's3:GetObject')}")
+            raise FetchError(
+                f"S3 denied {operation.verb}ing {where}: {code}: {explain_denial(code, operation.permission)}"
+            )
         message = _xml_field(body, "Message")
         raise FetchError(f"S3 answered {response.status} {code} for {where}" + (f": {message}" if message else ""))
 
@@ -188,6 +235,12 @@ class S3Getter:
         with self._live_lock:
             for connection in self._live:
                 connection.abort()
+
+    def close(self) -> None:
+        with self._live_lock:
+            for connection in self._live:
+                connection.close()
+            self._live.clear()
 
     def _connection(self) -> Connection:
         connection = getattr(self._local, "connection", None)

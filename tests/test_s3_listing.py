@@ -1,0 +1,62 @@
+"""Parsing ListObjectsV2 answers: the shapes S3 and S3-compatible servers send."""
+
+from __future__ import annotations
+
+import pytest
+
+from initializers.sources.s3_listing import ListedObject, ListPage, page_query, parse_page
+
+NS = ' xmlns="http://s3.amazonaws.com/doc/2006-03-01/"'
+
+
+def answer(contents: str, *, namespace: str = NS, extra: str = "") -> bytes:
+    head = "<?xml version='1.0' encoding='UTF-8'?>"
+    return f"{head}<ListBucketResult{namespace}>{extra}{contents}</ListBucketResult>".encode()
+
+
+def entry(key: str, size: int, etag: str) -> str:
+    return (
+        f"<Contents><Key>{key}</Key><LastModified>2026-11-30T00:00:00Z</LastModified>"
+        f"<ETag>&quot;{etag}&quot;</ETag><Size>{size}</Size><StorageClass>STANDARD</StorageClass></Contents>"
+    )
+
+
+@pytest.mark.parametrize("namespace", [NS, ""])
+def test_objects_and_the_last_page(namespace: str):
+    body = answer(entry("a/b.bin", 12, "abc") + entry("a/c.bin", 0, "def-2"), namespace=namespace,
+                  extra="<Name>bkt</Name><IsTruncated>false</IsTruncated>")  # fmt: skip
+    assert parse_page(body) == ListPage([ListedObject("a/b.bin", 12, "abc"), ListedObject("a/c.bin", 0, "def-2")], None)
+
+
+def test_url_encoded_keys_are_decoded_only_when_the_server_says_so():
+    key = "d/caf%C3%A9+1%2B1%3D2.txt"
+    decoded = parse_page(answer(entry(key, 1, "e"), extra="<EncodingType>url</EncodingType>"))
+    assert decoded.objects[0].key == "d/café 1+1=2.txt"  # S3 writes a space as +
+    assert parse_page(answer(entry(key, 1, "e"))).objects[0].key == key  # not encoded: taken as it is
+
+
+def test_a_truncated_page_carries_its_continuation_token():
+    body = answer(
+        entry("k", 1, "e"), extra="<IsTruncated>true</IsTruncated><NextContinuationToken>t/1+=</NextContinuationToken>"
+    )
+    assert parse_page(body).next_token == "t/1+="
+    with pytest.raises(ValueError, match="no NextContinuationToken"):
+        parse_page(answer(entry("k", 1, "e"), extra="<IsTruncated>true</IsTruncated>"))
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        (b"<html>proxy login</html>", "a <html>, not a <ListBucketResult>"),
+        (b"not xml at all", "not valid XML"),
+    ],
+)
+def test_answers_that_are_not_listings_are_refused(body: bytes, message: str):
+    with pytest.raises(ValueError, match=message):
+        parse_page(body)
+
+
+def test_page_query():
+    assert page_query("p/", None) == {"list-type": "2", "prefix": "p/", "encoding-type": "url", "max-keys": "1000"}
+    assert page_query("p/", "tok", 1)["continuation-token"] == "tok"
+    assert page_query("p/", "tok", 1)["max-keys"] == "1"
