@@ -70,6 +70,25 @@ class _PartSink:
         self.written += len(data)
         self._progress.add_bytes(len(data))
 
+    def write_from_pipe(self, pipe_fd: int, count: int) -> None:
+        if self._cancel.is_set():
+            raise Cancelled
+        fd, position, left = self._target.fd, self._offset + self.written, count
+        if self._target.hasher is None:
+            try:
+                while left:
+                    moved = os.splice(pipe_fd, fd, left, offset_dst=position)
+                    left, position = left - moved, position + moved
+            except OSError as exc:
+                if exc.errno != errno.EINVAL:  # EINVAL: a filesystem that cannot splice; go through memory
+                    raise _disk_error(exc, self._target.file.path) from None
+            self.written += count - left
+            self._progress.add_bytes(count - left)
+        while left:  # the bytes must pass through the hasher, or the filesystem cannot take them from a pipe
+            data = os.read(pipe_fd, left)
+            self.write(memoryview(data))
+            left -= len(data)
+
 
 class TransferEngine:
     def __init__(self, source: Source, state: StateDir, workers: int, progress: Progress) -> None:

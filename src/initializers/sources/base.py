@@ -24,6 +24,9 @@ class Sink(Protocol):
 
     def write(self, data: memoryview) -> None: ...
 
+    def write_from_pipe(self, pipe_fd: int, count: int) -> None:
+        """Write the `count` bytes waiting in a pipe (spliced from a socket), without them passing through Python."""
+
 
 class Source(ABC):
     #: True: the engine calls `read` for byte ranges; False: it calls `download` once per file.

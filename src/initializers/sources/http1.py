@@ -9,6 +9,8 @@ an object GET needs: Content-Length bodies (chunked ones for error replies), kee
 from __future__ import annotations
 
 import contextlib
+import os
+import select
 import socket
 import ssl
 
@@ -40,6 +42,32 @@ class Response:
         if self._remaining == 0:
             return 0
         count = self._connection.read_into(buffer[: min(len(buffer), self._remaining)])
+        if count == 0:
+            raise ProtocolError(f"connection closed with {self._remaining} bytes of the body missing")
+        self._remaining -= count
+        return count
+
+    @property
+    def can_splice(self) -> bool:
+        """The body can move from the socket to a pipe in the kernel: plain TCP, Linux."""
+        return self._connection.can_splice
+
+    def read_buffered(self, buffer: memoryview) -> int:
+        """Body bytes that arrived with the head (already in memory); 0 once none are left."""
+        if not self._remaining:
+            return 0
+        count = self._connection.read_pending(buffer[: min(len(buffer), self._remaining)])
+        self._remaining -= count
+        return count
+
+    def splice_into(self, pipe_fd: int, limit: int) -> int:
+        """Move the next body bytes (at most `limit`) from the socket into a pipe without copying them through
+        user space; 0 at the end of the body. Call `read_buffered` until it returns 0 first."""
+        if self._remaining is None:
+            raise ProtocolError("the response has no Content-Length")
+        if self._remaining == 0:
+            return 0
+        count = self._connection.splice_into(pipe_fd, min(limit, self._remaining))
         if count == 0:
             raise ProtocolError(f"connection closed with {self._remaining} bytes of the body missing")
         self._remaining -= count
@@ -123,14 +151,33 @@ class Connection:
             headers["connection"] = "close"
         return Response(self, int(parts[1]), parts[2] if len(parts) > 2 else "", headers)
 
+    @property
+    def can_splice(self) -> bool:
+        return self._tls is None and hasattr(os, "splice")
+
+    def read_pending(self, view: memoryview) -> int:
+        count = min(len(view), len(self._pending))
+        view[:count] = self._pending[:count]
+        self._pending = self._pending[count:]
+        return count
+
     def read_into(self, view: memoryview) -> int:
         if self._pending:
-            count = min(len(view), len(self._pending))
-            view[:count] = self._pending[:count]
-            self._pending = self._pending[count:]
-            return count
+            return self.read_pending(view)
         assert self._sock is not None
         return self._sock.recv_into(view)
+
+    def splice_into(self, pipe_fd: int, limit: int) -> int:
+        assert self._sock is not None and not self._pending
+        sock = self._sock
+        while True:
+            try:
+                return os.splice(sock.fileno(), pipe_fd, limit)
+            except BlockingIOError:  # the socket is non-blocking (it has a timeout): wait for data, as recv does
+                poller = select.poll()
+                poller.register(sock, select.POLLIN)
+                if not poller.poll(self._timeout * 1000):
+                    raise TimeoutError("timed out") from None
 
     def read_until_close(self, limit: int) -> bytes:
         data = self._pending
