@@ -54,6 +54,10 @@ class _PartSink:
         self._cancel = cancel
         self.written = 0
 
+    @property
+    def needs_bytes(self) -> bool:
+        return self._target.hasher is not None
+
     def write(self, data: memoryview) -> None:
         if self._cancel.is_set():
             raise Cancelled

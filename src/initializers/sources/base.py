@@ -22,6 +22,10 @@ class Sink(Protocol):
     def written(self) -> int:
         """Bytes accepted so far: a source resuming after a dropped connection starts at offset + written."""
 
+    @property
+    def needs_bytes(self) -> bool:
+        """The sink checks what it is given (a digest): the bytes must come through memory, never a pipe."""
+
     def write(self, data: memoryview) -> None: ...
 
     def write_from_pipe(self, pipe_fd: int, count: int) -> None:

@@ -31,6 +31,8 @@ class Response:
         self.length: int | None = int(length) if length is not None and length.isdigit() else None
         self._remaining = self.length
         self.will_close = headers.get("connection", "").lower() == "close"
+        if self._remaining == 0 and self.will_close:
+            connection.close()
 
     def header(self, name: str) -> str | None:
         return self.headers.get(name)
@@ -41,11 +43,7 @@ class Response:
             raise ProtocolError("the response has no Content-Length")
         if self._remaining == 0:
             return 0
-        count = self._connection.read_into(buffer[: min(len(buffer), self._remaining)])
-        if count == 0:
-            raise ProtocolError(f"connection closed with {self._remaining} bytes of the body missing")
-        self._remaining -= count
-        return count
+        return self._consumed(self._connection.read_into(buffer[: min(len(buffer), self._remaining)]))
 
     @property
     def can_splice(self) -> bool:
@@ -57,8 +55,7 @@ class Response:
         if not self._remaining:
             return 0
         count = self._connection.read_pending(buffer[: min(len(buffer), self._remaining)])
-        self._remaining -= count
-        return count
+        return self._consumed(count) if count else 0
 
     def splice_into(self, pipe_fd: int, limit: int) -> int:
         """Move the next body bytes (at most `limit`) from the socket into a pipe without copying them through
@@ -67,26 +64,37 @@ class Response:
             raise ProtocolError("the response has no Content-Length")
         if self._remaining == 0:
             return 0
-        count = self._connection.splice_into(pipe_fd, min(limit, self._remaining))
+        return self._consumed(self._connection.splice_into(pipe_fd, min(limit, self._remaining)))
+
+    def _consumed(self, count: int) -> int:
+        assert self._remaining is not None
         if count == 0:
             raise ProtocolError(f"connection closed with {self._remaining} bytes of the body missing")
         self._remaining -= count
+        if self._remaining == 0 and self.will_close:
+            self._connection.close()  # the server said so; the next request reconnects
         return count
 
     def read_all(self, limit: int = _MAX_HEAD) -> bytes:
         """The whole (small) body, for error replies; chunked bodies are decoded."""
         if self.headers.get("transfer-encoding", "").lower() == "chunked":
-            return self._connection.read_chunked(limit)
+            body = self._connection.read_chunked(limit)
+            if self.will_close:
+                self._connection.close()
+            return body
         if self.length is None:
             self.will_close = True
-            return self._connection.read_until_close(limit)
+            body = self._connection.read_until_close(limit)
+            self._connection.close()
+            return body
         body = bytearray()
         view = memoryview(bytearray(min(self.length, 65536) or 1))
         while self._remaining and len(body) < limit:
             count = self.readinto(view)
             body += view[:count]
-        if self._remaining:
-            self.will_close = True  # the rest is not worth reading; the connection cannot be reused
+        if self._remaining:  # the rest is not worth reading; the connection cannot be reused
+            self.will_close = True
+            self._connection.close()
         return bytes(body)
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import ssl
 from collections.abc import Callable, Iterator
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from initializers.contract import Config
@@ -56,13 +57,13 @@ class S3Source(Source):
             if self._endpoint_url
             else _aws_endpoint(session, self.region, location.bucket, config.anonymous)
         )
-        # AWS_CA_BUNDLE, or a profile's ca_bundle; loading a trust store costs ~20 ms: only for https.
+        # AWS_CA_BUNDLE, or a profile's ca_bundle
         ca_bundle = session.get_config_variable("ca_bundle") if session else os.environ.get("AWS_CA_BUNDLE")
         self._getter = S3Getter(
             endpoint,
             self.region,
             credentials,
-            None if endpoint.scheme != "https" else ssl.create_default_context(cafile=ca_bundle),
+            partial(ssl.create_default_context, cafile=ca_bundle),
             self._display,
             timeout=config.read_timeout or DEFAULT_READ_TIMEOUT,
         )
