@@ -428,7 +428,7 @@ class _Handler(BaseHTTPRequestHandler):
         return repo, commit
 
     def _send_blob(self, blob: _Blob, corrupt: bool, headers: dict[str, str]) -> None:
-        span = _requested_range(self.headers.get("Range"), blob.size)
+        span = _requested_range(self.headers.get("Range"), blob.size) if self.server.hub.honour_ranges else None
         if span is not None and span[0] >= span[1]:
             self._error(416, "Requested range not satisfiable", headers={"Content-Range": f"bytes */{blob.size}"})
             return
@@ -504,6 +504,7 @@ class HubServer:
         self.bytes_per_second: float | None = None
         self.tree_page_size = DEFAULT_TREE_PAGE_SIZE
         self.cdn_public_endpoint: str | None = None
+        self.honour_ranges = True  # False: answer every Range with the whole file (200), as olah does
         self.root = Path(tempfile.mkdtemp(prefix="hubserver-"))
         self._blob_dir = self.root / "blobs"
         self._blob_dir.mkdir()

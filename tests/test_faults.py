@@ -169,10 +169,20 @@ def test_hub_stall_longer_than_the_read_timeout_is_retried(hub_relays: HubRelays
     assert tree(tmp_path / "out") == HUB_EXPECTED
 
 
+def test_hub_resume_that_the_server_answers_whole_starts_the_file_over(hub_relays: HubRelays, tmp_path: Path):
+    hub_relays.hub.honour_ranges = False
+    reset = hub_relays.cdn.add_fault(ResetFault(after_bytes=5_000_000, times=1))
+    result = hub_fetch(hub_relays, tmp_path / "out")
+    assert result.code == 0, result.stdout
+    assert reset.hits == 1
+    assert tree(tmp_path / "out") == HUB_EXPECTED and completed(tmp_path / "out")
+    assert hub_relays.hub.served_bytes["cdn"] >= len(BIG) + 5_000_000  # sent again from its first byte
+
+
 def test_hub_persistent_failure_exits_1_with_nothing_complete(hub_relays: HubRelays, tmp_path: Path):
     hub_relays.cdn.add_fault(StatusFault(status=500, times=None, body=b"{}", content_type="application/json"))
     started = time.monotonic()
     result = hub_fetch(hub_relays, tmp_path / "out")
     assert time.monotonic() - started < 40
-    assert result.code == 1 and "giving up after 3 attempts" in result.last["error"]
+    assert result.code == 1 and "giving up after 5 attempts" in result.last["error"]
     assert "model.safetensors" not in tree(tmp_path / "out") and not completed(tmp_path / "out")

@@ -95,6 +95,15 @@ def test_dataset_revisions_by_branch_and_tag(hub: HubServer, tmp_path: Path, rev
     assert tree(tmp_path / "d") == expected
 
 
+def test_each_file_is_one_get_without_a_head(hub: HubServer, tmp_path: Path):
+    """huggingface_hub asks HEAD before each GET; the tree listing already gave us sizes and digests."""
+    before = len(hub.requests)
+    assert fetch(hub, "model", "hf://org/shards", tmp_path / "out").code == 0
+    downloads = [r for r in hub.requests[before:] if "/resolve/" in r.path or r.origin == "cdn"]
+    assert not [r for r in downloads if r.method == "HEAD"]
+    assert sorted(r.origin for r in downloads if r.method == "GET") == ["cdn"] * 4 + ["hub"] * 4  # LFS: redirected
+
+
 def test_revision_by_commit_and_by_variable(hub: HubServer, tmp_path: Path):
     first = fetch(hub, "dataset", "hf://org/ds", tmp_path / "a", REVISION="v1")
     assert first.code == 0 and tree(tmp_path / "a") == DATASET_V1

@@ -74,6 +74,13 @@ class _PartSink:
         self.written += len(data)
         self._progress.add_bytes(len(data))
 
+    def rewind(self) -> None:
+        self._progress.add_bytes(-self.written)
+        self.written = 0
+        if self._target.hasher is not None:
+            assert self._target.file.checksum is not None
+            self._target.hasher = new_hasher(self._target.file.checksum, self._target.file.size)
+
     def write_from_pipe(self, pipe_fd: int, count: int) -> None:
         if self._cancel.is_set():
             raise Cancelled

@@ -53,7 +53,7 @@ class StateDir:
     @contextlib.contextmanager
     def session(self) -> Iterator[None]:
         """The destination, made ready and locked for one run; on the way out its temporaries go (the source's
-        staging too: huggingface_hub cannot resume another process's partial files), then the lock.
+        staging too: huggingface_hub's HF_HOME), then the lock.
 
         A run that cannot take the lock leaves everything as it is: another run owns those temporaries.
         """

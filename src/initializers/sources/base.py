@@ -28,6 +28,9 @@ class Sink(Protocol):
 
     def write(self, data: memoryview) -> None: ...
 
+    def rewind(self) -> None:
+        """Start the range over: a server ignored a resume request and sends it all again."""
+
     def write_from_pipe(self, pipe_fd: int, count: int) -> None:
         """Write the `count` bytes waiting in a pipe (spliced from a socket), without them passing through Python."""
 

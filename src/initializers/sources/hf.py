@@ -1,10 +1,9 @@
-"""The HuggingFace Hub source: huggingface_hub's own client lists and downloads; the engine does the rest.
+"""The HuggingFace Hub source: huggingface_hub's own client resolves and lists; `hf_get` fetches the bytes.
 
-The revision is resolved to one commit up front, so every file comes from the same commit. Files are
-fetched by `hf_hub_download` into a local-dir staging folder under `.initializer/` (its bookkeeping and
-`HF_HOME` stay there, so nothing needs a writable HOME; a crash costs the unfinished files, which the
-client resumes only within one call), then handed to the engine, which checks each file's digest from the
-tree listing (sha256 for LFS files, the git blob id otherwise): the client itself only checks sizes.
+The revision is resolved to one commit up front, so every file comes from the same commit. The tree listing
+gives each file's size and digest (sha256 for LFS files, the git blob id otherwise); each file is then one
+GET on its resolve URL, streamed into the engine, which checks the digest as the bytes pass (huggingface_hub
+itself only checks sizes). `HF_HOME` points under `.initializer/`, so nothing needs a writable HOME.
 """
 
 from __future__ import annotations
@@ -20,30 +19,29 @@ from initializers.checksums import GIT_SHA1, Checksum
 from initializers.contract import Config, Kind
 from initializers.errors import FetchError
 from initializers.plan import RemoteFile
-from initializers.sources.base import Source
+from initializers.sources.base import Sink, Source
+from initializers.sources.hf_get import BAD_TOKEN, HubGetter, gated, not_found
 from initializers.uris import HfLocation
 
-_ATTEMPTS = 3
+_ATTEMPTS = 3  # for the API calls; file downloads get HttpGetter's 5
 _T = TypeVar("_T")
 #: Settings huggingface_hub reads at import time; users' own values win.
 _HUB_DEFAULTS = {
     "HF_HUB_DISABLE_TELEMETRY": "1",
     "HF_HUB_DISABLE_PROGRESS_BARS": "1",  # progress is ours, as log events, never carriage-return bars
-    "HF_HUB_DOWNLOAD_TIMEOUT": "60",  # seconds without a byte before a read times out
+    "HF_HUB_DOWNLOAD_TIMEOUT": "60",  # seconds without a byte before a read times out (ours too)
     "HF_HUB_ETAG_TIMEOUT": "30",
 }
 
 
 class HfSource(Source):
-    streams_ranges = False
-    default_workers = 8
+    default_workers = 8  # whole files, one GET each: the Hub server (olah too) need not honour Range
 
     def __init__(self, location: HfLocation, config: Config, kind: Kind, staging: str) -> None:
         self.location = location
         self.repo_type = kind.name  # "dataset" or "model": the program decides what the repo is
         self.revision = location.revision or config.revision or "main"
         self._token: str | bool = config.access_token or False  # False: never a token stored on this machine
-        self._files_dir = os.path.join(staging, "files")
         os.environ.setdefault("HF_HOME", os.path.join(staging, "home"))
         if config.read_timeout:
             os.environ.setdefault("HF_HUB_DOWNLOAD_TIMEOUT", str(max(1, round(config.read_timeout))))
@@ -55,6 +53,12 @@ class HfSource(Source):
         self._hub = huggingface_hub
         self._transport_errors = httpx2.TransportError
         self._api = huggingface_hub.HfApi(token=self._token)
+        self._getter = HubGetter(
+            huggingface_hub.constants.ENDPOINT,
+            config.access_token,
+            self._repo,
+            config.read_timeout or float(os.environ["HF_HUB_DOWNLOAD_TIMEOUT"]),
+        )
         self.commit: str | None = None
 
     @classmethod
@@ -114,19 +118,20 @@ class HfSource(Source):
         except self._hub.errors.RemoteEntryNotFoundError:
             return []
 
-    def download(self, file: RemoteFile, destination: str, on_bytes: Callable[[int], None]) -> None:
-        def fetch() -> str:
-            return self._hub.hf_hub_download(
-                self.location.repo_id,
-                file.locator,
-                repo_type=self.repo_type,
-                revision=self.commit,
-                local_dir=self._files_dir,
-                token=self._token,
-                tqdm_class=_progress_reporter(on_bytes),
-            )
+    def read(self, file: RemoteFile, offset: int, length: int, sink: Sink) -> None:
+        assert offset == 0 and length == file.size, "whole files only (no part_size)"
+        url = self._hub.hf_hub_url(self.location.repo_id, file.locator, repo_type=self.repo_type, revision=self.commit)
+        self._getter.get(url, file.size, self._display(file), sink)
 
-        os.replace(self._retrying(self._display(file), fetch), destination)
+    def interrupt(self) -> None:
+        self._getter.interrupt()
+
+    def close(self) -> None:
+        self._getter.close()
+
+    @property
+    def _repo(self) -> str:
+        return f"{self.repo_type} {self.location.repo_id}"
 
     def _retrying(self, what: str, call: Callable[[], _T]) -> _T:
         """`call` with huggingface_hub's errors translated, network failures and 5xx retried a few times."""
@@ -147,19 +152,13 @@ class HfSource(Source):
     def _translated_errors(self) -> Iterator[None]:
         """huggingface_hub's exceptions, turned into messages that say what to do."""
         errors = self._hub.errors
-        repo = f"{self.repo_type} {self.location.repo_id}"
+        repo = self._repo
         try:
             yield
         except errors.GatedRepoError:
-            raise FetchError(
-                f"{repo} is gated: accept its conditions on the Hub with an account, then set ACCESS_TOKEN to a "
-                "token of that account"
-            ) from None
+            raise FetchError(gated(repo)) from None
         except errors.RepositoryNotFoundError:
-            raise FetchError(
-                f"{repo} was not found or is not accessible: check the name and the repo type; for a private repo "
-                "set ACCESS_TOKEN (or HF_TOKEN) to a token with read access"
-            ) from None
+            raise FetchError(not_found(repo)) from None
         except errors.RevisionNotFoundError:
             raise FetchError(f"{repo} has no revision {self.revision!r} (branch, tag or commit)") from None
         except errors.RemoteEntryNotFoundError as exc:
@@ -169,7 +168,7 @@ class HfSource(Source):
         except errors.HfHubHTTPError as exc:
             status = exc.response.status_code if exc.response is not None else None
             if status == 401:
-                raise FetchError("the Hub rejected the token: check ACCESS_TOKEN (or HF_TOKEN)") from None
+                raise FetchError(BAD_TOKEN) from None
             if status is not None and (status >= 500 or status == 429):
                 raise _Transient(f"the Hub answered {status}") from None
             raise FetchError(f"the Hub refused a request for {repo}: {exc}") from None
@@ -179,19 +178,3 @@ class HfSource(Source):
 
 class _Transient(Exception):
     """A network failure or server error worth another attempt."""
-
-
-def _progress_reporter(on_bytes: Callable[[int], None]) -> type:
-    """A tqdm class for huggingface_hub that reports bytes to our progress and draws nothing."""
-    from huggingface_hub.utils import tqdm
-
-    class Reporter(tqdm):  # type: ignore[misc, valid-type]
-        def __init__(self, *args: Any, **kwargs: Any) -> None:
-            kwargs["disable"] = True
-            super().__init__(*args, **kwargs)
-
-        def update(self, n: float | None = 1) -> bool | None:
-            on_bytes(int(n or 0))
-            return None
-
-    return Reporter

@@ -24,7 +24,7 @@ from typing import Any, TypeVar
 
 from initializers.errors import FetchError
 from initializers.sources.base import Sink
-from initializers.sources.http1 import Connection, Response
+from initializers.sources.http1 import Connection, Proxy, Response
 
 _T = TypeVar("_T")
 _BUFFER_SIZE = 256 * 1024  # per thread; a loopback recv rarely returns more
@@ -40,6 +40,7 @@ class HttpGetter:
     """Per-thread connections, buffers and pipes; retries; bodies into sinks. Thread-safe."""
 
     def __init__(self, ssl_context: Callable[[], ssl.SSLContext], timeout: float = 60.0, attempts: int = 5) -> None:
+        Proxy.check_environment()
         self._ssl_context = cache(ssl_context)  # loading a trust store costs ~20 ms: only once https is used
         self._timeout = timeout
         self._attempts = attempts
@@ -114,7 +115,8 @@ class HttpGetter:
         connection = mine.get((scheme, netloc))
         if connection is None:
             tls = self._ssl_context() if scheme == "https" else None
-            connection = mine[(scheme, netloc)] = Connection(scheme, netloc, self._timeout, tls)
+            proxy = Proxy.for_origin(scheme, netloc)
+            connection = mine[(scheme, netloc)] = Connection(scheme, netloc, self._timeout, tls, proxy)
             with self._lock:
                 self._connections.add(connection)
         return connection

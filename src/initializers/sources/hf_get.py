@@ -1,0 +1,115 @@
+"""Hub file downloads: one GET per file on its `resolve/<commit>/<path>` URL, redirects followed, bytes streamed.
+
+huggingface_hub's `hf_hub_download` sends a HEAD before each GET (for a size and digest the tree listing
+already gave us) and reads bodies through httpx at about 4 CPU seconds per GB here. This sends the GET alone,
+on the connections `http_get` keeps, and streams the body into the engine's sink, which checks the digest
+as the bytes pass. As huggingface_hub does, the token goes only to the Hub itself, never to the CDN a
+download is redirected to, and a resume whose Range the server ignores starts the file over.
+"""
+
+from __future__ import annotations
+
+import ssl
+from urllib.parse import urljoin, urlsplit
+
+from initializers import __version__
+from initializers.errors import FetchError
+from initializers.sources.base import Sink
+from initializers.sources.http1 import ProtocolError, Response
+from initializers.sources.http_get import RETRIABLE_STATUS, HttpGetter, Retriable
+
+_MAX_REDIRECTS = 10
+_REDIRECTS = frozenset({301, 302, 303, 307, 308})
+_USER_AGENT = f"initializers/{__version__}"
+
+
+def gated(repo: str) -> str:
+    return (
+        f"{repo} is gated: accept its conditions on the Hub with an account, then set ACCESS_TOKEN to a token of "
+        "that account"
+    )
+
+
+def not_found(repo: str) -> str:
+    return (
+        f"{repo} was not found or is not accessible: check the name and the repo type; for a private repo set "
+        "ACCESS_TOKEN (or HF_TOKEN) to a token with read access"
+    )
+
+
+BAD_TOKEN = "the Hub rejected the token: check ACCESS_TOKEN (or HF_TOKEN)"
+
+
+class HubGetter:
+    def __init__(self, endpoint: str, token: str | None, repo: str, timeout: float) -> None:
+        hub = urlsplit(endpoint)
+        self._hub_origin = (hub.scheme, hub.netloc)
+        self._token = token
+        self._repo = repo  # "model OWNER/NAME", for messages
+        self._http = HttpGetter(ssl.create_default_context, timeout)  # 5 attempts, as for S3
+
+    def get(self, url: str, size: int, where: str, sink: Sink) -> None:
+        """The whole file at `url` into `sink`, resuming after transient failures."""
+        self._http.retrying("download", where, lambda: self._get_once(url, size, where, sink))
+
+    def interrupt(self) -> None:
+        self._http.interrupt()
+
+    def close(self) -> None:
+        self._http.close()
+
+    def _get_once(self, url: str, size: int, where: str, sink: Sink) -> None:
+        start = sink.written
+        headers = {"user-agent": _USER_AGENT, "accept-encoding": "identity"}
+        if start:
+            headers["range"] = f"bytes={start}-"
+        response = self._follow(url, headers, where)
+        if response.status == 206:
+            content_range = response.header("content-range") or ""
+            if not content_range.startswith(f"bytes {start}-{size - 1}/"):
+                raise FetchError(f"{where}: asked for bytes {start}-{size - 1}, the server sent {content_range!r}")
+        else:
+            if start:  # the server ignored the Range header: the whole file comes again
+                sink.rewind()
+            if response.length is not None and response.length != size:  # None: chunked, checked at the end
+                raise FetchError(
+                    f"{where}: the tree listing said {size} bytes, the server sends {response.length}; "
+                    "the repo changed or the server is not serving this commit"
+                )
+        self._http.stream_body(response, sink)
+        if sink.written != size:
+            raise ProtocolError(f"the body had {sink.written} bytes, not {size}")
+
+    def _follow(self, url: str, headers: dict[str, str], where: str) -> Response:
+        for _ in range(_MAX_REDIRECTS + 1):
+            parts = urlsplit(url)
+            sent = {"host": parts.netloc, **headers}
+            if self._token and (parts.scheme, parts.netloc) == self._hub_origin:
+                sent["authorization"] = f"Bearer {self._token}"
+            target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+            response = self._http.send(parts.scheme, parts.netloc, target, sent)
+            location = response.header("location")
+            if response.status in _REDIRECTS and location:
+                response.read_all()  # keeps the connection usable
+                url = urljoin(url, location)
+                continue
+            if response.status not in (200, 206):
+                self._raise_for_status(response, where)
+            return response
+        raise FetchError(f"{where}: more than {_MAX_REDIRECTS} redirects")
+
+    def _raise_for_status(self, response: Response, where: str) -> None:
+        response.read_all()
+        code = response.header("x-error-code") or ""
+        message = response.header("x-error-message") or response.reason
+        if response.status in RETRIABLE_STATUS:
+            raise Retriable(f"{response.status} {message}")
+        if code == "GatedRepo":
+            raise FetchError(gated(self._repo))
+        if code == "RepoNotFound":
+            raise FetchError(not_found(self._repo))
+        if response.status == 401:
+            raise FetchError(BAD_TOKEN)
+        if code in ("EntryNotFound", "RevisionNotFound") or response.status == 404:
+            raise FetchError(f"{self._repo}: {where} is missing at the resolved commit ({code or 404})")
+        raise FetchError(f"the Hub answered {response.status} {message} for {where}")
