@@ -2,8 +2,8 @@
 
 Everything else (filtering, safe paths, parallelism, temporaries, verification, the manifest) is the
 engine's, written once for all sources, in the spirit of rclone's one `Fs` interface. A source either
-streams byte ranges into a sink (`read`, S3), or hands over a finished file at a path the engine chooses
-(`download`, the Hub, whose own client keeps its resumable bookkeeping).
+streams byte ranges into a sink (`read`: S3, the Hub), or makes files at paths the engine chooses
+(`download_all`: the cache source, which cuts several shard parts from one pass over a data file).
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ class Sink(Protocol):
 
 
 class Source(ABC):
-    #: True: the engine calls `read` for byte ranges; False: it calls `download` once per file.
+    #: True: the engine calls `read` for byte ranges; False: it calls `download_all` once per group of files.
     streams_ranges: bool = True
     #: Files larger than this are fetched as parallel ranges of this size; None: always in one range.
     part_size: int | None = None
@@ -54,18 +54,14 @@ class Source(ABC):
         """Write bytes [offset, offset + length) of `file` into `sink`; raise FetchError on failure."""
         raise NotImplementedError
 
-    def download(self, file: RemoteFile, destination: str, on_bytes: Callable[[int], None]) -> None:
-        """Leave the complete `file` at `destination` (on the same filesystem), reporting bytes as they arrive."""
-        raise NotImplementedError
-
     def made_with(self, file: RemoteFile) -> str:
         """Files sharing this key are made in one go by `download_all` (the shard parts cut from one data file)."""
         return file.path
 
     def download_all(self, files: list[tuple[RemoteFile, str]], on_bytes: Callable[[int], None]) -> None:
-        """`download` for each (file, destination) of one group."""
-        for file, destination in files:
-            self.download(file, destination, on_bytes)
+        """Leave each complete file of one group at its destination (on the same filesystem), reporting bytes
+        as they are written."""
+        raise NotImplementedError
 
     @abstractmethod
     def describe(self) -> dict[str, Any]:
