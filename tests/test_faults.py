@@ -160,10 +160,11 @@ def test_hub_survives_503s_on_the_api_and_resets_on_the_cdn(hub_relays: HubRelay
     assert tree(tmp_path / "out") == HUB_EXPECTED and completed(tmp_path / "out")
 
 
-def test_hub_stall_longer_than_the_read_timeout_is_retried(hub_relays: HubRelays, tmp_path: Path):
+@pytest.mark.parametrize("variable", ["READ_TIMEOUT", "HF_HUB_DOWNLOAD_TIMEOUT"])
+def test_hub_stall_longer_than_the_read_timeout_is_retried(hub_relays: HubRelays, tmp_path: Path, variable: str):
     stall = hub_relays.cdn.add_fault(StallFault(seconds=60, after_bytes=1_000_000, times=1))
     started = time.monotonic()
-    result = hub_fetch(hub_relays, tmp_path / "out", READ_TIMEOUT="1")
+    result = hub_fetch(hub_relays, tmp_path / "out", **{variable: "1"})
     assert result.code == 0, result.stdout
     assert stall.hits == 1 and time.monotonic() - started < 20
     assert tree(tmp_path / "out") == HUB_EXPECTED
@@ -177,6 +178,11 @@ def test_hub_resume_that_the_server_answers_whole_starts_the_file_over(hub_relay
     assert reset.hits == 1
     assert tree(tmp_path / "out") == HUB_EXPECTED and completed(tmp_path / "out")
     assert hub_relays.hub.served_bytes["cdn"] >= len(BIG) + 5_000_000  # sent again from its first byte
+
+
+def test_a_malformed_hub_download_timeout_is_a_configuration_error(hub_relays: HubRelays, tmp_path: Path):
+    result = hub_fetch(hub_relays, tmp_path / "out", HF_HUB_DOWNLOAD_TIMEOUT="soon")
+    assert result.code == 2 and "HF_HUB_DOWNLOAD_TIMEOUT: expected seconds, got 'soon'" in result.last["error"]
 
 
 def test_hub_persistent_failure_exits_1_with_nothing_complete(hub_relays: HubRelays, tmp_path: Path):

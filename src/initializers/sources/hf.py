@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 
 from initializers.checksums import GIT_SHA1, Checksum
 from initializers.contract import Config, Kind
-from initializers.errors import FetchError
+from initializers.errors import ConfigError, FetchError
 from initializers.plan import RemoteFile
 from initializers.sources.base import Sink, Source
 from initializers.sources.hf_get import BAD_TOKEN, HubGetter, gated, not_found
@@ -29,9 +29,9 @@ _T = TypeVar("_T")
 _HUB_DEFAULTS = {
     "HF_HUB_DISABLE_TELEMETRY": "1",
     "HF_HUB_DISABLE_PROGRESS_BARS": "1",  # progress is ours, as log events, never carriage-return bars
-    "HF_HUB_DOWNLOAD_TIMEOUT": "60",  # seconds without a byte before a read times out (ours too)
-    "HF_HUB_ETAG_TIMEOUT": "30",
 }
+#: Seconds without a byte before a download read times out, unless READ_TIMEOUT or HF_HUB_DOWNLOAD_TIMEOUT says.
+DEFAULT_READ_TIMEOUT = 60.0
 
 
 class HfSource(Source):
@@ -43,8 +43,7 @@ class HfSource(Source):
         self.revision = location.revision or config.revision or "main"
         self._token: str | bool = config.access_token or False  # False: never a token stored on this machine
         os.environ.setdefault("HF_HOME", os.path.join(staging, "home"))
-        if config.read_timeout:
-            os.environ.setdefault("HF_HUB_DOWNLOAD_TIMEOUT", str(max(1, round(config.read_timeout))))
+        timeout = _read_timeout(config)
         for name, value in _HUB_DEFAULTS.items():
             os.environ.setdefault(name, value)
         import httpx2  # huggingface_hub's HTTP client: its transport errors are the network failures
@@ -57,7 +56,7 @@ class HfSource(Source):
             huggingface_hub.constants.ENDPOINT,
             config.access_token,
             self._repo,
-            config.read_timeout or float(os.environ["HF_HUB_DOWNLOAD_TIMEOUT"]),
+            timeout,
         )
         self.commit: str | None = None
 
@@ -174,6 +173,16 @@ class HfSource(Source):
             raise FetchError(f"the Hub refused a request for {repo}: {exc}") from None
         except (errors.LocalEntryNotFoundError, self._transport_errors) as exc:
             raise _Transient(f"cannot reach the Hub at {self._hub.constants.ENDPOINT}: {exc}") from None
+
+
+def _read_timeout(config: Config) -> float:
+    if config.read_timeout:
+        return config.read_timeout
+    raw = os.environ.get("HF_HUB_DOWNLOAD_TIMEOUT")
+    try:
+        return float(raw) if raw else DEFAULT_READ_TIMEOUT
+    except ValueError:
+        raise ConfigError(f"HF_HUB_DOWNLOAD_TIMEOUT: expected seconds, got {raw!r}") from None
 
 
 class _Transient(Exception):
