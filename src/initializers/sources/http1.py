@@ -238,16 +238,21 @@ class Connection:
                 f"{response.status} {response.reason}"
             )
 
-    def _read_head(self) -> Response:
+    def _read_until(self, delimiter: bytes, what: str) -> bytes:
+        """The bytes up to `delimiter` (consumed, not returned); what follows stays pending."""
         data = self._pending
-        while (end := data.find(b"\r\n\r\n")) < 0:
+        while (end := data.find(delimiter)) < 0:
             if len(data) > _MAX_HEAD:
-                raise ProtocolError("response head larger than 64 KiB")
+                raise ProtocolError(f"{what} longer than 64 KiB")
             chunk = self._recv(65536)
             if not chunk:
-                raise ProtocolError("connection closed before a response arrived")
+                raise ProtocolError(f"connection closed inside {what}")
             data += chunk
-        head, self._pending = data[:end], data[end + 4 :]
+        self._pending = data[end + len(delimiter) :]
+        return data[:end]
+
+    def _read_head(self) -> Response:
+        head = self._read_until(b"\r\n\r\n", "a response head")
         lines = head.decode("latin-1").split("\r\n")
         parts = lines[0].split(" ", 2)
         if len(parts) < 2 or not parts[0].startswith("HTTP/1.") or not parts[1].isdigit():
@@ -290,16 +295,7 @@ class Connection:
 
     def read_line(self) -> bytes:
         """One CRLF-terminated line of chunk framing, without its CRLF."""
-        data = self._pending
-        while (end := data.find(b"\r\n")) < 0:
-            if len(data) > _MAX_HEAD:
-                raise ProtocolError("a chunk header longer than 64 KiB")
-            chunk = self._recv(65536)
-            if not chunk:
-                raise ProtocolError("connection closed inside a chunked body")
-            data += chunk
-        self._pending = data[end + 2 :]
-        return data[:end]
+        return self._read_until(b"\r\n", "a chunked body's framing")
 
     def read_chunk_size(self) -> int:
         line = self.read_line().split(b";")[0].strip()
