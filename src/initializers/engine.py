@@ -97,6 +97,7 @@ class _PartSink:
             self._progress.add_bytes(count - left)
         while left:  # the bytes must pass through the hasher, or the filesystem cannot take them from a pipe
             data = os.read(pipe_fd, left)
+            assert data, "the pipe holds the bytes spliced into it"
             self.write(memoryview(data))
             left -= len(data)
 
