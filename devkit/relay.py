@@ -5,7 +5,8 @@ count requests and body bytes (a re-run must fetch nothing), to slow bodies down
 mid-transfer), and to list keys SeaweedFS itself refuses to store (`../escape`), as AWS S3 would.
 
 Reliability tests script faults on it: error replies (`StatusFault`), connections reset mid-body (`ResetFault`),
-silent connections (`StallFault`), and refused connections (`Relay.refuse`), transient or persistent.
+silent connections (`StallFault`), bodies altered in flight (`CorruptFault`), and refused connections
+(`Relay.refuse`), transient or persistent.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import subprocess
 import termios
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from functools import partial
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -76,7 +77,7 @@ class Fault:
 
     def __post_init__(self) -> None:
         if type(self) in (Fault, _ConnectionFault):
-            raise TypeError("make a StatusFault, a ResetFault or a StallFault")
+            raise TypeError("make a StatusFault, a ResetFault, a StallFault or a CorruptFault")
         if self.times is not None and self.times < 1:
             raise ValueError(f"times must be at least 1 (or None for every request), not {self.times}")
 
@@ -148,8 +149,14 @@ class StallFault(_ConnectionFault):
             raise ValueError(f"seconds must not be negative, not {self.seconds}")
 
 
-AnyFault = StatusFault | ResetFault | StallFault
-F = TypeVar("F", StatusFault, ResetFault, StallFault)
+@dataclass(kw_only=True)
+class CorruptFault(Fault):
+    """Relay the server's answer with the first byte of its body inverted: same length, same headers, wrong bytes,
+    as a faulty middlebox or disk would hand them over."""
+
+
+AnyFault = StatusFault | ResetFault | StallFault | CorruptFault
+F = TypeVar("F", StatusFault, ResetFault, StallFault, CorruptFault)
 
 
 class Relay:
@@ -231,6 +238,14 @@ def self_signed_certificate(directory: Path) -> tuple[Path, Path]:
     return cert, key
 
 
+def _first_byte_inverted(chunks: Iterable[bytes]) -> Iterator[bytes]:
+    first = True
+    for chunk in chunks:
+        if first and chunk:
+            chunk, first = bytes([chunk[0] ^ 0xFF]) + chunk[1:], False
+        yield chunk
+
+
 def _reset(connection: socket.socket) -> None:
     """Close with a TCP RST instead of a FIN: SO_LINGER on, with a zero timeout."""
     connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
@@ -293,12 +308,14 @@ def _handler_for(relay: Relay) -> type[BaseHTTPRequestHandler]:
             if isinstance(fault, StatusFault):
                 headers = [*self._own_headers(), ("Content-Type", fault.content_type), *fault.headers.items()]
                 self._send_whole(fault.status, headers, fault.body or b"", None)
+            elif isinstance(fault, CorruptFault):
+                self._forward(body, None, corrupt=True)
             elif fault is not None and fault.before_headers:
                 self._strike(fault)
             elif not self._serve_injected(fault):
                 self._forward(body, fault)
 
-        def _forward(self, body: bytes | None, fault: _ConnectionFault | None) -> None:
+        def _forward(self, body: bytes | None, fault: _ConnectionFault | None, corrupt: bool = False) -> None:
             upstream = http.client.HTTPConnection(relay.upstream_host, relay.upstream_port, timeout=60)
             try:
                 upstream.request(self.command, self.path, body=body, headers=dict(self.headers.items()))
@@ -309,7 +326,10 @@ def _handler_for(relay: Relay) -> type[BaseHTTPRequestHandler]:
                 elif reply.getheader("Content-Length") is None and self.command != "HEAD":
                     self._send_whole(reply.status, headers, reply.read(), fault)
                 else:  # HEAD replies and bodies of a known length (none for redirects) pass as they are
-                    self._respond(reply.status, headers, iter(partial(reply.read, _CHUNK_SIZE), b""), fault, True)
+                    chunks: Iterable[bytes] = iter(partial(reply.read, _CHUNK_SIZE), b"")
+                    self._respond(
+                        reply.status, headers, _first_byte_inverted(chunks) if corrupt else chunks, fault, True
+                    )
             finally:
                 upstream.close()
 
