@@ -15,7 +15,7 @@ import pytest
 
 from devkit.hubserver import HubServer
 from devkit.programs import ProgramResult, run_program
-from devkit.relay import Relay, ResetFault, StallFault, StatusFault
+from devkit.relay import CorruptFault, Relay, ResetFault, StallFault, StatusFault
 from devkit.seaweed import SeaweedFS
 
 BIG = os.urandom(20 * 1024 * 1024 + 777)  # two 16 MiB ranges on S3; an LFS file on the Hub
@@ -101,6 +101,32 @@ def test_s3_persistent_failure_exits_1_in_bounded_time_with_nothing_complete(
     assert "big.bin: giving up after 5 attempts" in result.last["error"] and "SlowDown" in result.last["error"]
     assert "big.bin" not in tree(tmp_path / "out") and not completed(tmp_path / "out")
     assert list((tmp_path / "out" / ".initializer" / "tmp").iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    ("stored", "named"),
+    [
+        ("CRC32", "the CRC32 of the received bytes"),  # boto3's default since 2025: the cheaper check
+        ("SHA256", "the SHA256 of the received bytes"),
+        (None, "the MD5 (its ETag) of the received bytes"),  # stored without a checksum of its own
+    ],
+)
+def test_s3_a_body_corrupted_in_flight_is_caught(
+    seaweed: SeaweedFS, bucket: str, tmp_path: Path, stored: str | None, named: str
+):
+    from botocore.config import Config
+
+    uploader = seaweed.client(
+        config=Config(s3={"addressing_style": "path"}, request_checksum_calculation="when_required")
+    )
+    extra = {"ChecksumAlgorithm": stored} if stored else {}
+    uploader.put_object(Bucket=bucket, Key="m/data.bin", Body=b"payload" * 1000, **extra)
+    with Relay(seaweed.endpoint) as relay:
+        corrupt = relay.add_fault(CorruptFault(match="data.bin", times=None))
+        result = s3_fetch(seaweed, relay, bucket, tmp_path / "out")
+    assert result.code == 1 and corrupt.hits == 1  # a corrupt body is not retried: the server said it, wrongly
+    assert named in result.last["error"] and "corrupt" in result.last["error"]
+    assert "data.bin" not in tree(tmp_path / "out") and not completed(tmp_path / "out")
 
 
 def test_s3_persistent_resets_exit_1(seaweed: SeaweedFS, s3_relay: tuple[Relay, str], tmp_path: Path):

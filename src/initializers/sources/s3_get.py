@@ -7,12 +7,17 @@ An object read resumes after a transient failure from the bytes already written,
 
 from __future__ import annotations
 
+import base64
+import binascii
+import contextlib
 import hashlib
 import re
 import ssl
+import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Any
 from urllib.parse import quote, urlsplit
 
 from initializers import __version__
@@ -96,16 +101,13 @@ class S3Getter:
         self._http = HttpGetter(ssl_context, timeout)
 
     def get(self, request: GetRequest, sink: Sink) -> None:
-        """Stream the range into `sink`, resuming after transient failures from the bytes already written."""
-        digest = hashlib.md5(usedforsecurity=False) if request.whole and _is_plain_md5(request.etag) else None
+        """Stream the range into `sink`, resuming after transient failures from the bytes already written; a whole
+        object is checked against the digest S3 holds for it."""
+        download = _Download(request, sink)
         where = self._describe(request.key)
-        if not self._http.retrying(READ.verb, where, lambda: self._get_once(request, sink, digest)):
-            digest = None
-        if digest is not None and sink.written == request.length and digest.hexdigest() != request.etag:
-            raise FetchError(
-                f"{where}: MD5 of the received bytes is {digest.hexdigest()}, the ETag says "
-                f"{request.etag}; the download is corrupt"
-            )
+        self._http.retrying(READ.verb, where, lambda: self._get_once(download))
+        if download.check is not None:
+            download.check.verify(where)
 
     def get_listing_page(self, query: dict[str, str], where: str) -> bytes:
         """The body of one ListObjectsV2 page of the bucket; `where` names what is listed, for messages."""
@@ -134,25 +136,25 @@ class S3Getter:
         target = f"{path}?{query}" if query else path
         return self._http.send(self._endpoint.scheme, self._endpoint.netloc, target, headers)
 
-    def _get_once(self, request: GetRequest, sink: Sink, digest: hashlib._Hash | None) -> bool:
-        """One attempt; returns False when the response shows the ETag is not the content's MD5."""
+    def _get_once(self, download: _Download) -> None:
+        request, sink = download.request, download.sink
         start = request.offset + sink.written
         end = request.offset + request.length - 1
         extra = {"if-match": f'"{request.etag}"', "user-agent": _USER_AGENT}
         ranged = not (request.whole and start == 0)
         if ranged:
             extra["range"] = f"bytes={start}-{end}"
+        else:
+            extra["x-amz-checksum-mode"] = "ENABLED"  # the object's own checksum, when it was stored with one
         response = self._send(self._endpoint.path(request.key), "", extra)
         if response.status not in (200, 206):
             self._raise_for_status(READ, self._describe(request.key), response)
         self._check_response(request, response, start, end, ranged)
-        etag_is_md5 = response.header(_ENCRYPTION_HEADERS[0]) is None and (
-            response.header(_ENCRYPTION_HEADERS[1]) or "AES256"
-        ).startswith("AES256")
-        self._http.stream_body(response, sink, digest)
+        if not ranged:  # nothing kept yet: this response says what the bytes must hash to
+            download.check = _BodyCheck.of(response, request.etag)
+        self._http.stream_body(response, sink, download.check.hasher if download.check else None)
         if request.offset + sink.written <= end:
             raise ProtocolError(f"the body ended {end + 1 - request.offset - sink.written} bytes early")
-        return etag_is_md5
 
     def _check_response(self, request: GetRequest, response: Response, start: int, end: int, ranged: bool) -> None:
         etag = (response.header("etag") or "").strip('"')
@@ -193,6 +195,69 @@ class S3Getter:
             )
         message = _xml_field(body, "Message")
         raise FetchError(f"S3 answered {response.status} {code} for {where}" + (f": {message}" if message else ""))
+
+
+@dataclass
+class _BodyCheck:
+    """What a whole object's bytes must hash to: a full-object checksum S3 stores (x-amz-checksum-*, which boto3
+    has written by default since 2025), else the MD5 a plain ETag is. CRC32 costs 16 us per 64 KiB here, MD5 86 us:
+    on 2000 x 64 KiB that was a sixth of the throughput."""
+
+    name: str
+    hasher: Any
+    expected: bytes
+
+    @classmethod
+    def of(cls, response: Response, etag: str) -> _BodyCheck | None:
+        full_object = (response.header("x-amz-checksum-type") or "FULL_OBJECT").upper() == "FULL_OBJECT"
+        for algorithm, new in _CHECKSUMS:
+            value = response.header(f"x-amz-checksum-{algorithm}")
+            if value and full_object and "-" not in value:  # "-N": a checksum of the parts' checksums
+                with contextlib.suppress(binascii.Error):
+                    return cls(algorithm.upper(), new(), base64.b64decode(value, validate=True))
+        encrypted = response.header(_ENCRYPTION_HEADERS[0]) is not None or not (
+            response.header(_ENCRYPTION_HEADERS[1]) or "AES256"
+        ).startswith("AES256")
+        if _is_plain_md5(etag) and not encrypted:
+            return cls("MD5 (its ETag)", hashlib.md5(usedforsecurity=False), bytes.fromhex(etag))
+        return None
+
+    def verify(self, where: str) -> None:
+        if self.hasher.digest() != self.expected:
+            raise FetchError(
+                f"{where}: the {self.name} of the received bytes differs from the one S3 holds; the download is corrupt"
+            )
+
+
+class _Crc32:
+    """zlib's CRC-32 with hashlib's interface; S3 sends it big-endian, base64-encoded."""
+
+    def __init__(self) -> None:
+        self._value = 0
+
+    def update(self, data: memoryview) -> None:
+        self._value = zlib.crc32(data, self._value)
+
+    def digest(self) -> bytes:
+        return self._value.to_bytes(4, "big")
+
+
+#: Full-object checksums S3 may hold that the standard library computes, cheapest first (CRC32C and CRC64NVME
+#: need native code: their objects fall back to the ETag's MD5).
+_CHECKSUMS: tuple[tuple[str, Callable[[], Any]], ...] = (
+    ("crc32", _Crc32),
+    ("sha1", hashlib.sha1),
+    ("sha256", hashlib.sha256),
+)
+
+
+@dataclass
+class _Download:
+    """One range being fetched, across attempts: a resumed attempt keeps feeding the first one's check."""
+
+    request: GetRequest
+    sink: Sink
+    check: _BodyCheck | None = None
 
 
 def _is_plain_md5(etag: str) -> bool:
