@@ -21,6 +21,7 @@ from pyiceberg.table import StaticTable
 from devkit.iceberg import evolving_table, rows, s3_properties, simple_table, sql_catalog
 from devkit.iceberg_deletes import add_equality_deletes, add_position_deletes
 from devkit.programs import ProgramResult, run_program
+from devkit.proxy import Proxy
 from devkit.seaweed import SeaweedFS
 
 
@@ -219,6 +220,15 @@ def test_unreachable_storage(s3_table: Any, seaweed: SeaweedFS, tmp_path: Path) 
     env = {**seaweed.env(), "ENDPOINT": "http://127.0.0.1:9"}
     result = _run(env, tmp_path / "out", s3_table.metadata_location)
     _assert_failed(result, tmp_path / "out", "cannot reach the storage at http://127.0.0.1:9")
+
+
+def test_through_a_proxy_named_by_the_environment(s3_table: Any, seaweed: SeaweedFS, tmp_path: Path) -> None:
+    with Proxy(credentials=("user", "proxy-pass-2f")) as proxy:
+        env = {**seaweed.env(), "HTTP_PROXY": proxy.url.replace("http://", "http://user:proxy-pass-2f@")}
+        result = _run(env, tmp_path / "out", s3_table.metadata_location)
+    assert result.code == 0, result.stdout + result.stderr
+    assert any(target.startswith(seaweed.endpoint) for target in proxy.log.targets("GET"))  # the data files
+    assert "proxy-pass-2f" not in result.stdout + result.stderr
 
 
 def test_equality_deletes_are_refused(local_catalog: Any, tmp_path: Path) -> None:

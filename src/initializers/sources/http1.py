@@ -42,14 +42,9 @@ class Proxy:
 
     @classmethod
     def for_origin(cls, scheme: str, netloc: str) -> Proxy | None:
-        """The proxy the environment names for this origin, as urllib, requests and httpx read it; None for a
-        direct connection (no proxy variable, or the host is in NO_PROXY)."""
-        proxies = urllib.request.getproxies_environment()
-        url = proxies.get(scheme) or proxies.get("all")
-        host = netloc.rpartition(":")[0] if netloc.rsplit(":", 1)[-1].isdigit() else netloc
-        if not url or urllib.request.proxy_bypass_environment(host.strip("[]"), proxies):
-            return None
-        return cls.parse(url, f"{scheme.upper()}_PROXY" if proxies.get(scheme) else "ALL_PROXY")
+        """The proxy the environment names for this origin; None for a direct connection."""
+        named = proxy_url(scheme, netloc)
+        return cls.parse(*named) if named else None
 
     @classmethod
     def check_environment(cls) -> None:
@@ -68,6 +63,17 @@ class Proxy:
             credentials = f"{unquote(parts.username)}:{unquote(parts.password or '')}"
             authorization = "Basic " + base64.b64encode(credentials.encode()).decode()
         return cls(parts.hostname, parts.port or 80, authorization)
+
+
+def proxy_url(scheme: str, netloc: str) -> tuple[str, str] | None:
+    """The proxy URL the environment names for an origin, with the variable it came from, as urllib, requests and
+    httpx read them; None for a direct connection (no proxy variable, or the host is in NO_PROXY)."""
+    proxies = urllib.request.getproxies_environment()
+    url = proxies.get(scheme) or proxies.get("all")
+    host = netloc.rpartition(":")[0] if netloc.rsplit(":", 1)[-1].isdigit() else netloc
+    if not url or urllib.request.proxy_bypass_environment(host.strip("[]"), proxies):
+        return None
+    return url, f"{scheme.upper()}_PROXY" if proxies.get(scheme) else "ALL_PROXY"
 
 
 class Response:

@@ -30,6 +30,7 @@ from initializers.sources.aws import (
     static_credentials,
 )
 from initializers.sources.base import Source
+from initializers.sources.http1 import Proxy, proxy_url
 from initializers.uris import CacheLocation
 
 if TYPE_CHECKING:  # pyarrow and pyiceberg load only once the configuration is known to be valid
@@ -208,6 +209,11 @@ def _file_io_properties(config: Config, metadata_location: str) -> dict[str, str
     check_credential_settings(config, role_arn, role_variable)
     if config.endpoint:
         properties["s3.endpoint"] = str(checked_endpoint(config.endpoint))
+    storage = urlsplit(config.endpoint or f"https://s3.{properties['s3.region']}.amazonaws.com")
+    on_s3 = config.endpoint or urlsplit(metadata_location).scheme.lower() in _S3_SCHEMES
+    if on_s3 and (named := proxy_url(storage.scheme, storage.netloc)):  # pyarrow reads no proxy variable itself
+        Proxy.parse(*named)  # only http:// proxies, as for S3 and the Hub: anything else is exit 2
+        properties["s3.proxy-uri"] = named[0]
     if config.anonymous:
         properties["s3.anonymous"] = "true"
     elif static := static_credentials(config, role_arn):  # nothing to resolve: skip botocore
