@@ -25,11 +25,6 @@ from initializers.uris import HfLocation
 
 _ATTEMPTS = 3  # for the API calls; file downloads get HttpGetter's 5
 _T = TypeVar("_T")
-#: Settings huggingface_hub reads at import time; users' own values win.
-_HUB_DEFAULTS = {
-    "HF_HUB_DISABLE_TELEMETRY": "1",
-    "HF_HUB_DISABLE_PROGRESS_BARS": "1",  # progress is ours, as log events, never carriage-return bars
-}
 #: Seconds without a byte before a download read times out, unless READ_TIMEOUT or HF_HUB_DOWNLOAD_TIMEOUT says.
 DEFAULT_READ_TIMEOUT = 60.0
 
@@ -42,10 +37,10 @@ class HfSource(Source):
         self.repo_type = kind.name  # "dataset" or "model": the program decides what the repo is
         self.revision = location.revision or config.revision or "main"
         self._token: str | bool = config.access_token or False  # False: never a token stored on this machine
+        # Read by huggingface_hub at import time; users' own values win.
         os.environ.setdefault("HF_HOME", os.path.join(staging, "home"))
+        os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
         timeout = _read_timeout(config)
-        for name, value in _HUB_DEFAULTS.items():
-            os.environ.setdefault(name, value)
         import httpx2  # huggingface_hub's HTTP client: its transport errors are the network failures
         import huggingface_hub  # deferred: its import reads the variables above
 
