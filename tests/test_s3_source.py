@@ -261,11 +261,13 @@ def test_the_standard_credential_chain_applies_without_contract_keys(
 
 
 def test_keys_and_an_endpoint_leave_botocore_unimported(seaweed: SeaweedFS, s3: Any, bucket: str, tmp_path: Path):
-    """Its import and client cost ~0.2 s before the first byte; with nothing to resolve, it is not loaded."""
+    """Its import and client cost ~0.2 s before the first byte; with nothing to resolve, it is not loaded. Nor is
+    urllib.request while no proxy variable is set (test_proxies covers the runs with one)."""
     put_all(s3, bucket, {"a.txt": b"a"})
     keys = fetch(seaweed, f"s3://{bucket}", tmp_path / "keys", PYTHONPROFILEIMPORTTIME="1", HOME=str(tmp_path))
     assert keys.code == 0 and "import time:" in keys.stderr
     assert "botocore" not in keys.stderr
+    assert "urllib.request" not in keys.stderr
     env = {"STORAGE_URI": f"s3://{bucket}", "OUTPUT_PATH": str(tmp_path / "chain"), "ENDPOINT": seaweed.endpoint,
            "AWS_ACCESS_KEY_ID": ACCESS_KEY, "AWS_SECRET_ACCESS_KEY": SECRET_KEY, "HOME": str(tmp_path),
            "PYTHONPROFILEIMPORTTIME": "1"}  # fmt: skip
