@@ -27,7 +27,7 @@ def build_command(kind: Kind) -> click.Command:
     ]
 
     def callback(**options: str | None) -> NoReturn:
-        sys.exit(run(kind, options))
+        _exit_now(run(kind, options))
 
     return click.Command(
         name=kind.program,
@@ -47,6 +47,14 @@ def build_command(kind: Kind) -> click.Command:
         epilog=_EPILOG,
         context_settings={"max_content_width": 110, "terminal_width": 110},
     )
+
+
+def _exit_now(code: int) -> NoReturn:
+    """Exit without unwinding the interpreter. By now every file is complete, synced and closed, or removed; tearing
+    down the imported modules only cost 15-20 ms of CPU at the end of every run here (a tenth of a re-run)."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 def _print_version(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
