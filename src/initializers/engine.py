@@ -42,6 +42,9 @@ class _OpenFile:
     fd: int = -1
     hasher: Any = None  # in-stream digest, when the file arrives in one part and has a checksum
     lock: threading.Lock = field(default_factory=threading.Lock)
+    #: Writers of one file take turns here. The kernel serialises them on the inode's lock anyway, and its waiters
+    #: spin: 8-27% of the client's CPU on a 1 GiB object (tmpfs and ext4, perf), none with this lock.
+    write_lock: threading.Lock = field(default_factory=threading.Lock)
 
 
 class _PartSink:
@@ -64,9 +67,10 @@ class _PartSink:
         fd, position = self._target.fd, self._offset + self.written
         remaining = data
         try:
-            while remaining:
-                count = os.pwrite(fd, remaining, position)
-                remaining, position = remaining[count:], position + count
+            with self._target.write_lock:
+                while remaining:
+                    count = os.pwrite(fd, remaining, position)
+                    remaining, position = remaining[count:], position + count
         except OSError as exc:  # a local disk failure: not the source's fault, never worth a retry
             raise _disk_error(exc, self._target.file.path) from None
         if self._target.hasher is not None:
@@ -87,9 +91,10 @@ class _PartSink:
         fd, position, left = self._target.fd, self._offset + self.written, count
         if self._target.hasher is None:
             try:
-                while left:
-                    moved = os.splice(pipe_fd, fd, left, offset_dst=position)
-                    left, position = left - moved, position + moved
+                with self._target.write_lock:
+                    while left:
+                        moved = os.splice(pipe_fd, fd, left, offset_dst=position)
+                        left, position = left - moved, position + moved
             except OSError as exc:
                 if exc.errno != errno.EINVAL:  # EINVAL: a filesystem that cannot splice; go through memory
                     raise _disk_error(exc, self._target.file.path) from None
