@@ -70,10 +70,9 @@ def _list_and_fetch(
     done = _still_current(state.done_files(previous), plan)
     todo = [file for file in plan if file.path not in done]
     if not todo and manifest.describes(previous, described, plan):
-        log.info(
-            "up to date", files=len(plan), bytes=sum(d.size for d in done.values()), manifest=str(state.manifest_path)
-        )
-        return _outcome(plan, [], done, started_at, state)
+        outcome = _outcome(plan, [], done, started_at, state)
+        log.info("up to date", files=outcome.files, bytes=outcome.bytes, manifest=str(state.manifest_path))
+        return outcome
     todo_bytes = sum(f.size for f in todo)
     state.check_free_space(todo_bytes)
     state.restart_journal(done)

@@ -209,9 +209,10 @@ def _file_io_properties(config: Config, metadata_location: str) -> dict[str, str
     check_credential_settings(config, role_arn, role_variable)
     if config.endpoint:
         properties["s3.endpoint"] = str(checked_endpoint(config.endpoint))
+    metadata_on_s3 = urlsplit(metadata_location).scheme.lower() in _S3_SCHEMES
     storage = urlsplit(config.endpoint or f"https://s3.{properties['s3.region']}.amazonaws.com")
-    on_s3 = config.endpoint or urlsplit(metadata_location).scheme.lower() in _S3_SCHEMES
-    if on_s3 and (named := proxy_url(storage.scheme, storage.netloc)):  # pyarrow reads no proxy variable itself
+    # pyarrow reads no proxy variable itself
+    if (config.endpoint or metadata_on_s3) and (named := proxy_url(storage.scheme, storage.netloc)):
         Proxy.parse(*named)  # only http:// proxies, as for S3 and the Hub: anything else is exit 2
         properties["s3.proxy-uri"] = named[0]
     if config.anonymous:
@@ -219,7 +220,7 @@ def _file_io_properties(config: Config, metadata_location: str) -> dict[str, str
     elif static := static_credentials(config, role_arn):  # nothing to resolve: skip botocore
         properties["s3.access-key-id"] = static.access_key
         properties["s3.secret-access-key"] = static.secret_key
-    elif urlsplit(metadata_location).scheme.lower() in _S3_SCHEMES or role_arn:
+    elif metadata_on_s3 or role_arn:
         session = aws_session(config, role_arn, role_variable)
         frozen = resolve_credentials(session).get_frozen_credentials()  # STS happens here for a role
         properties["s3.access-key-id"] = frozen.access_key
