@@ -18,7 +18,7 @@ from devkit.programs import ProgramResult, run_program
 from devkit.relay import CorruptFault, Relay, ResetFault, StallFault, StatusFault
 from devkit.seaweed import SeaweedFS
 
-BIG = os.urandom(20 * 1024 * 1024 + 777)  # two 16 MiB ranges on S3; an LFS file on the Hub
+BIG = os.urandom(20 * 1024 * 1024 + 777)  # three 8 MiB ranges on S3; an LFS file on the Hub
 SMALL = {f"s/{i}.json": json.dumps({"i": i}).encode() * 50 for i in range(6)}
 
 
@@ -198,10 +198,11 @@ def test_hub_stall_longer_than_the_read_timeout_is_retried(hub_relays: HubRelays
 
 def test_hub_resume_that_the_server_answers_whole_starts_the_file_over(hub_relays: HubRelays, tmp_path: Path):
     hub_relays.hub.honour_ranges = False
+    probe = hub_relays.cdn.add_fault(ResetFault(after_bytes=5_000_000, times=1))  # answered whole, dropped at once
     reset = hub_relays.cdn.add_fault(ResetFault(after_bytes=5_000_000, times=1))
     result = hub_fetch(hub_relays, tmp_path / "out")
     assert result.code == 0, result.stdout
-    assert reset.hits == 1
+    assert probe.hits == 1 and reset.hits == 1
     assert tree(tmp_path / "out") == HUB_EXPECTED and completed(tmp_path / "out")
     assert hub_relays.hub.served_bytes["cdn"] >= len(BIG) + 5_000_000  # sent again from its first byte
 

@@ -187,7 +187,7 @@ def test_model_without_safetensors_keeps_bin_weights_under_the_default_list(
 
 
 def test_large_object_in_parallel_ranges_is_exact(seaweed: SeaweedFS, s3: Any, bucket: str, tmp_path: Path):
-    body = os.urandom(40 * 1024 * 1024 + 12345)  # three 16 MiB ranges, the last one short
+    body = os.urandom(40 * 1024 * 1024 + 12345)  # five 8 MiB ranges, the last one short
     s3.put_object(Bucket=bucket, Key="big/blob.bin", Body=body)
     result = fetch(seaweed, f"s3://{bucket}/big", tmp_path / "out", MAX_WORKERS="3")
     assert result.code == 0, result.stdout

@@ -196,7 +196,9 @@ class Config:
     train_job_name: str | None = _setting("TRAIN_JOB_NAME", "Accepted from Kubeflow and recorded; not needed.")
     cache_image: str | None = _setting("CACHE_IMAGE", "Accepted from Kubeflow and recorded; not needed.")
     max_workers: int | None = _setting(
-        "MAX_WORKERS", "Parallel transfers, at most 256 [default: per source, S3: 8].", WORKERS
+        "MAX_WORKERS",
+        "Most parallel transfers, at most 256 [default: per source, S3 and Hub: 64, from 8 up while it pays].",
+        WORKERS,
     )
     read_timeout: float | None = _setting(
         "READ_TIMEOUT",

@@ -12,12 +12,13 @@ import errno
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
 from initializers.checksums import new_hasher
+from initializers.concurrency import WINDOW_SECONDS, Ramp
 from initializers.errors import FetchError
 from initializers.plan import RemoteFile
 from initializers.progress import Progress
@@ -108,52 +109,84 @@ class _PartSink:
 
 
 class TransferEngine:
-    def __init__(self, source: Source, state: StateDir, workers: int, progress: Progress) -> None:
+    def __init__(self, source: Source, state: StateDir, ramp: Ramp, progress: Progress) -> None:
         self._source = source
         self._state = state
-        self._workers = workers
+        self._ramp = ramp
         self._progress = progress
+        self._threads: list[threading.Thread] = []
         self.cancel = threading.Event()
         self._next_lock = threading.Lock()
         self._open: dict[str, _OpenFile] = {}
         self._made_dirs: set[str] = set()
         self._error: BaseException | None = None
+        self._tasks_ran_out = False
+        self._thread_ended = threading.Event()
         self.finished: list[DoneFile] = []
 
-    def fetch(self, files: list[RemoteFile]) -> None:
+    def fetch(self, files: Iterable[RemoteFile]) -> None:
         """Fetch every file to its final path, or raise with nothing partial left at a final path."""
         tasks = self._ranges(files) if self._source.streams_ranges else self._groups(files)
-        # Daemon threads: a thread stuck in a read must not keep a stopped process alive.
-        threads = [
-            threading.Thread(target=self._work, args=(tasks,), name=f"transfer-{i}", daemon=True)
-            for i in range(self._workers)
-        ]
-        for thread in threads:
-            thread.start()
         try:
-            for thread in threads:
-                while thread.is_alive():
-                    thread.join(0.2)
+            self._run_threads(tasks)
         except BaseException as exc:  # a signal or the deadline, raised in this thread: stop everyone, promptly
             self._fail(exc)
             self._source.interrupt()
             deadline = time.monotonic() + _STOP_GRACE_SECONDS
-            for thread in threads:
+            for thread in self._threads:
                 thread.join(max(0.0, deadline - time.monotonic()))
         if self._error is not None:
             self._discard_unfinished()
             raise self._error
 
+    @property
+    def workers(self) -> int:
+        """Transfers allowed at once right now."""
+        return self._ramp.limit
+
+    def _run_threads(self, tasks: Iterator[Callable[[], None]]) -> None:
+        """Keep `ramp.limit` threads pulling tasks, re-deciding the limit every window, until the tasks run out."""
+        self._start_threads(tasks)
+        before = (time.monotonic(), time.process_time(), self._progress.bytes_done)
+        while any(thread.is_alive() for thread in self._threads):
+            self._thread_ended.wait(max(0.0, before[0] + WINDOW_SECONDS - time.monotonic()))  # signals interrupt it
+            self._thread_ended.clear()
+            now = (time.monotonic(), time.process_time(), self._progress.bytes_done)
+            elapsed = now[0] - before[0]
+            if elapsed < WINDOW_SECONDS:
+                continue
+            self._ramp.observe((now[2] - before[2]) / elapsed, (now[1] - before[1]) / elapsed)
+            before = now
+            if self._error is None and not self._tasks_ran_out:
+                self._start_threads(tasks)
+
+    def _start_threads(self, tasks: Iterator[Callable[[], None]]) -> None:
+        """Threads numbered below the limit run (again); one numbered above it ends after its current task."""
+        # Daemon threads: a thread stuck in a read must not keep a stopped process alive.
+        for number in range(self._ramp.limit):
+            if number < len(self._threads) and self._threads[number].is_alive():
+                continue
+            thread = threading.Thread(target=self._work, args=(tasks, number), name=f"transfer-{number}", daemon=True)
+            if number < len(self._threads):
+                self._threads[number] = thread
+            else:
+                self._threads.append(thread)
+            thread.start()
+
     def in_flight(self) -> list[str]:
         """Paths being fetched right now, for messages about what a stopped run was waiting for."""
         return sorted(self._open)
 
-    def _ranges(self, files: list[RemoteFile]) -> Iterator[Callable[[], None]]:
+    def _ranges(self, files: Iterable[RemoteFile]) -> Iterator[Callable[[], None]]:
         """One task per range; cheap and I/O-free, since threads take turns at it; the first range to run opens
-        the temporary."""
-        part_size = self._source.part_size
+        the temporary.
+
+        A file of up to two parts comes in one request: splitting it would save at most one part's time and lose
+        the check of its checksum as it streams in.
+        """
         for file in files:
-            count = 1 if not part_size or file.size <= part_size else -(-file.size // part_size)
+            part_size = self._source.part_size  # per file: a source may learn late whether its server takes ranges
+            count = 1 if not part_size or file.size <= 2 * part_size else -(-file.size // part_size)
             target = _OpenFile(file, self._state.temp_path(file.path), count)
             if count == 1 and file.checksum is not None:
                 target.hasher = new_hasher(file.checksum, file.size)
@@ -161,7 +194,7 @@ class TransferEngine:
                 offset = index * part_size if part_size else 0
                 yield partial(self._transfer_range, target, offset, min(part_size or file.size, file.size - offset))
 
-    def _groups(self, files: list[RemoteFile]) -> Iterator[Callable[[], None]]:
+    def _groups(self, files: Iterable[RemoteFile]) -> Iterator[Callable[[], None]]:
         """One task per group of files the source makes in one go (usually one file each)."""
         groups: dict[str, list[_OpenFile]] = {}
         for file in files:
@@ -171,20 +204,21 @@ class TransferEngine:
         for group in groups.values():
             yield partial(self._deliver, group)
 
-    def _work(self, tasks: Iterator[Callable[[], None]]) -> None:
-        while self._error is None:
-            try:
+    def _work(self, tasks: Iterator[Callable[[], None]], number: int) -> None:
+        try:
+            while self._error is None and number < self._ramp.limit:
                 with self._next_lock:
                     task = next(tasks, None)
                 if task is None:
+                    self._tasks_ran_out = True
                     return
                 task()
-            except OSError as exc:
-                self._fail(_disk_error(exc) if exc.errno in (errno.ENOSPC, errno.EDQUOT) else exc)
-                return
-            except BaseException as exc:
-                self._fail(exc)
-                return
+        except OSError as exc:
+            self._fail(_disk_error(exc) if exc.errno in (errno.ENOSPC, errno.EDQUOT) else exc)
+        except BaseException as exc:
+            self._fail(exc)
+        finally:
+            self._thread_ended.set()
 
     def _fail(self, exc: BaseException) -> None:
         with self._next_lock:

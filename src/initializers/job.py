@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from initializers import manifest
+from initializers.concurrency import Ramp
 from initializers.contract import Config, Kind
 from initializers.engine import TransferEngine
 from initializers.patterns import IgnorePatterns
@@ -78,18 +79,20 @@ def _list_and_fetch(
     state.restart_journal(done)
     state.remove_manifest()
     state.clear_temps()
-    workers = config.max_workers or source.default_workers
+    ramp = Ramp(source.default_workers, config.max_workers or source.max_workers)
     log.info(
         "fetching",
         files=len(todo),
         bytes=todo_bytes,
         already_done=len(done),
         ignored=len(listed) - len(plan),
-        workers=workers,
+        workers=ramp.limit,
+        max_workers=ramp.cap,
+        part_size=source.part_size,
     )
     interval = config.progress_interval or PROGRESS_INTERVAL_SECONDS
     with Progress(log, len(todo), todo_bytes, interval) as progress:
-        engine = phase["engine"] = TransferEngine(source, state, workers, progress)
+        engine = phase["engine"] = TransferEngine(source, state, ramp, progress)
         engine.fetch(todo)
     phase.pop("engine")
     if source.owned_folders:

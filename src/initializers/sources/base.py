@@ -14,6 +14,9 @@ from typing import Any, Protocol
 
 from initializers.plan import RemoteFile
 
+#: The size of the ranges a large file is fetched in, as AWS advises for parallel GETs; the Hub's CDN is alike.
+PART_SIZE = 8 << 20
+
 
 class Sink(Protocol):
     """Where a source writes the bytes of one range, in order."""
@@ -38,10 +41,12 @@ class Sink(Protocol):
 class Source(ABC):
     #: True: the engine calls `read` for byte ranges; False: it calls `download_all` once per group of files.
     streams_ranges: bool = True
-    #: Files larger than this are fetched as parallel ranges of this size; None: always in one range.
+    #: Files larger than twice this are fetched as parallel ranges of this size; None: always in one range.
     part_size: int | None = None
-    #: Parallel transfers when MAX_WORKERS is not set, the best measured on this source.
+    #: Parallel transfers at the start; more while more raise throughput (see `concurrency`).
     default_workers: int = 8
+    #: The most parallel transfers when MAX_WORKERS is not set: enough to fill a link of capped connections.
+    max_workers: int = 64
     #: A glob of top-level folders whose whole content the source defines (the cache source's shards): files
     #: there that the plan no longer lists are stale and get removed. None: files beside the plan are left alone.
     owned_folders: str | None = None

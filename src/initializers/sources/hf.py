@@ -1,9 +1,10 @@
 """The HuggingFace Hub source: huggingface_hub's own client resolves and lists; `hf_get` fetches the bytes.
 
 The revision is resolved to one commit up front, so every file comes from the same commit. The tree listing
-gives each file's size and digest (sha256 for LFS files, the git blob id otherwise); each file is then one
-GET on its resolve URL, streamed into the engine, which checks the digest as the bytes pass (huggingface_hub
-itself only checks sizes). `HF_HOME` points under `.initializer/`, so nothing needs a writable HOME.
+gives each file's size and digest (sha256 for LFS files, the git blob id otherwise); each file is then
+fetched from its resolve URL, in parallel ranges when the server honours Range, else in one GET, and the
+engine checks the digest before the file takes its final name (huggingface_hub itself only checks sizes).
+`HF_HOME` points under `.initializer/`, so nothing needs a writable HOME.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from initializers.checksums import GIT_SHA1, Checksum
 from initializers.contract import Config, Kind
 from initializers.errors import ConfigError, FetchError
 from initializers.plan import RemoteFile
-from initializers.sources.base import Sink, Source
+from initializers.sources.base import PART_SIZE, Sink, Source
 from initializers.sources.hf_get import BAD_TOKEN, HubGetter, gated, not_found
 from initializers.uris import HfLocation
 
@@ -30,7 +31,7 @@ DEFAULT_READ_TIMEOUT = 60.0
 
 
 class HfSource(Source):
-    default_workers = 8  # whole files, one GET each: the Hub server (olah too) need not honour Range
+    part_size = None  # PART_SIZE once a probe shows the server honours Range (the Hub's CDN does, olah does not)
 
     def __init__(self, location: HfLocation, config: Config, kind: Kind, staging: str) -> None:
         self.location = location
@@ -75,12 +76,11 @@ class HfSource(Source):
             ).sha
             return self._entries()
 
-        for entry in self._retrying(f"listing {self.location}", resolve_and_list):
-            if entry.lfs is not None:
-                checksum = Checksum("sha256", entry.lfs.sha256)
-            else:
-                checksum = Checksum(GIT_SHA1, entry.blob_id)
-            yield RemoteFile(entry.path, entry.size, checksum.hexdigest, entry.path, checksum)
+        files = [_remote_file(entry) for entry in self._retrying(f"listing {self.location}", resolve_and_list)]
+        large = next((file for file in files if file.size > 2 * PART_SIZE), None)
+        if large is not None and self._getter.takes_ranges(self._url(large), self._display(large)):
+            self.part_size = PART_SIZE
+        yield from files
 
     def _entries(self) -> list[Any]:
         """Files of the repo at the resolved commit, or of the sub-path (a folder, or a single file)."""
@@ -113,9 +113,10 @@ class HfSource(Source):
             return []
 
     def read(self, file: RemoteFile, offset: int, length: int, sink: Sink) -> None:
-        assert offset == 0 and length == file.size, "whole files only (no part_size)"
-        url = self._hub.hf_hub_url(self.location.repo_id, file.locator, repo_type=self.repo_type, revision=self.commit)
-        self._getter.get(url, file.size, self._display(file), sink)
+        self._getter.get(self._url(file), file.size, offset, length, self._display(file), sink)
+
+    def _url(self, file: RemoteFile) -> str:
+        return self._hub.hf_hub_url(self.location.repo_id, file.locator, repo_type=self.repo_type, revision=self.commit)
 
     def interrupt(self) -> None:
         self._getter.interrupt()
@@ -182,3 +183,9 @@ def _read_timeout(config: Config) -> float:
 
 class _Transient(Exception):
     """A network failure or server error worth another attempt."""
+
+
+def _remote_file(entry: Any) -> RemoteFile:
+    """A tree entry, with the digest the Hub vouches for: sha256 for LFS files, the git blob id otherwise."""
+    checksum = Checksum("sha256", entry.lfs.sha256) if entry.lfs is not None else Checksum(GIT_SHA1, entry.blob_id)
+    return RemoteFile(entry.path, entry.size, checksum.hexdigest, entry.path, checksum)

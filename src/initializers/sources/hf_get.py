@@ -1,4 +1,4 @@
-"""Hub file downloads: one GET per file on its `resolve/<commit>/<path>` URL, redirects followed, bytes streamed.
+"""Hub file downloads: GETs of a file, or of ranges of it, on its `resolve/<commit>/<path>` URL, redirects followed.
 
 huggingface_hub's `hf_hub_download` sends a HEAD before each GET (for a size and digest the tree listing
 already gave us) and reads bodies through httpx at about 4 CPU seconds per GB here. This sends the GET alone,
@@ -47,10 +47,24 @@ class HubGetter:
         self._token = token
         self._repo = repo  # "model OWNER/NAME", for messages
         self._http = HttpGetter(ssl.create_default_context, timeout)  # 5 attempts, as for S3
+        self._headers = {"user-agent": _USER_AGENT, "accept-encoding": "identity"}
 
-    def get(self, url: str, size: int, where: str, sink: Sink) -> None:
-        """The whole file at `url` into `sink`, resuming after transient failures."""
-        self._http.retrying("download", where, lambda: self._get_once(url, size, where, sink))
+    def get(self, url: str, size: int, offset: int, length: int, where: str, sink: Sink) -> None:
+        """Bytes [offset, offset + length) of the file at `url` into `sink`, resuming after transient failures."""
+        self._http.retrying("download", where, lambda: self._get_once(url, size, offset, length, where, sink))
+
+    def takes_ranges(self, url: str, where: str) -> bool:
+        """Whether the server behind `url` (after redirects) answers a Range with exactly that range; olah does not."""
+
+        def probe() -> bool:
+            response = self._follow(url, {**self._headers, "range": "bytes=0-0"}, where)
+            if response.status == 206 and (response.header("content-range") or "").startswith("bytes 0-0/"):
+                response.read_all()
+                return True
+            self._http.close_thread_connections()  # rather than read a whole file nobody asked for
+            return False
+
+        return self._http.retrying("download", where, probe)
 
     def interrupt(self) -> None:
         self._http.interrupt()
@@ -58,16 +72,19 @@ class HubGetter:
     def close(self) -> None:
         self._http.close()
 
-    def _get_once(self, url: str, size: int, where: str, sink: Sink) -> None:
-        start = sink.written
-        headers = {"user-agent": _USER_AGENT, "accept-encoding": "identity"}
-        if start:
-            headers["range"] = f"bytes={start}-"
+    def _get_once(self, url: str, size: int, offset: int, length: int, where: str, sink: Sink) -> None:
+        start, end = offset + sink.written, offset + length - 1
+        whole = offset == 0 and length == size
+        headers = dict(self._headers)
+        if start or not whole:
+            headers["range"] = f"bytes={start}-{end}"
         response = self._follow(url, headers, where)
         if response.status == 206:
             content_range = response.header("content-range") or ""
-            if not content_range.startswith(f"bytes {start}-{size - 1}/"):
-                raise FetchError(f"{where}: asked for bytes {start}-{size - 1}, the server sent {content_range!r}")
+            if not content_range.startswith(f"bytes {start}-{end}/"):
+                raise FetchError(f"{where}: asked for bytes {start}-{end}, the server sent {content_range!r}")
+        elif not whole:
+            raise FetchError(f"{where}: asked for bytes {start}-{end}, the server sent the whole file instead")
         else:
             if start:  # the server ignored the Range header: the whole file comes again
                 sink.rewind()
@@ -77,8 +94,8 @@ class HubGetter:
                     "the repo changed or the server is not serving this commit"
                 )
         self._http.stream_body(response, sink)
-        if sink.written != size:
-            raise ProtocolError(f"the body had {sink.written} bytes, not {size}")
+        if sink.written != length:
+            raise ProtocolError(f"the body had {sink.written} bytes, not {length}")
 
     def _follow(self, url: str, headers: dict[str, str], where: str) -> Response:
         for _ in range(_MAX_REDIRECTS + 1):

@@ -62,7 +62,7 @@ class HttpGetter:
                 return attempt()
             except (OSError, Retriable) as exc:  # resets, timeouts, TLS and framing errors, 5xx, throttling
                 attempts_made += 1
-                self._close_thread_connections()
+                self.close_thread_connections()
                 if self._interrupted:
                     raise FetchError(f"{where}: interrupted") from None
                 if attempts_made == self._attempts:
@@ -121,8 +121,9 @@ class HttpGetter:
                 self._connections.add(connection)
         return connection
 
-    def _close_thread_connections(self) -> None:
-        """After a failure the connections' state is unknown: each reconnects on its next request."""
+    def close_thread_connections(self) -> None:
+        """After a failure, or a body not worth reading, the connections' state is unknown: each reconnects on its
+        next request."""
         for connection in self._local.__dict__.get("connections", {}).values():
             connection.close()
 

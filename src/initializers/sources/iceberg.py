@@ -53,7 +53,7 @@ def shard_folder(index: int) -> str:
 
 class IcebergSource(Source):
     streams_ranges = False
-    default_workers = 2  # CPU-bound decoding and encoding: one worker per core measured best here
+    default_workers = max_workers = 2  # CPU-bound decoding and encoding: one worker per core measured best here
     owned_folders = "shard-*"
 
     def __init__(self, location: CacheLocation, config: Config) -> None:

@@ -26,7 +26,7 @@ from initializers.sources.aws import (
     shared_config_present,
     static_credentials,
 )
-from initializers.sources.base import Sink, Source
+from initializers.sources.base import PART_SIZE, Sink, Source
 from initializers.sources.s3_get import PROBE_KEY, GetRequest, ObjectEndpoint, S3Getter
 from initializers.sources.s3_listing import PAGE_SIZE, ListedObject, ListPage, page_query, parse_page
 from initializers.sources.sigv4 import SigningCredentials
@@ -39,8 +39,7 @@ DEFAULT_READ_TIMEOUT = 60.0
 
 
 class S3Source(Source):
-    part_size = 16 << 20
-    default_workers = 8
+    part_size = PART_SIZE
 
     def __init__(self, location: S3Location, config: Config) -> None:
         self.location = location

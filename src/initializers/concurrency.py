@@ -1,0 +1,59 @@
+"""How many transfers run at once: start modest, double while doubling pays, never above the cap.
+
+On a real network each connection is capped (S3 and the Hub's CDN serve tens of MB/s per request) and
+every request pays a round trip, so throughput grows with connections until the link, the server or
+our CPU is the limit; on loopback our CPU is the limit from the start. Neither count can be known in
+advance, so the engine measures: every window it reports the bytes delivered and the CPU the process
+used, and the ramp answers with the number of transfers for the next window.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+#: Seconds between decisions: long enough to average many requests, short enough to ramp within a second.
+WINDOW_SECONDS = 0.25
+#: A doubling is kept only when throughput rose at least this much: less is noise, or a limit elsewhere, and
+#: fewer connections do as well for less.
+_WORTH_KEEPING = 1.15
+#: Share of one core above which the process is the limit: more threads would only contend for it.
+_BUSY_CPU = 0.8
+#: After settling, another doubling is tried every this many windows, in case the regime changed (small files
+#: following large ones, a listing that caught up).
+_PROBE_EVERY = 8
+
+
+@dataclass
+class Ramp:
+    """The limit for each window, from the throughput and CPU share measured in the one before."""
+
+    limit: int
+    cap: int
+    _trial: tuple[int, float] | None = None  # (limit, throughput) before the doubling being tried
+    _windows_to_probe: int = 1
+
+    def __post_init__(self) -> None:
+        self.limit = max(1, min(self.limit, self.cap))
+
+    def observe(self, throughput: float, cpu_share: float) -> int:
+        """Throughput (bytes per second) and CPU share (cores) of the window just ended; returns the new limit."""
+        if self._trial is not None:
+            limit_before, throughput_before = self._trial
+            self._trial = None
+            if throughput >= throughput_before * _WORTH_KEEPING:
+                return self._double(throughput, cpu_share)
+            self.limit = limit_before
+            self._windows_to_probe = _PROBE_EVERY
+            return self.limit
+        self._windows_to_probe -= 1
+        if self._windows_to_probe <= 0:
+            return self._double(throughput, cpu_share)
+        return self.limit
+
+    def _double(self, throughput: float, cpu_share: float) -> int:
+        if self.limit >= self.cap or cpu_share >= _BUSY_CPU or throughput <= 0:
+            self._windows_to_probe = _PROBE_EVERY
+            return self.limit
+        self._trial = (self.limit, throughput)
+        self.limit = min(self.limit * 2, self.cap)
+        return self.limit

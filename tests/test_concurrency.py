@@ -1,0 +1,47 @@
+"""The ramp that decides how many transfers run at once: pure logic, fed with made-up measurements."""
+
+from __future__ import annotations
+
+from initializers.concurrency import Ramp
+
+
+def feed(ramp: Ramp, throughput_of: dict[int, float], windows: int, cpu_share: float = 0.2) -> list[int]:
+    """Windows whose throughput depends only on the limit in force; the limits chosen, in order."""
+    chosen = []
+    for _ in range(windows):
+        chosen.append(ramp.observe(throughput_of[ramp.limit], cpu_share))
+    return chosen
+
+
+def test_doubles_while_throughput_follows_and_stops_where_it_flattens():
+    # A link of capped connections: throughput grows with connections up to 32, then stays.
+    ramp = Ramp(8, 64)
+    limits = feed(ramp, {8: 64.0, 16: 128.0, 32: 250.0, 64: 260.0}, 4)
+    assert limits[:3] == [16, 32, 64]
+    assert ramp.limit == 32  # 64 gained under 15%: back to 32, which did as well for fewer connections
+
+
+def test_never_exceeds_the_cap_and_starts_within_it():
+    assert Ramp(8, 3).limit == 3
+    ramp = Ramp(8, 20)
+    assert feed(ramp, {8: 1.0, 16: 2.0, 20: 4.0}, 5) == [16, 20, 20, 20, 20]
+
+
+def test_a_busy_cpu_means_no_growth():
+    # Loopback: our CPU is the limit, more threads would only contend for it.
+    ramp = Ramp(8, 64)
+    assert feed(ramp, {8: 100.0}, 20, cpu_share=0.95) == [8] * 20
+
+
+def test_a_doubling_that_does_not_pay_is_undone_and_probed_again_later():
+    ramp = Ramp(8, 64)
+    limits = feed(ramp, {8: 100.0, 16: 80.0}, 10)
+    assert limits[0] == 16 and limits[1] == 8
+    assert 16 in limits[2:]  # tried again after a while: the regime may have changed
+    assert limits[2:].index(16) >= 6
+
+
+def test_no_growth_while_nothing_arrives():
+    # Waiting for a listing, or for the first bytes: nothing to measure a doubling against.
+    ramp = Ramp(8, 64)
+    assert feed(ramp, {8: 0.0}, 10) == [8] * 10

@@ -1,0 +1,105 @@
+"""Behaviour on a real network's terms, through the emulator: round trips and a rate cap on every connection.
+
+What is asserted is behaviour (connections used, bytes exact), never timing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from devkit.hubserver import HubServer
+from devkit.netem import NetworkEmulator
+from devkit.programs import run_program
+from devkit.seaweed import SeaweedFS
+
+MiB = 1 << 20
+LARGE = os.urandom(40 * MiB + 4321)  # six 8 MiB ranges, the last one short
+
+
+@pytest.fixture
+def network(seaweed: SeaweedFS) -> Iterator[NetworkEmulator]:
+    with NetworkEmulator(seaweed.endpoint, rtt=0.02, rate=16e6) as emulator:
+        yield emulator
+
+
+def fetch_s3(seaweed: SeaweedFS, network: NetworkEmulator, uri: str, output: Path, **extra: str) -> Any:
+    env = {**seaweed.env(), "ENDPOINT": network.url, "STORAGE_URI": uri, "OUTPUT_PATH": str(output), **extra}
+    return run_program("dataset", env)
+
+
+def test_a_large_object_arrives_over_several_connections(
+    seaweed: SeaweedFS, s3: Any, bucket: str, network: NetworkEmulator, tmp_path: Path
+):
+    s3.put_object(Bucket=bucket, Key="weights.bin", Body=LARGE)
+    result = fetch_s3(seaweed, network, f"s3://{bucket}", tmp_path / "out")
+    assert result.code == 0, result.stdout + result.stderr
+    assert (tmp_path / "out" / "weights.bin").read_bytes() == LARGE
+    # One for the listing, one per range at once: the ranges ran side by side.
+    assert network.connections.peak >= 5
+    assert network.connections.bytes_to_clients >= len(LARGE)
+
+
+def test_small_objects_are_fetched_concurrently_and_more_so_when_it_pays(
+    seaweed: SeaweedFS, s3: Any, bucket: str, network: NetworkEmulator, tmp_path: Path
+):
+    objects = {f"shard-{i % 7}/item-{i:04d}.json": os.urandom(4096) for i in range(800)}
+    with ThreadPoolExecutor(16) as pool:
+        list(pool.map(lambda item: s3.put_object(Bucket=bucket, Key=item[0], Body=item[1]), objects.items()))
+    result = fetch_s3(seaweed, network, f"s3://{bucket}", tmp_path / "out")
+    assert result.code == 0, result.stdout + result.stderr
+    assert all((tmp_path / "out" / key).read_bytes() == body for key, body in objects.items())
+    started = result.named("fetching")[0]
+    assert started["workers"] == 8 and started["max_workers"] == 64
+    # Every request waits a round trip: more connections than the eight it started with paid, and were opened.
+    assert network.connections.peak > 8 + 1
+
+
+def test_max_workers_caps_the_connections(
+    seaweed: SeaweedFS, s3: Any, bucket: str, network: NetworkEmulator, tmp_path: Path
+):
+    s3.put_object(Bucket=bucket, Key="weights.bin", Body=LARGE)
+    result = fetch_s3(seaweed, network, f"s3://{bucket}", tmp_path / "out", MAX_WORKERS="2")
+    assert result.code == 0, result.stdout + result.stderr
+    assert (tmp_path / "out" / "weights.bin").read_bytes() == LARGE
+    assert network.connections.peak <= 2 + 1  # the transfers, and the listing's connection kept open
+
+
+@pytest.fixture(scope="module")
+def hub() -> Iterator[HubServer]:
+    with HubServer() as server:
+        server.add_repo("org/big", {"config.json": b"{}", "model.safetensors": LARGE})
+        yield server
+
+
+@pytest.mark.parametrize("honour_ranges", [True, False], ids=["ranges", "whole-file-server"])
+def test_a_large_hub_file_arrives_in_parallel_ranges_where_the_cdn_takes_them(
+    hub: HubServer, tmp_path: Path, honour_ranges: bool
+):
+    hub.reset()
+    hub.honour_ranges = honour_ranges
+    with NetworkEmulator(hub.cdn_endpoint, rtt=0.02, rate=16e6) as cdn:
+        hub.cdn_public_endpoint = cdn.url
+        try:
+            env = {"STORAGE_URI": "hf://org/big", "OUTPUT_PATH": str(tmp_path / "out"), "HF_ENDPOINT": hub.endpoint}
+            result = run_program("model", env)
+        finally:
+            hub.cdn_public_endpoint = None
+            hub.honour_ranges = True
+        peak = cdn.connections.peak
+    assert result.code == 0, result.stdout + result.stderr
+    weights = (tmp_path / "out" / "model.safetensors").read_bytes()
+    assert hashlib.sha256(weights).digest() == hashlib.sha256(LARGE).digest()
+    cdn_gets = [r for r in hub.requests if r.origin == "cdn" and r.method == "GET"]
+    if honour_ranges:
+        assert result.named("fetching")[0]["part_size"] == 8 * MiB
+        assert peak >= 5 and len(cdn_gets) == 1 + 6  # the probe, then six ranges
+    else:
+        assert result.named("fetching")[0]["part_size"] is None
+        assert len(cdn_gets) == 2  # the probe, answered with the whole file and dropped; then one stream
