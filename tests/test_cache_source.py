@@ -160,7 +160,7 @@ def test_unchanged_snapshot_is_a_no_op_and_a_new_one_rematerialises(local_catalo
     table.append(pa.table(appended, schema=table.schema().as_arrow()))
     fresh = _run({}, out, table.metadata_location, nodes=4)
     assert fresh.code == 0, fresh.stdout + fresh.stderr
-    assert fresh.named("fetching")[0]["already_done"] == 0
+    assert fresh.named("listed")[0]["already_done"] == 0
     _assert_sharded(out, _reference(table.metadata_location), 4)
     assert _manifest(out)["source"]["snapshot_id"] == table.current_snapshot().snapshot_id
 

@@ -23,7 +23,7 @@ def sink_on(path: Path, flags: int, checksum: Checksum | None = None) -> tuple[_
     target.fd = os.open(path, os.O_WRONLY | os.O_CREAT | flags, 0o600)
     if checksum is not None:
         target.hasher = hashlib.sha256()
-    progress = Progress(None, 1, len(BODY), 60.0)
+    progress = Progress(None, 60.0)
     return _PartSink(target, 5, progress, threading.Event()), progress
 
 

@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import posixpath
+import tempfile
+from pathlib import Path
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from initializers.contract import DATASET, MODEL, Config
 from initializers.errors import ConfigError, FetchError
+from initializers.index import PlanIndex
 from initializers.patterns import IgnorePatterns
-from initializers.plan import RemoteFile, build_plan, safe_relative_path
+from initializers.plan import RemoteFile, plan_files, safe_relative_path
 from initializers.uris import HfLocation, S3Location, scheme_of
 
 
@@ -112,16 +115,32 @@ def _file(path: str, size: int = 1) -> RemoteFile:
     return RemoteFile(path, size, "v", "key/" + path)
 
 
+def build_plan(files: list[RemoteFile], ignore: IgnorePatterns, source: str) -> list[RemoteFile]:
+    """The plan as the index holds it at the end of a listing: filtered, checked, in path order."""
+    with tempfile.TemporaryDirectory() as scratch:
+        index = PlanIndex(Path(scratch) / "index.sqlite")
+        try:
+            for _ in plan_files(files, ignore, source, index.plan):
+                pass
+            return [file for file, _ in index.planned()]
+        finally:
+            index.close()
+
+
 def test_plan_filters_sorts_and_normalises():
     plan = build_plan([_file("b//c"), _file("a.bin"), _file("a.txt")], IgnorePatterns(["*.bin"]), "s3://x")
     assert [f.path for f in plan] == ["a.txt", "b/c"]
+    assert plan[1].locator == "key/b//c"
 
 
-def test_plan_refuses_collisions_and_file_folder_clashes():
+def test_plan_refuses_collisions_and_file_folder_clashes_whichever_comes_first():
     with pytest.raises(FetchError, match="both map to 'a/b'"):
         build_plan([_file("a/b"), _file("a//b")], IgnorePatterns([]), "s3://x")
     with pytest.raises(FetchError, match="'a' would have to be both a file and a folder"):
         build_plan([_file("a"), _file("a/b")], IgnorePatterns([]), "s3://x")
+    with pytest.raises(FetchError, match="'a/b' would have to be both a file and a folder"):
+        build_plan([_file("a/b/c"), _file("a/b0"), _file("a/b")], IgnorePatterns([]), "s3://x")
+    assert len(build_plan([_file("a/b0"), _file("a/b.c"), _file("a/b-")], IgnorePatterns([]), "s3://x")) == 3
 
 
 def test_plan_refuses_to_be_empty():
@@ -131,6 +150,7 @@ def test_plan_refuses_to_be_empty():
         build_plan([], IgnorePatterns([]), "s3://x")
 
 
+@settings(max_examples=60)
 @given(st.lists(st.text(st.sampled_from(["a", "b", "/", "."]), min_size=1, max_size=8), max_size=12))
 def test_a_plan_never_maps_two_files_onto_one_path(names: list[str]):
     try:

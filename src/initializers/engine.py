@@ -122,7 +122,8 @@ class TransferEngine:
         self._error: BaseException | None = None
         self._tasks_ran_out = False
         self._thread_ended = threading.Event()
-        self.finished: list[DoneFile] = []
+        self.finished_files = 0
+        self.finished_bytes = 0
 
     def fetch(self, files: Iterable[RemoteFile]) -> None:
         """Fetch every file to its final path, or raise with nothing partial left at a final path."""
@@ -281,7 +282,9 @@ class TransferEngine:
         self._state.record_done(done)
         os.replace(target.temp, final)
         del self._open[file.path]
-        self.finished.append(done)
+        with self._next_lock:
+            self.finished_files += 1
+            self.finished_bytes += st.st_size
         self._progress.file_done()
 
     def _verify_checksum(self, target: _OpenFile) -> None:

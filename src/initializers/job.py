@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -10,8 +11,10 @@ from initializers import manifest
 from initializers.concurrency import Ramp
 from initializers.contract import Config, Kind
 from initializers.engine import TransferEngine
+from initializers.index import PlanIndex
+from initializers.lookahead import Lookahead
 from initializers.patterns import IgnorePatterns
-from initializers.plan import RemoteFile, build_plan
+from initializers.plan import RemoteFile, plan_files
 from initializers.progress import Progress
 from initializers.sources import open_source
 from initializers.sources.base import Source
@@ -19,6 +22,9 @@ from initializers.state import DoneFile, StateDir
 from initializers.stopping import stoppable
 
 PROGRESS_INTERVAL_SECONDS = 5.0
+#: Files the listing may run ahead of the transfers: enough to keep them busy, few enough to keep memory flat.
+LISTING_LOOKAHEAD = 2000
+INDEX = "index.sqlite"
 
 
 @dataclass(frozen=True)
@@ -63,86 +69,185 @@ def _list_and_fetch(
     config: Config, kind: Kind, log: Any, phase: dict[str, Any], source: Source, state: StateDir
 ) -> Outcome:
     started_at = datetime.now(UTC)
-    listed = list(source.list_files())
-    described = source.describe()  # after listing: it now names the resolved version
-    patterns = _ignore_patterns(config, kind, listed, log)
-    plan = build_plan(listed, IgnorePatterns(patterns), described["uri"])
-    previous = state.read_manifest()
-    done = _still_current(state.done_files(previous), plan)
-    todo = [file for file in plan if file.path not in done]
-    if not todo and manifest.describes(previous, described, plan):
-        outcome = _outcome(plan, [], done, started_at, state)
-        log.info("up to date", files=outcome.files, bytes=outcome.bytes, manifest=str(state.manifest_path))
-        return outcome
-    todo_bytes = sum(f.size for f in todo)
-    state.check_free_space(todo_bytes)
-    state.restart_journal(done)
-    state.remove_manifest()
-    state.clear_temps()
-    ramp = Ramp(source.default_workers, config.max_workers or source.max_workers)
-    log.info(
-        "fetching",
-        files=len(todo),
-        bytes=todo_bytes,
-        already_done=len(done),
-        ignored=len(listed) - len(plan),
-        workers=ramp.limit,
-        max_workers=ramp.cap,
-        part_size=source.part_size,
-    )
-    interval = config.progress_interval or PROGRESS_INTERVAL_SECONDS
-    with Progress(log, len(todo), todo_bytes, interval) as progress:
-        engine = phase["engine"] = TransferEngine(source, state, ramp, progress)
-        engine.fetch(todo)
-    phase.pop("engine")
-    if source.owned_folders:
-        stale = state.remove_stale(source.owned_folders, {f.path for f in plan})
-        if stale:
-            log.info("removed stale files", files=len(stale), first=stale[:5])
-    phase["waiting for"] = "the manifest to be written"
-    finished = {**done, **{d.path: d for d in engine.finished}}
-    state.write_manifest(manifest.build(kind, described, plan, finished, patterns, started_at, datetime.now(UTC)))
-    state.remove_journal()
-    return _outcome(plan, todo, finished, started_at, state)
-
-
-def _ignore_patterns(config: Config, kind: Kind, listed: list[RemoteFile], log: Any) -> tuple[str, ...]:
-    """The patterns in effect; the kind's default list gives up its weight patterns when they are all there is."""
-    patterns = config.effective_ignore_patterns(kind)
-    if not kind.weight_fallback or patterns != kind.default_ignore_patterns:
-        return patterns
-    if any(file.path.endswith(".safetensors") for file in listed):
-        return patterns
-    kept = tuple(p for p in patterns if p not in kind.weight_fallback)
-    if any(IgnorePatterns(kind.weight_fallback).ignores(file.path) for file in listed):
-        log.info(
-            "keeping .bin/.pt/.pth weights",
-            reason="the source has no *.safetensors weights, and the default IGNORE_PATTERNS would leave the "
-            "model without any; set IGNORE_PATTERNS explicitly to override",
-            ignore_patterns=",".join(kept),
+    previous = manifest.read_head(state.manifest_path)
+    index = PlanIndex(state.dir / INDEX)
+    try:
+        index.add_finished(manifest.read_files(state.manifest_path), in_manifest=True)
+        index.add_finished(state.journal_files(), in_manifest=False)
+        state.restart_journal(index.finished())
+        state.clear_temps()
+        weights = _WeightFallback(config, kind, log)
+        listed = _Counted(source.list_files())
+        planned = plan_files(
+            weights.filter(listed), IgnorePatterns(weights.filtering), source.describe()["uri"], index.plan
         )
-    return kept
+        ramp = Ramp(source.default_workers, config.max_workers or source.max_workers)
+        with Progress(log, config.progress_interval or PROGRESS_INTERVAL_SECONDS) as progress:
+            todo = _Todo(planned, index, state, progress, log, ramp, source)
+            engine = phase["engine"] = TransferEngine(source, state, ramp, progress)
+            listing = Lookahead(iter(todo), LISTING_LOOKAHEAD, "listing")
+            try:
+                engine.fetch(listing)
+            finally:
+                listing.close()
+        phase.pop("engine")
+        described = source.describe()  # after listing: it now names the resolved version
+        files = todo.planned
+        log.info(
+            "listed", files=files, already_done=todo.done, fetched=engine.finished_files, ignored=listed.count - files
+        )
+        if not engine.finished_files and todo.in_manifest == files and manifest.describes(previous, described, files):
+            state.remove_journal()
+            outcome = _outcome(index, 0, 0, started_at, state)
+            log.info("up to date", files=outcome.files, bytes=outcome.bytes, manifest=str(state.manifest_path))
+            return outcome
+        if source.owned_folders:
+            stale = state.remove_stale(source.owned_folders, index.planned_paths(f"{source.owned_folders}/*"))
+            if stale:
+                log.info("removed stale files", files=len(stale), first=stale[:5])
+        phase["waiting for"] = "the manifest to be written"
+        index.add_finished(state.journal_files(), in_manifest=False)  # what this run finished, as it finished it
+        totals = index.totals()
+        entries = ((file, _finished(file, done)) for file, done in index.planned())
+        state.write_manifest(
+            manifest.lines(kind, described, weights.patterns, started_at, datetime.now(UTC), totals, entries)
+        )
+        state.remove_journal()
+        return _outcome(index, engine.finished_files, engine.finished_bytes, started_at, state)
+    finally:
+        index.close()
 
 
-def _still_current(done: dict[str, DoneFile], plan: list[RemoteFile]) -> dict[str, DoneFile]:
-    """Finished files whose recorded size and version are still what the source offers."""
-    offered = {f.path: f for f in plan}
-    return {path: d for path, d in done.items() if path in offered and offered[path].matches(d.size, d.version)}
+class _Todo:
+    """The planned files that still need a transfer, as they are listed; counts what it saw.
+
+    A file an earlier run finished, at the size and version the source offers and untouched on disk, is
+    skipped. Before the first transfer the manifest is withdrawn; the free space is checked as the bytes
+    to fetch add up, before the file that would not fit.
+    """
+
+    def __init__(
+        self,
+        planned: Iterator[RemoteFile],
+        index: PlanIndex,
+        state: StateDir,
+        progress: Progress,
+        log: Any,
+        ramp: Ramp,
+        source: Source,
+    ) -> None:
+        self._planned = planned
+        self._index = index
+        self._state = state
+        self._progress = progress
+        self._log = log
+        self._ramp = ramp
+        self._source = source
+        self.planned = self.done = self.in_manifest = 0
+        self._todo_bytes = 0
+        self._started = False
+
+    def __iter__(self) -> Iterator[RemoteFile]:
+        free = self._state.free_space()
+        for file in self._planned:
+            self.planned += 1
+            found = self._index.finished_as(file)
+            if found is not None and self._state.unchanged(found[0]):
+                self.done += 1
+                self.in_manifest += found[1]
+                continue
+            if not self._started:
+                self._start()
+            self._todo_bytes += file.size
+            self._state.check_free_space(self._todo_bytes, free)
+            self._progress.add_todo(file.size)
+            yield file
+        self._progress.listing_done = True
+
+    def _start(self) -> None:
+        self._started = True
+        self._state.remove_manifest()
+        self._log.info(
+            "fetching",
+            already_done=self.done,
+            workers=self._ramp.limit,
+            max_workers=self._ramp.cap,
+            part_size=self._source.part_size,
+        )
+
+
+class _Counted:
+    """Files passed through, counted."""
+
+    def __init__(self, files: Iterator[RemoteFile]) -> None:
+        self._files = files
+        self.count = 0
+
+    def __iter__(self) -> Iterator[RemoteFile]:
+        for file in self._files:
+            self.count += 1
+            yield file
+
+
+class _WeightFallback:
+    """The patterns in effect; the kind's default list gives up its weight patterns when they are all there is.
+
+    The model kind's defaults ignore `.bin`/`.pt`/`.pth` weights in favour of `*.safetensors`. Files only those
+    patterns ignore are held back (few: they are weights) until a `*.safetensors` file is listed, which drops
+    them, or the listing ends without one, which releases them.
+    """
+
+    def __init__(self, config: Config, kind: Kind, log: Any) -> None:
+        self.patterns = config.effective_ignore_patterns(kind)
+        self._kind = kind
+        self._log = log
+        self._active = bool(kind.weight_fallback) and self.patterns == kind.default_ignore_patterns
+        kept = tuple(p for p in self.patterns if p not in kind.weight_fallback)
+        #: What the plan filters with: the weight patterns, when active, are applied here instead.
+        self.filtering = kept if self._active else self.patterns
+
+    def filter(self, files: Iterator[RemoteFile]) -> Iterator[RemoteFile]:
+        if not self._active:
+            yield from files
+            return
+        weights = IgnorePatterns(self._kind.weight_fallback)
+        held: list[RemoteFile] | None = []  # None: a *.safetensors file was listed, the weight patterns hold
+        for file in files:
+            if held is not None and file.path.endswith(".safetensors"):
+                held = None
+            if weights.ignores(file.path):
+                if held is not None:
+                    held.append(file)
+                continue
+            yield file
+        if held is None:
+            return
+        self.patterns = self.filtering
+        if held:
+            self._log.info(
+                "keeping .bin/.pt/.pth weights",
+                reason="the source has no *.safetensors weights, and the default IGNORE_PATTERNS would leave the "
+                "model without any; set IGNORE_PATTERNS explicitly to override",
+                ignore_patterns=",".join(self.patterns),
+            )
+            yield from held
+
+
+def _finished(file: RemoteFile, done: DoneFile | None) -> DoneFile:
+    assert done is not None, f"{file.path} was planned, and neither fetched nor found done"
+    return done
 
 
 def _outcome(
-    plan: list[RemoteFile],
-    fetched: list[RemoteFile],
-    finished: dict[str, DoneFile],
-    started_at: datetime,
-    state: StateDir,
+    index: PlanIndex, fetched_files: int, fetched_bytes: int, started_at: datetime, state: StateDir
 ) -> Outcome:
     """Sizes as written: a file the source produced has its size only once it is there."""
+    files, size = index.totals()
     return Outcome(
-        files=len(plan),
-        bytes=sum(finished[f.path].size for f in plan),
-        fetched_files=len(fetched),
-        fetched_bytes=sum(finished[f.path].size for f in fetched),
+        files=files,
+        bytes=size,
+        fetched_files=fetched_files,
+        fetched_bytes=fetched_bytes,
         seconds=(datetime.now(UTC) - started_at).total_seconds(),
         output_path=str(state.root),
     )

@@ -1,8 +1,16 @@
-"""The completion manifest: what was fetched, from which version, how verified. Its presence means complete."""
+"""The completion manifest: what was fetched, from which version, how verified. Its presence means complete.
+
+It is one JSON document, so any JSON reader takes it whole. It is also laid out to be written and read as a
+stream, whatever the number of files: the first line holds everything but the file entries and ends by
+opening the `files` array; then one entry per line, in path order; the last line closes the document.
+"""
 
 from __future__ import annotations
 
+import json
+from collections.abc import Iterable, Iterator
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 from initializers import __version__
@@ -10,29 +18,40 @@ from initializers.contract import Kind
 from initializers.plan import RemoteFile
 from initializers.state import DoneFile
 
-FORMAT = 1
+FORMAT = 2
+_OPENING = '"files": ['
+_CLOSING = "]}\n"
 
 
-def build(
+def lines(
     kind: Kind,
     source: dict[str, Any],
-    plan: list[RemoteFile],
-    done: dict[str, DoneFile],
     ignore_patterns: tuple[str, ...],
     started_at: datetime,
     finished_at: datetime,
-) -> dict[str, Any]:
-    return {
+    totals: tuple[int, int],
+    files: Iterable[tuple[RemoteFile, DoneFile]],
+) -> Iterator[bytes]:
+    """The manifest, line by line, for `files` in path order, each as it was finished."""
+    head = {
         "format": FORMAT,
         "tool": {"name": kind.program, "version": __version__},
         "source": source,
         "ignore_patterns": list(ignore_patterns),
         "started_at": started_at.isoformat(),
         "finished_at": finished_at.isoformat(),
-        "total_files": len(plan),
-        "total_bytes": sum(done[f.path].size for f in plan),
-        "files": [_entry(file, done[file.path]) for file in plan],
+        "total_files": totals[0],
+        "total_bytes": totals[1],
     }
+    yield (json.dumps(head)[:-1] + ", " + _OPENING + "\n").encode()
+    previous = None
+    for file, done in files:
+        if previous is not None:
+            yield (previous + ",\n").encode()
+        previous = json.dumps(_entry(file, done))
+    if previous is not None:
+        yield (previous + "\n").encode()
+    yield _CLOSING.encode()
 
 
 def _entry(file: RemoteFile, done: DoneFile) -> dict[str, Any]:
@@ -42,11 +61,58 @@ def _entry(file: RemoteFile, done: DoneFile) -> dict[str, Any]:
     return entry
 
 
-def describes(manifest: dict[str, Any] | None, source: dict[str, Any], plan: list[RemoteFile]) -> bool:
-    """True when an existing manifest already claims exactly this source and these file versions."""
-    if not manifest or manifest.get("format") != FORMAT or manifest.get("source") != source:
-        return False
-    recorded = {e.get("path"): e for e in manifest.get("files", [])}
-    return len(recorded) == len(plan) and all(
-        f.path in recorded and f.matches(recorded[f.path].get("size"), recorded[f.path].get("version")) for f in plan
+def read_head(path: Path) -> dict[str, Any] | None:
+    """Everything but the file entries, or None when there is no readable manifest."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            first = handle.readline()
+            if first.rstrip("\n").endswith(_OPENING):
+                return json.loads(first.rstrip("\n") + _CLOSING)
+            handle.seek(0)
+            document = json.load(handle)  # an earlier format, laid out differently: small enough to read whole
+    except (OSError, ValueError):
+        return None
+    return {key: value for key, value in document.items() if key != "files"} if isinstance(document, dict) else None
+
+
+def read_files(path: Path) -> Iterator[DoneFile]:
+    """The entries of a readable manifest as finished files; entries that do not parse are skipped."""
+    try:
+        handle = open(path, encoding="utf-8")  # noqa: SIM115 - closed below, after the generator is consumed
+    except OSError:
+        return
+    with handle:
+        first = handle.readline()
+        if first.rstrip("\n").endswith(_OPENING):
+            entries: Iterable[Any] = _entry_lines(handle)
+        else:
+            handle.seek(0)
+            try:
+                entries = json.load(handle).get("files", [])
+            except (ValueError, AttributeError):
+                return
+        for entry in entries:
+            try:
+                yield DoneFile(entry["path"], entry["size"], entry["version"], entry["mtime_ns"])
+            except (KeyError, TypeError):
+                continue
+
+
+def _entry_lines(handle: Iterable[str]) -> Iterator[Any]:
+    for line in handle:
+        text = line.rstrip("\n").rstrip(",")
+        if text and text != _CLOSING.rstrip("\n"):
+            try:
+                yield json.loads(text)
+            except ValueError:
+                continue
+
+
+def describes(head: dict[str, Any] | None, source: dict[str, Any], files: int) -> bool:
+    """True when an existing manifest claims this source and as many files (whose versions the caller checked)."""
+    return (
+        bool(head)
+        and head.get("format") == FORMAT
+        and head.get("source") == source
+        and head.get("total_files") == files
     )

@@ -1,9 +1,9 @@
-"""What to fetch: the source's listing, filtered by ignore patterns and checked for safety, before any byte moves."""
+"""What to fetch: the source's listing, filtered by ignore patterns and checked for safety, file by file."""
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
 from initializers.checksums import Checksum
@@ -52,22 +52,20 @@ def safe_relative_path(name: str) -> str:
     return "/".join(segments)
 
 
-def build_plan(files: Iterable[RemoteFile], ignore: IgnorePatterns, source: str) -> list[RemoteFile]:
-    """Filter by ignore patterns, normalise and check every path, refuse collisions, refuse an empty result."""
-    planned: dict[str, RemoteFile] = {}
-    listed = 0
+def plan_files(
+    files: Iterable[RemoteFile], ignore: IgnorePatterns, source: str, register: Callable[[RemoteFile], None]
+) -> Iterator[RemoteFile]:
+    """Filter by ignore patterns, normalise and check every path, `register` each file (which refuses collisions
+    and file/folder clashes), and refuse an empty result; as a stream, so the first file is ready at once."""
+    listed = planned = 0
     for file in files:
         listed += 1
         if ignore.ignores(file.path):
             continue
-        path = safe_relative_path(file.path)
-        if path in planned:
-            raise FetchError(
-                f"source files {planned[path].locator!r} and {file.locator!r} both map to {path!r}; refusing to "
-                "let one silently overwrite the other"
-            )
-        planned[path] = dataclasses.replace(file, path=path)
-    _refuse_file_folder_clashes(planned)
+        file = dataclasses.replace(file, path=safe_relative_path(file.path))
+        register(file)
+        planned += 1
+        yield file
     if not planned:
         if listed:
             raise FetchError(
@@ -75,17 +73,3 @@ def build_plan(files: Iterable[RemoteFile], ignore: IgnorePatterns, source: str)
                 f"{','.join(ignore.patterns)!r}"
             )
         raise FetchError(f"nothing to download: {source} has no files")
-    return sorted(planned.values(), key=lambda f: f.path)
-
-
-def _refuse_file_folder_clashes(planned: dict[str, RemoteFile]) -> None:
-    """`a` and `a/b` cannot both exist on a filesystem: say so instead of failing halfway."""
-    for path in planned:
-        parts = path.split("/")
-        for depth in range(1, len(parts)):
-            parent = "/".join(parts[:depth])
-            if parent in planned:
-                raise FetchError(
-                    f"source files {planned[parent].locator!r} and {planned[path].locator!r} clash: "
-                    f"{parent!r} would have to be both a file and a folder"
-                )

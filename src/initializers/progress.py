@@ -1,4 +1,7 @@
-"""Progress events at a steady cadence: files and bytes done, rate, ETA. Never a carriage-return bar."""
+"""Progress events at a steady cadence: files and bytes done, rate, ETA. Never a carriage-return bar.
+
+Totals are what the listing has shown so far; the ETA appears once the listing is complete.
+"""
 
 from __future__ import annotations
 
@@ -10,10 +13,11 @@ from typing import Any
 class Progress:
     """Counters updated by transfer threads and reported by a timer thread every `interval` seconds."""
 
-    def __init__(self, log: Any, total_files: int, total_bytes: int, interval: float) -> None:
+    def __init__(self, log: Any, interval: float) -> None:
         self._log = log
-        self.total_files = total_files
-        self.total_bytes = total_bytes
+        self.total_files = 0  # known so far: they grow while the listing goes on
+        self.total_bytes = 0
+        self.listing_done = False
         self.files_done = 0
         self.bytes_done = 0
         self._interval = interval
@@ -30,6 +34,11 @@ class Progress:
     def __exit__(self, *_exc: object) -> None:
         self._stopped.set()
         self._thread.join()
+
+    def add_todo(self, size: int) -> None:
+        with self._lock:
+            self.total_files += 1
+            self.total_bytes += size
 
     def add_bytes(self, count: int) -> None:
         with self._lock:
@@ -49,15 +58,16 @@ class Progress:
 
     def _report(self) -> None:
         with self._lock:
-            files, done = self.files_done, self.bytes_done
+            files, done, total_files, total_bytes = self.files_done, self.bytes_done, self.total_files, self.total_bytes
         rate = done / self.elapsed if self.elapsed > 0 else 0.0
-        eta = (self.total_bytes - done) / rate if rate > 0 else None
+        eta = (total_bytes - done) / rate if rate > 0 and self.listing_done else None
         self._log.info(
             "progress",
-            files=f"{files}/{self.total_files}",
+            files=f"{files}/{total_files}",
             bytes=done,
-            total_bytes=self.total_bytes,
-            percent=round(100 * done / self.total_bytes, 1) if self.total_bytes else 100.0,
+            total_bytes=total_bytes,
+            percent=round(100 * done / total_bytes, 1) if total_bytes else 100.0,
             rate_mb_s=round(rate / 1e6, 1),
             eta_s=None if eta is None else round(eta, 1),
+            listing="done" if self.listing_done else "in progress",
         )

@@ -14,10 +14,9 @@ import json
 import os
 import shutil
 import stat
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from initializers.errors import FetchError
 from initializers.plan import STATE_DIR
@@ -98,13 +97,16 @@ class StateDir:
             os.close(self._lock_fd)  # closing the descriptor releases the flock
             self._lock_fd = -1
 
-    def check_free_space(self, needed: int) -> None:
-        """Refuse a download that cannot fit, before it starts, where the filesystem reports its free space."""
-        free = shutil.disk_usage(self.root).free
+    def free_space(self) -> int:
+        return shutil.disk_usage(self.root).free
+
+    def check_free_space(self, needed: int, free: int) -> None:
+        """Refuse a download that cannot fit (`needed` bytes in all, `free` before it started), before writing the
+        file that would not fit."""
         if needed > free:
             raise FetchError(
-                f"not enough space in OUTPUT_PATH {str(self.root)!r}: the download needs {needed} bytes, "
-                f"{free} are free"
+                f"not enough space in OUTPUT_PATH {str(self.root)!r}: the download needs at least {needed} bytes, "
+                f"{free} were free when it started"
             )
 
     # Plain strings, not Path objects: these two run for every file, and pathlib costs more than the syscalls.
@@ -150,24 +152,18 @@ class StateDir:
     def manifest_path(self) -> Path:
         return self.dir / MANIFEST
 
-    def read_manifest(self) -> dict[str, Any] | None:
-        try:
-            return json.loads(self.manifest_path.read_text())
-        except (OSError, ValueError):
-            return None
-
     def remove_manifest(self) -> None:
         """Withdraw the completion claim before changing anything it describes."""
         self.manifest_path.unlink(missing_ok=True)
         _fsync_dir(self.dir)
 
-    def write_manifest(self, manifest: dict[str, Any]) -> None:
-        self.write_atomically(self.manifest_path, json.dumps(manifest, indent=2, sort_keys=True).encode() + b"\n")
+    def write_manifest(self, lines: Iterable[bytes]) -> None:
+        self.write_atomically(self.manifest_path, lines)
 
-    def write_atomically(self, path: Path, data: bytes) -> None:
+    def write_atomically(self, path: Path, chunks: Iterable[bytes]) -> None:
         temp = self.tmp / (path.name + ".tmp")
         with open(temp, "wb") as handle:
-            handle.write(data)
+            handle.writelines(chunks)
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(temp, path)
@@ -179,23 +175,20 @@ class StateDir:
     def journal_path(self) -> Path:
         return self.dir / JOURNAL
 
-    def done_files(self, manifest: dict[str, Any] | None) -> dict[str, DoneFile]:
-        """Files finished by earlier runs (`manifest`, as read, then the journal), still untouched on disk."""
-        recorded: dict[str, DoneFile] = {}
-        for entry in (manifest or {}).get("files", []):
-            with contextlib.suppress(KeyError, TypeError):
-                recorded[entry["path"]] = DoneFile(entry["path"], entry["size"], entry["version"], entry["mtime_ns"])
-        with contextlib.suppress(OSError):
-            for line in self.journal_path.read_text().splitlines():
+    def journal_files(self) -> Iterator[DoneFile]:
+        """Files the journal records as finished, oldest first; lines a crash cut short are skipped."""
+        try:
+            handle = open(self.journal_path, encoding="utf-8")  # noqa: SIM115 - closed once the lines are read
+        except OSError:
+            return
+        with handle:
+            for line in handle:
                 with contextlib.suppress(ValueError, TypeError):
-                    done = DoneFile(**json.loads(line))
-                    recorded[done.path] = done
-        return {path: done for path, done in recorded.items() if self._unchanged(done)}
+                    yield DoneFile(**json.loads(line))
 
-    def restart_journal(self, done: dict[str, DoneFile]) -> None:
-        """Carry what is still valid into a fresh journal, so the manifest can be withdrawn safely."""
-        lines = "".join(d.to_json() + "\n" for d in done.values())
-        self.write_atomically(self.journal_path, lines.encode())
+    def restart_journal(self, finished: Iterable[DoneFile]) -> None:
+        """Carry what earlier runs finished into a fresh journal, so the manifest can be withdrawn safely."""
+        self.write_atomically(self.journal_path, (d.to_json().encode() + b"\n" for d in finished))
         self._journal_fd = os.open(self.journal_path, os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC)
 
     def record_done(self, done: DoneFile) -> None:
@@ -211,7 +204,8 @@ class StateDir:
             os.close(self._journal_fd)
             self._journal_fd = -1
 
-    def _unchanged(self, done: DoneFile) -> bool:
+    def unchanged(self, done: DoneFile) -> bool:
+        """The file is at its final path as it was left: same size and mtime."""
         try:
             st = os.stat(self.final_path(done.path), follow_symlinks=False)
         except OSError:

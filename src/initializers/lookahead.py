@@ -1,0 +1,69 @@
+"""An iterator run in a thread of its own, a bounded number of items ahead of whoever consumes it.
+
+The listing goes on while files transfer: the first file starts as soon as it is listed, and the transfer
+threads never wait on a listing page while the listing is ahead of them; the bound keeps memory flat.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+from collections.abc import Iterator
+from typing import Generic, TypeVar
+
+_T = TypeVar("_T")
+_END = object()
+
+
+class Lookahead(Generic[_T]):
+    def __init__(self, items: Iterator[_T], depth: int, name: str) -> None:
+        self._queue: queue.Queue[object] = queue.Queue(depth)
+        self._closed = threading.Event()
+        self._error: BaseException | None = None
+        self._finished = False
+        self._thread = threading.Thread(target=self._produce, args=(items,), name=name, daemon=True)
+        self._thread.start()
+
+    def __iter__(self) -> Iterator[_T]:
+        return self
+
+    def __next__(self) -> _T:
+        """The next item; StopIteration at the end; the producer's exception, raised here, if it failed."""
+        while not self._finished:
+            try:
+                item = self._queue.get(timeout=0.2)
+            except queue.Empty:
+                if self._closed.is_set():
+                    break
+                continue
+            if item is _END:
+                self._finished = True
+                break
+            return item  # type: ignore[return-value]
+        if self._error is not None:
+            raise self._error
+        raise StopIteration
+
+    def close(self) -> None:
+        """Stop the producer at its next item (a daemon thread: one blocked in the network does not hold the
+        process)."""
+        self._closed.set()
+        self._thread.join(1.0)
+
+    def _produce(self, items: Iterator[_T]) -> None:
+        try:
+            for item in items:
+                if not self._put(item):
+                    return
+        except BaseException as exc:  # handed to the consumer, raised in its thread
+            self._error = exc
+        self._put(_END)
+
+    def _put(self, item: object) -> bool:
+        while not self._closed.is_set():
+            try:
+                self._queue.put(item, timeout=0.2)
+                return True
+            except queue.Full:
+                continue
+        return False
