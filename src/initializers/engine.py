@@ -1,8 +1,9 @@
 """The transfer engine: parallel fetch into temporaries, verify, rename into place. Written once for every source.
 
-Work is a lazy stream of parts (a whole small file, or one range of a large one) pulled by a fixed set
-of threads, so memory stays flat whatever the number or size of files. A file reaches its final path
-only after its last part has landed and its size and checksum are verified.
+Work is a lazy stream of parts (a whole small file, or one range of a large one) pulled by threads whose
+number `concurrency.Ramp` decides as the run goes, so memory stays flat whatever the number or size of
+files. A file reaches its final path only after its last part has landed and its size and checksum are
+verified.
 """
 
 from __future__ import annotations
@@ -139,11 +140,6 @@ class TransferEngine:
         if self._error is not None:
             self._discard_unfinished()
             raise self._error
-
-    @property
-    def workers(self) -> int:
-        """Transfers allowed at once right now."""
-        return self._ramp.limit
 
     def _run_threads(self, tasks: Iterator[Callable[[], None]]) -> None:
         """Keep `ramp.limit` threads pulling tasks, re-deciding the limit every window, until the tasks run out."""

@@ -118,6 +118,7 @@ def _list_and_fetch(
         index.close()
 
 
+@dataclass
 class _Todo:
     """The planned files that still need a transfer, as they are listed; counts what it saw.
 
@@ -126,53 +127,45 @@ class _Todo:
     to fetch add up, before the file that would not fit.
     """
 
-    def __init__(
-        self,
-        planned: Iterator[RemoteFile],
-        index: PlanIndex,
-        state: StateDir,
-        progress: Progress,
-        log: Any,
-        ramp: Ramp,
-        source: Source,
-    ) -> None:
-        self._planned = planned
-        self._index = index
-        self._state = state
-        self._progress = progress
-        self._log = log
-        self._ramp = ramp
-        self._source = source
-        self.planned = self.done = self.in_manifest = 0
-        self._todo_bytes = 0
-        self._started = False
+    files: Iterator[RemoteFile]
+    index: PlanIndex
+    state: StateDir
+    progress: Progress
+    log: Any
+    ramp: Ramp
+    source: Source
+    planned: int = 0
+    done: int = 0
+    in_manifest: int = 0
+    _todo_bytes: int = 0
+    _started: bool = False
 
     def __iter__(self) -> Iterator[RemoteFile]:
-        free = self._state.free_space()
-        for file in self._planned:
+        free = self.state.free_space()
+        for file in self.files:
             self.planned += 1
-            found = self._index.finished_as(file)
-            if found is not None and self._state.unchanged(found[0]):
+            found = self.index.finished_as(file)
+            if found is not None and self.state.unchanged(found[0]):
                 self.done += 1
                 self.in_manifest += found[1]
                 continue
             if not self._started:
                 self._start()
             self._todo_bytes += file.size
-            self._state.check_free_space(self._todo_bytes, free)
-            self._progress.add_todo(file.size)
+            self.state.check_free_space(self._todo_bytes, free)
+            self.progress.add_todo(file.size)
             yield file
-        self._progress.listing_done = True
+        self.progress.listing_done = True
 
     def _start(self) -> None:
         self._started = True
-        self._state.remove_manifest()
-        self._log.info(
+        self.state.remove_manifest()
+        self.log.info(
             "fetching",
             already_done=self.done,
-            workers=self._ramp.limit,
-            max_workers=self._ramp.cap,
-            part_size=self._source.part_size,
+            workers=self.ramp.limit,
+            max_workers=self.ramp.cap,
+            part_size=self.source.part_size,
         )
 
 
