@@ -93,6 +93,8 @@ def test_safe_paths_are_normalised(name: str, expected: str):
         ("", "names no file"),
         ("./", "names no file"),
         (".initializer/manifest.json", "reserved"),
+        ("data/" + "x" * 256 + "/part.bin", "longer than 255 bytes"),
+        ("é" * 128, "longer than 255 bytes"),  # 256 bytes in UTF-8
     ],
 )
 def test_unsafe_paths_are_refused(name: str, reason: str):
@@ -141,6 +143,10 @@ def test_plan_refuses_collisions_and_file_folder_clashes_whichever_comes_first()
     with pytest.raises(FetchError, match="'a/b' would have to be both a file and a folder"):
         build_plan([_file("a/b/c"), _file("a/b0"), _file("a/b")], IgnorePatterns([]), "s3://x")
     assert len(build_plan([_file("a/b0"), _file("a/b.c"), _file("a/b-")], IgnorePatterns([]), "s3://x")) == 3
+
+
+def test_the_longest_name_filesystems_take_is_accepted():
+    assert safe_relative_path("d/" + "x" * 255) == "d/" + "x" * 255
 
 
 def test_plan_refuses_to_be_empty():

@@ -12,6 +12,8 @@ from initializers.patterns import IgnorePatterns
 
 #: The folder under OUTPUT_PATH that holds temporaries, the journal and the manifest; no source may write there.
 STATE_DIR = ".initializer"
+#: The longest file or folder name ext4, XFS and NFS take (S3 keys may have longer segments).
+MAX_NAME_BYTES = 255
 
 
 @dataclass(frozen=True)
@@ -36,7 +38,8 @@ def safe_relative_path(name: str) -> str:
     """Normalise a source name into a path that stays inside OUTPUT_PATH, or refuse it.
 
     Empty and `.` segments are collapsed (S3 allows `a//b`); `..`, absolute names, NUL bytes and the
-    state folder are refused, because writing them would escape or corrupt the destination.
+    state folder are refused, because writing them would escape or corrupt the destination; so are names no
+    filesystem takes (a segment over 255 bytes), which would otherwise fail at the rename, mid-run.
     """
     if "\0" in name:
         raise FetchError(f"refusing source file {name!r}: its name contains a NUL byte")
@@ -49,6 +52,11 @@ def safe_relative_path(name: str) -> str:
         raise FetchError(f"refusing source file {name!r}: it names no file")
     if segments[0] == STATE_DIR:
         raise FetchError(f"refusing source file {name!r}: {STATE_DIR}/ is reserved for the initializer's state")
+    if any(len(segment.encode()) > MAX_NAME_BYTES for segment in segments):
+        raise FetchError(
+            f"refusing source file {name!r}: a path segment is longer than {MAX_NAME_BYTES} bytes, more than "
+            "filesystems allow in a name"
+        )
     return "/".join(segments)
 
 
