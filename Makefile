@@ -8,7 +8,9 @@ STAMP := $(VENV)/.installed
 
 OLAH := .venvs/olah
 
-install: $(STAMP) $(OLAH)/.installed
+MOTO := .venvs/moto
+
+install: $(STAMP) $(OLAH)/.installed $(MOTO)/.installed
 
 $(STAMP): pyproject.toml constraints.txt Makefile
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -22,6 +24,12 @@ $(STAMP): pyproject.toml constraints.txt Makefile
 $(OLAH)/.installed: Makefile
 	test -x $(OLAH)/bin/python || $(PYTHON) -m venv $(OLAH)
 	$(OLAH)/bin/python -m pip install --quiet olah==0.5.4
+	touch $@
+
+# moto's server (S3, IAM and STS on one port), the third S3 implementation the tests run against, in its own venv.
+$(MOTO)/.installed: Makefile
+	test -x $(MOTO)/bin/python || $(PYTHON) -m venv $(MOTO)
+	$(MOTO)/bin/python -m pip install --quiet 'moto[server]==5.2.5'
 	touch $@
 
 test: install

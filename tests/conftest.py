@@ -10,6 +10,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the devkit package beside src/
 
+from devkit.moto import Moto, allow
 from devkit.seaweed import SeaweedFS
 
 
@@ -30,3 +31,17 @@ def bucket(request: pytest.FixtureRequest, s3: Any) -> str:
     name = re.sub(r"[^a-z0-9-]+", "-", request.node.name.lower()).strip("-")[:50] + f"-{id(request) % 10000}"
     s3.create_bucket(Bucket=name)
     return name
+
+
+@pytest.fixture(scope="session")
+def moto() -> Iterator[Moto]:
+    """moto's server with IAM enforced: `admin` may do anything, `direct` may read S3, `reader` may only assume
+    the role `s3-reader` (which may read S3), and nobody but `admin` may assume `admin-only`."""
+    with Moto.start() as server:
+        admin = server.add_user("admin", allow("*"))
+        server.add_user("direct", allow("s3:GetObject", "s3:ListBucket"))
+        reader = server.add_user("reader", allow("sts:AssumeRole"))
+        server.add_role("s3-reader", reader, allow("s3:GetObject", "s3:ListBucket"))
+        server.add_role("admin-only", admin, allow("s3:GetObject", "s3:ListBucket"))
+        server.enforce_auth()
+        yield server

@@ -32,12 +32,14 @@ def botocore_authorization(
 def test_signature_matches_botocore(key: str, token: str | None, monkeypatch: pytest.MonkeyPatch):
     endpoint = ObjectEndpoint("http", "127.0.0.1:8333", "/bucket/")
     path = endpoint.path(key)
-    extra = {"range": "bytes=0-99", "if-match": '"abc"'}
+    extra = {"range": "bytes=0-99", "if-match": '"abc"', "user-agent": "initializers/1"}
     ours = GetSigner("eu-west-1").headers(
         SigningCredentials("AKID", "SECRET", token), "127.0.0.1:8333", path, extra, WHEN
     )
-    headers = {"Range": "bytes=0-99", "If-Match": '"abc"'}
+    headers = {"Range": "bytes=0-99", "If-Match": '"abc"', "User-Agent": "initializers/1"}
     assert ours["authorization"] == botocore_authorization(f"https://127.0.0.1:8333{path}", headers, token, monkeypatch)
+    # As AWS SDKs do: the user agent is sent, never signed (a proxy may rewrite it; moto re-signs without it).
+    assert ours["user-agent"] == "initializers/1" and "user-agent" not in ours["authorization"]
 
 
 @pytest.mark.parametrize("token", [None, "session-token-value"])

@@ -80,15 +80,34 @@ def aws_session(config: Config, role_arn: str | None, role_variable: str) -> bot
 
 
 def resolve_credentials(session: botocore.session.Session) -> botocore.credentials.Credentials:
-    from botocore.exceptions import BotoCoreError
+    from botocore.exceptions import BotoCoreError, ClientError
 
     try:
         credentials = session.get_credentials()
-    except BotoCoreError as exc:
-        raise FetchError(f"resolving S3 credentials failed: {exc}") from None
+    except (BotoCoreError, ClientError) as exc:
+        raise credentials_failed("resolving", exc) from None
     if credentials is None:
         raise ConfigError(NO_CREDENTIALS)
     return credentials
+
+
+#: STS's codes for credentials it does not accept at all, as opposed to a role they may not assume.
+_REJECTED_BY_STS = frozenset({"InvalidClientTokenId", "SignatureDoesNotMatch", "ExpiredToken", "InvalidAccessKeyId"})
+
+
+def credentials_failed(doing: str, exc: Exception) -> FetchError:
+    """A failure to obtain credentials (the chain, or STS's AssumeRole for ROLE_ARN), in the service's own words."""
+    error = getattr(exc, "response", None) or {}
+    code, message = error.get("Error", {}).get("Code"), error.get("Error", {}).get("Message")
+    if code is None:  # botocore's own failure: a missing file, an unreachable endpoint, a malformed profile
+        return FetchError(f"{doing} S3 credentials failed: {exc}")
+    if code in _REJECTED_BY_STS:
+        hint = "STS rejected the credentials used to assume it: check ACCESS_KEY_ID and SECRET_ACCESS_KEY"
+    elif code == "AccessDenied":
+        hint = "these credentials may not assume it: check ROLE_ARN and the role's trust policy"
+    else:
+        hint = "STS refused it"
+    return FetchError(f"{doing} S3 credentials for ROLE_ARN failed: {hint} ({code}: {message})")
 
 
 def _assume_role(session: botocore.session.Session, role_arn: str, endpoint: str | None) -> None:

@@ -21,6 +21,7 @@ from initializers.sources.aws import (
     aws_session,
     check_credential_settings,
     checked_endpoint,
+    credentials_failed,
     region_setting,
     resolve_credentials,
     shared_config_present,
@@ -118,7 +119,7 @@ class S3Source(Source):
 
 def _refreshing(session: botocore.session.Session | None) -> Callable[[], SigningCredentials]:
     """The chain's credentials, frozen per request: assumed-role and IRSA credentials refresh themselves."""
-    from botocore.exceptions import BotoCoreError
+    from botocore.exceptions import BotoCoreError, ClientError
 
     assert session is not None, "credentials come from the chain only when botocore has a session"
     chain = resolve_credentials(session)
@@ -126,8 +127,8 @@ def _refreshing(session: botocore.session.Session | None) -> Callable[[], Signin
     def current() -> SigningCredentials:
         try:
             frozen = chain.get_frozen_credentials()
-        except BotoCoreError as exc:
-            raise FetchError(f"refreshing S3 credentials failed: {exc}") from None
+        except (BotoCoreError, ClientError) as exc:
+            raise credentials_failed("refreshing", exc) from None
         return SigningCredentials(frozen.access_key, frozen.secret_key, frozen.token)
 
     return current

@@ -164,8 +164,10 @@ class S3Getter:
                 "run again to fetch the new version"
             )
         if ranged:
+            # A 200 that carries exactly the range asked for is unambiguous (rclone's server answers so); anything else
+            # would write the wrong bytes at this range's offset.
             content_range = response.header("content-range") or ""
-            if response.status != 206 or not content_range.startswith(f"bytes {start}-{end}/"):
+            if not content_range.startswith(f"bytes {start}-{end}/") or response.length not in (None, end + 1 - start):
                 raise FetchError(
                     f"{self._describe(request.key)}: asked for bytes {start}-{end}, the server answered "
                     f"{response.status} {content_range or 'without Content-Range'}"

@@ -15,6 +15,9 @@ from datetime import datetime
 from urllib.parse import quote
 
 UNSIGNED_PAYLOAD = "UNSIGNED-PAYLOAD"
+#: Headers AWS SDKs send but never sign (botocore's list): proxies and servers may rewrite them, and a server that
+#: re-signs the request as an SDK would (moto does) refuses a signature that covers them.
+UNSIGNED_HEADERS = frozenset({"user-agent", "expect", "transfer-encoding", "x-amzn-trace-id"})
 
 
 @dataclass(frozen=True)
@@ -70,7 +73,7 @@ class GetSigner:
         if credentials.token:
             headers["x-amz-security-token"] = credentials.token
         headers.update({name.lower(): value.strip() for name, value in extra.items()})
-        names = sorted(headers)
+        names = sorted(name for name in headers if name not in UNSIGNED_HEADERS)
         signed = ";".join(names)
         canonical = "\n".join(
             ("GET", path, query, "".join(f"{n}:{headers[n]}\n" for n in names), signed, UNSIGNED_PAYLOAD)
