@@ -52,6 +52,7 @@ class Traffic:
     """
 
     requests: list[tuple[str, str]] = field(default_factory=list)  # (method, path)
+    headers: list[dict[str, str]] = field(default_factory=list)  # each request's headers, names in lower case
     body_bytes: int = 0
     refused: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -163,8 +164,9 @@ class Relay:
     """`tls`: (certificate, key) files to serve HTTPS with, as a TLS-terminating proxy in front of S3 would.
 
     Hooks, all safe to change while serving: `bytes_per_second` (throttle of each streamed body), `injected` (S3 keys
-    added to listings and served), faults (`add_fault`, `clear_faults`), and `refuse`: while true, new connections are
-    reset as soon as accepted (after the TLS handshake with `tls`) and requests on open ones are reset unanswered.
+    added to listings and served; `storage_classes` may list them as GLACIER ...), faults (`add_fault`,
+    `clear_faults`), and `refuse`: while true, new connections are reset as soon as accepted (after the TLS
+    handshake with `tls`) and requests on open ones are reset unanswered.
     """
 
     def __init__(self, upstream: str, tls: tuple[Path, Path] | None = None) -> None:
@@ -173,6 +175,7 @@ class Relay:
         self.traffic = Traffic()
         self.bytes_per_second: float | None = None
         self.injected: dict[str, dict[str, bytes]] = {}  # bucket -> key -> body
+        self.storage_classes: dict[str, str] = {}  # injected key -> the storage class its listing entry shows
         self.refuse = False
         self._faults: list[AnyFault] = []
         self._faults_lock = threading.Lock()
@@ -199,6 +202,7 @@ class Relay:
     def reset(self) -> None:
         with self.traffic.lock:
             self.traffic.requests.clear()
+            self.traffic.headers.clear()
             self.traffic.body_bytes = 0
             self.traffic.refused = 0
 
@@ -302,6 +306,7 @@ def _handler_for(relay: Relay) -> type[BaseHTTPRequestHandler]:
                 return
             with relay.traffic.lock:
                 relay.traffic.requests.append((self.command, self.path))
+                relay.traffic.headers.append({name.lower(): value for name, value in self.headers.items()})
             fault = relay._take_fault(self.command, self.path)
             length = int(self.headers.get("Content-Length") or 0)
             body = self.rfile.read(length) if length else None
@@ -412,7 +417,8 @@ def _handler_for(relay: Relay) -> type[BaseHTTPRequestHandler]:
             crafted = relay.injected.get(self._bucket(), {})
             entries = "".join(
                 f"<Contents><Key>{quote_plus(key, safe='/')}</Key><Size>{len(body)}</Size>"
-                f'<ETag>"{hashlib.md5(body).hexdigest()}"</ETag><StorageClass>STANDARD</StorageClass></Contents>'
+                f'<ETag>"{hashlib.md5(body).hexdigest()}"</ETag>'
+                f"<StorageClass>{relay.storage_classes.get(key, 'STANDARD')}</StorageClass></Contents>"
                 for key, body in crafted.items()
             )
             return xml.replace(b"</ListBucketResult>", entries.encode() + b"</ListBucketResult>")

@@ -28,6 +28,22 @@ def test_objects_and_the_last_page(namespace: str):
     assert parse_page(body) == ListPage([ListedObject("a/b.bin", 12, "abc"), ListedObject("a/c.bin", 0, "def-2")], None)
 
 
+def test_storage_classes_and_restored_copies():
+    def archived(storage: str, restore: str = "") -> bool:
+        contents = (
+            f"<Contents><Key>k</Key><ETag>&quot;e&quot;</ETag><Size>1</Size><StorageClass>{storage}</StorageClass>"
+            f"{restore}</Contents>"
+        )
+        return parse_page(answer(contents)).objects[0].archived
+
+    restored = "<RestoreStatus><IsRestoreInProgress>false</IsRestoreInProgress>" \
+        "<RestoreExpiryDate>2026-12-24T00:00:00Z</RestoreExpiryDate></RestoreStatus>"  # fmt: skip
+    in_progress = "<RestoreStatus><IsRestoreInProgress>true</IsRestoreInProgress></RestoreStatus>"
+    assert archived("GLACIER") and archived("DEEP_ARCHIVE") and archived("DEEP_ARCHIVE", in_progress)
+    assert not archived("GLACIER", restored)
+    assert not any(archived(storage) for storage in ("STANDARD", "GLACIER_IR", "INTELLIGENT_TIERING", "ONEZONE_IA"))
+
+
 def test_url_encoded_keys_are_decoded_only_when_the_server_says_so():
     key = "d/caf%C3%A9+1%2B1%3D2.txt"
     decoded = parse_page(answer(entry(key, 1, "e"), extra="<EncodingType>url</EncodingType>"))

@@ -136,6 +136,7 @@ PATTERNS: Codec[tuple[str, ...]] = Codec(
     _parse_patterns, _format_patterns, "comma-separated glob patterns", empty_means_unset=False
 )
 LOG_FORMAT = _choice("json", "console")
+REQUESTER = _choice("requester")
 LOG_LEVEL = _choice("debug", "info", "warning", "error")
 
 
@@ -185,6 +186,9 @@ class Config:
     region: str | None = _setting("REGION", "S3 region.")
     role_arn: str | None = _setting("ROLE_ARN", "IAM role to assume via STS on top of the resolved credentials.")
     anonymous: bool = _setting("ANONYMOUS", "Unsigned S3 requests, for public buckets.", BOOL, default=False)
+    request_payer: str | None = _setting(
+        "REQUEST_PAYER", "'requester': agree to pay for requests to a Requester Pays bucket.", REQUESTER
+    )
     metadata_loc: str | None = _setting("METADATA_LOC", "Iceberg table metadata JSON (s3://... or a local path).")
     cluster_size: int | None = _setting("CLUSTER_SIZE", "Data nodes + 1, as Kubeflow sends it.", POSITIVE_INT)
     num_data_nodes: int | None = _setting("NUM_DATA_NODES", "Number of data nodes (at least 2).", POSITIVE_INT)

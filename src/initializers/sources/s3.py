@@ -49,24 +49,31 @@ class S3Source(Source):
         static = static_credentials(config, config.role_arn)
         settled = bool(self._endpoint_url and (config.anonymous or static) and not shared_config_present())
         session = None if settled else aws_session(config, config.role_arn, "ROLE_ARN")
-        self.region = region_setting(config) or (session and session.get_config_variable("region")) or "us-east-1"
+        region = region_setting(config) or (session and session.get_config_variable("region")) or "us-east-1"
         # ANONYMOUS: no credentials, unsigned requests; static keys: as given; else the chain's, refreshed.
         credentials = (lambda: static) if config.anonymous or static else _refreshing(session)
-        endpoint = (
-            ObjectEndpoint.path_style(self._endpoint_url, location.bucket)
-            if self._endpoint_url
-            else _aws_endpoint(session, self.region, location.bucket, config.anonymous)
-        )
+
+        def endpoint_in(region: str) -> ObjectEndpoint:
+            if self._endpoint_url:
+                return ObjectEndpoint.path_style(self._endpoint_url, location.bucket)
+            return _aws_endpoint(session, region, location.bucket, config.anonymous)
+
         # AWS_CA_BUNDLE, or a profile's ca_bundle
         ca_bundle = session.get_config_variable("ca_bundle") if session else os.environ.get("AWS_CA_BUNDLE")
         self._getter = S3Getter(
-            endpoint,
-            self.region,
+            endpoint_in,
+            region,
             credentials,
             partial(ssl.create_default_context, cafile=ca_bundle),
             self._display,
             timeout=config.read_timeout or DEFAULT_READ_TIMEOUT,
+            requester_pays=config.request_payer == "requester",
         )
+
+    @property
+    def region(self) -> str:
+        """The bucket's region: as configured, or where S3 redirected the first request."""
+        return self._getter.region
 
     @classmethod
     def from_config(cls, uri: str, config: Config) -> S3Source:
@@ -82,6 +89,11 @@ class S3Source(Source):
             if listed.key.endswith("/"):  # a "folder marker", not a file
                 continue
             found = True
+            if listed.archived:
+                raise FetchError(
+                    f"{self._display(listed.key)} is in the {listed.storage_class} storage class and has no restored "
+                    "copy: restore it first (S3 RestoreObject), or exclude it with IGNORE_PATTERNS"
+                )
             yield RemoteFile(listed.key[len(prefix) :], listed.size, listed.etag, listed.key)
         key = self.location.key
         if not found and key and not key.endswith("/"):  # the URI may name one object rather than a folder

@@ -13,6 +13,7 @@ import contextlib
 import hashlib
 import re
 import ssl
+import threading
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -20,7 +21,7 @@ from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import quote, urlsplit
 
-from initializers import __version__
+from initializers import __version__, logs
 from initializers.errors import FetchError
 from initializers.sources.base import Sink
 from initializers.sources.http1 import ProtocolError, Response
@@ -31,6 +32,7 @@ _MAX_LISTING_PAGE = 16 << 20  # a page of 1000 keys of 1 KiB each is about 1.3 M
 #: A key whose botocore-built URL reveals the bucket's addressing (see ObjectEndpoint.from_object_url).
 PROBE_KEY = "initializers-probe"
 _USER_AGENT = f"initializers/{__version__}"
+_log = logs.get_logger("initializers.s3")
 #: Response headers that mean the ETag is not the MD5 of the content.
 _ENCRYPTION_HEADERS = ("x-amz-server-side-encryption-customer-algorithm", "x-amz-server-side-encryption")
 
@@ -85,20 +87,33 @@ class GetRequest:
 
 
 class S3Getter:
+    """Signed GETs of one bucket. `endpoint_in(region)` says where the bucket is served when it turns out to live in
+    another region than configured: S3 redirects the first request, and every later one goes there directly."""
+
     def __init__(
         self,
-        endpoint: ObjectEndpoint,
+        endpoint_in: Callable[[str], ObjectEndpoint],
         region: str,
         credentials: Callable[[], SigningCredentials | None],
         ssl_context: Callable[[], ssl.SSLContext],
         describe: Callable[[str], str],
         timeout: float = 60.0,
+        requester_pays: bool = False,
     ) -> None:
-        self._endpoint = endpoint
+        self._endpoint_in = endpoint_in
+        self._endpoint = endpoint_in(region)
         self._signer = GetSigner(region)
+        self._relocation_lock = threading.Lock()
         self._credentials = credentials
         self._describe = describe
         self._http = HttpGetter(ssl_context, timeout)
+        self._common = {"user-agent": _USER_AGENT}
+        if requester_pays:
+            self._common["x-amz-request-payer"] = "requester"
+
+    @property
+    def region(self) -> str:
+        return self._signer.region
 
     def get(self, request: GetRequest, sink: Sink) -> None:
         """Stream the range into `sink`, resuming after transient failures from the bytes already written; a whole
@@ -120,7 +135,7 @@ class S3Getter:
         self._http.close()
 
     def _get_listing_page_once(self, query: str, where: str) -> bytes:
-        response = self._send(self._endpoint.path_prefix, query, {"user-agent": _USER_AGENT})
+        response = self._send(self._endpoint.path_prefix, query, {})
         if response.status != 200:
             self._raise_for_status(LIST, where, response)
         return response.read_all(_MAX_LISTING_PAGE)
@@ -128,19 +143,20 @@ class S3Getter:
     def _send(self, path: str, query: str, extra: dict[str, str]) -> Response:
         """Sign (unless anonymous) and send `GET path?query`, on this thread's connection."""
         credentials = self._credentials()
+        endpoint, signer, extra = self._endpoint, self._signer, {**self._common, **extra}
         headers = (
-            self._signer.headers(credentials, self._endpoint.netloc, path, extra, datetime.now(UTC), query)
+            signer.headers(credentials, endpoint.netloc, path, extra, datetime.now(UTC), query)
             if credentials
-            else {"host": self._endpoint.netloc, **extra}
+            else {"host": endpoint.netloc, **extra}
         )
         target = f"{path}?{query}" if query else path
-        return self._http.send(self._endpoint.scheme, self._endpoint.netloc, target, headers)
+        return self._http.send(endpoint.scheme, endpoint.netloc, target, headers)
 
     def _get_once(self, download: _Download) -> None:
         request, sink = download.request, download.sink
         start = request.offset + sink.written
         end = request.offset + request.length - 1
-        extra = {"if-match": f'"{request.etag}"', "user-agent": _USER_AGENT}
+        extra = {"if-match": f'"{request.etag}"'}
         ranged = not (request.whole and start == 0)
         if ranged:
             extra["range"] = f"bytes={start}-{end}"
@@ -179,24 +195,56 @@ class S3Getter:
             )
 
     def _raise_for_status(self, operation: Operation, where: str, response: Response) -> None:
+        """S3's answer in its own words (its error Code and Message), as a message that says what to do."""
         body = response.read_all().decode(errors="replace")
         code = _xml_field(body, "Code") or response.reason
+        message = _xml_field(body, "Message") or ""
+        region = response.header("x-amz-bucket-region") or _xml_field(body, "Region")
+        if region and region != self.region and (response.status == 301 or code in _WRONG_REGION):
+            self._relocate(region)
+            raise Retriable(f"{response.status} {code}: the bucket is in {region}")
         if response.status in RETRIABLE_STATUS or code in ("SlowDown", "RequestTimeout", "InternalError"):
             raise Retriable(f"{response.status} {code}")
-        if code == "NoSuchBucket":
-            raise FetchError(f"the bucket of {where} does not exist ({code})")
-        if response.status == 412:
-            raise FetchError(f"{where} changed during the download (its ETag no longer matches); run again")
-        if response.status == 404:
-            raise FetchError(f"{where} disappeared after it was listed ({code})")
-        if response.status == 416:
-            raise FetchError(f"{where} is shorter than listed ({code}); it changed during the download, run again")
-        if response.status in (401, 403):
-            raise FetchError(
-                f"S3 denied {operation.verb}ing {where}: {code}: {explain_denial(code, operation.permission)}"
-            )
-        message = _xml_field(body, "Message")
-        raise FetchError(f"S3 answered {response.status} {code} for {where}" + (f": {message}" if message else ""))
+        raise FetchError(s3_error(operation, where, response.status, code, message))
+
+    def _relocate(self, region: str) -> None:
+        """Send everything from now on to the bucket's own region (once: threads redirected together agree)."""
+        with self._relocation_lock:
+            if self._signer.region != region:
+                _log.info("bucket in another region", bucket_region=region, configured_region=self.region)
+                self._endpoint = self._endpoint_in(region)
+                self._signer = GetSigner(region)
+
+
+#: Error codes with which S3 says a request went to the wrong region (it names the right one).
+_WRONG_REGION = frozenset({"PermanentRedirect", "AuthorizationHeaderMalformed", "IllegalLocationConstraintException"})
+
+
+def s3_error(operation: Operation, where: str, status: int, code: str, message: str) -> str:
+    """The message for a failed S3 request: the README's table of S3 errors, in code."""
+    if code == "NoSuchBucket":
+        return f"the bucket of {where} does not exist ({code})"
+    if status == 412:
+        return f"{where} changed during the download (its ETag no longer matches); run again"
+    if code == "InvalidObjectState":
+        return (
+            f"{where} is archived (Glacier or Deep Archive) and has no restored copy ({code}): restore it first "
+            "(S3 RestoreObject), or exclude it with IGNORE_PATTERNS"
+        )
+    if status == 404:
+        return f"{where} disappeared after it was listed ({code})"
+    if status == 416:
+        return f"{where} is shorter than listed ({code}); it changed during the download, run again"
+    if status == 301 or code in _WRONG_REGION:
+        return f"S3 answered {status} {code} for {where}: the bucket is in another region; set REGION to it"
+    if "kms" in message.lower() or code.startswith("KMS."):
+        return (
+            f"S3 denied {operation.verb}ing {where}: {code}: the object is encrypted with a KMS key the credentials "
+            f"may not use (kms:Decrypt): {message}"
+        )
+    if status in (401, 403):
+        return f"S3 denied {operation.verb}ing {where}: {code}: {explain_denial(code, operation.permission)}"
+    return f"S3 answered {status} {code} for {where}" + (f": {message}" if message else "")
 
 
 @dataclass
@@ -279,4 +327,7 @@ def explain_denial(code: str, permission: str) -> str:
     """What an S3 access-denied code means for the user, for listing and reading alike."""
     if code in REJECTED_CREDENTIALS:
         return "the credentials were rejected; check ACCESS_KEY_ID and SECRET_ACCESS_KEY (or the role)"
-    return f"the credentials lack permission ({permission}), or the bucket is not public (ANONYMOUS=true)"
+    return (
+        f"the credentials lack permission ({permission}), or the bucket is not public (ANONYMOUS=true), or it is a "
+        "Requester Pays bucket (REQUEST_PAYER=requester)"
+    )

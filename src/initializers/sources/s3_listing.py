@@ -12,11 +12,22 @@ from urllib.parse import unquote_plus
 PAGE_SIZE = 1000  # the most S3 returns per page
 
 
+#: Storage classes whose objects cannot be read until restored (GLACIER_IR, Glacier Instant Retrieval, can).
+ARCHIVED = frozenset({"GLACIER", "DEEP_ARCHIVE"})
+
+
 @dataclass(frozen=True)
 class ListedObject:
     key: str
     size: int
     etag: str  # without quotes
+    storage_class: str = "STANDARD"
+    restored: bool = False  # an archived object with a restored copy available (when the listing says so)
+
+    @property
+    def archived(self) -> bool:
+        """It must be restored before it can be read."""
+        return self.storage_class in ARCHIVED and not self.restored
 
 
 @dataclass(frozen=True)
@@ -48,10 +59,17 @@ def parse_page(body: bytes) -> ListPage:
     for entry in root:
         if _local(entry.tag) != "Contents":
             continue
-        values = {_local(child.tag): child.text or "" for child in entry}
-        key = values.get("Key", "")
+        values = {_local(child.tag): child for child in entry}
+        key = values["Key"].text or "" if "Key" in values else ""  # not stripped: a key may end in a space
+        restore = {_local(child.tag): _text(child) for child in values.get("RestoreStatus", ())}
         objects.append(
-            ListedObject(unquote_plus(key) if url_encoded else key, int(values["Size"]), values["ETag"].strip('"'))
+            ListedObject(
+                unquote_plus(key) if url_encoded else key,
+                int(_text(values.get("Size")) or 0),
+                _text(values.get("ETag")).strip('"'),
+                _text(values.get("StorageClass")) or "STANDARD",
+                restore.get("IsRestoreInProgress") == "false" and bool(restore.get("RestoreExpiryDate")),
+            )
         )
     truncated = _text(fields.get("IsTruncated")) == "true"
     token = _text(fields.get("NextContinuationToken")) if truncated else None
