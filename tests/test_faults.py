@@ -93,14 +93,37 @@ def test_s3_persistent_failure_exits_1_in_bounded_time_with_nothing_complete(
     seaweed: SeaweedFS, s3_relay: tuple[Relay, str], tmp_path: Path
 ):
     relay, bucket = s3_relay
-    relay.add_fault(StatusFault(status=503, times=None, match="big.bin"))
+    relay.add_fault(StatusFault(status=500, times=None, match="big.bin"))
     started = time.monotonic()
     result = s3_fetch(seaweed, relay, bucket, tmp_path / "out")
     assert time.monotonic() - started < 30
     assert result.code == 1
-    assert "big.bin: giving up after 5 attempts" in result.last["error"] and "SlowDown" in result.last["error"]
+    assert "big.bin: giving up after 5 attempts" in result.last["error"] and "InternalError" in result.last["error"]
     assert "big.bin" not in tree(tmp_path / "out") and not completed(tmp_path / "out")
     assert list((tmp_path / "out" / ".initializer" / "tmp").iterdir()) == []
+
+
+def test_s3_throttling_is_waited_out_as_asked_beyond_the_attempts_for_errors(
+    seaweed: SeaweedFS, s3_relay: tuple[Relay, str], tmp_path: Path
+):
+    relay, bucket = s3_relay
+    slow_down = relay.add_fault(StatusFault(status=503, times=7, match="big.bin", headers={"Retry-After": "1"}))
+    result = s3_fetch(seaweed, relay, bucket, tmp_path / "out", MAX_WORKERS="1")
+    assert result.code == 0, result.stdout + result.stderr
+    assert slow_down.hits == 7 and tree(tmp_path / "out") == {"big.bin": BIG, **SMALL}
+    waits = result.named("waiting to retry")
+    assert len(waits) == 7 and all(1 <= wait["wait_s"] <= 1.5 and "SlowDown" in wait["reason"] for wait in waits)
+
+
+def test_s3_throttling_without_end_is_bounded_by_timeout(
+    seaweed: SeaweedFS, s3_relay: tuple[Relay, str], tmp_path: Path
+):
+    relay, bucket = s3_relay
+    relay.add_fault(StatusFault(status=503, times=None, match="big.bin"))
+    result = s3_fetch(seaweed, relay, bucket, tmp_path / "out", TIMEOUT="4")
+    assert result.code == 1
+    assert "TIMEOUT of 4 s passed while still waiting for" in result.last["error"] and "big.bin" in result.last["error"]
+    assert result.named("waiting to retry") and not completed(tmp_path / "out")
 
 
 @pytest.mark.parametrize(
@@ -205,6 +228,21 @@ def test_hub_resume_that_the_server_answers_whole_starts_the_file_over(hub_relay
     assert probe.hits == 1 and reset.hits == 1
     assert tree(tmp_path / "out") == HUB_EXPECTED and completed(tmp_path / "out")
     assert hub_relays.hub.served_bytes["cdn"] >= len(BIG) + 5_000_000  # sent again from its first byte
+
+
+@pytest.mark.parametrize("match", ["/api/models/org/m/revision/", "/api/models/org/m/tree/"], ids=["resolve", "tree"])
+def test_hub_rate_limits_on_the_api_are_waited_out(hub_relays: HubRelays, tmp_path: Path, match: str):
+    limited = hub_relays.api.add_fault(
+        StatusFault(status=429, times=6, match=match, headers={"Retry-After": "0.3"},
+                    body=b'{"error": "rate limited"}', content_type="application/json")
+    )  # fmt: skip
+    result = hub_fetch(hub_relays, tmp_path / "out")
+    assert result.code == 0, result.stdout + result.stderr
+    assert limited.hits == 6  # more than the attempts a failing request gets: throttling is waited out
+    assert tree(tmp_path / "out") == HUB_EXPECTED
+    # huggingface_hub retries tree pages itself too; every wait of ours honours Retry-After.
+    waits = result.named("waiting to retry")
+    assert waits and all(wait["wait_s"] >= 0.3 and "429" in wait["reason"] for wait in waits)
 
 
 def test_a_malformed_hub_download_timeout_is_a_configuration_error(hub_relays: HubRelays, tmp_path: Path):

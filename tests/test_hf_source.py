@@ -258,4 +258,5 @@ def test_an_unreachable_hub_fails_cleanly_after_retries(tmp_path: Path):
     result = run_program("dataset", {"STORAGE_URI": "hf://org/ds", "OUTPUT_PATH": str(tmp_path / "x"),
                                      "HF_ENDPOINT": "http://127.0.0.1:9"})  # fmt: skip
     assert result.code == 1
-    assert "giving up after 3 attempts" in result.last["error"] and "cannot reach the Hub" in result.last["error"]
+    assert "giving up after 5 attempts" in result.last["error"] and "cannot reach the Hub" in result.last["error"]
+    assert len(result.named("waiting to retry")) == 4

@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import random
-import time
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
@@ -20,11 +18,12 @@ from initializers.checksums import GIT_SHA1, Checksum
 from initializers.contract import Config, Kind
 from initializers.errors import ConfigError, FetchError
 from initializers.plan import RemoteFile
+from initializers.retry import Retriable, retrying
 from initializers.sources.base import PART_SIZE, Sink, Source
 from initializers.sources.hf_get import BAD_TOKEN, HubGetter, gated, not_found
+from initializers.sources.http_get import RETRIABLE_STATUS, retriable
 from initializers.uris import HfLocation
 
-_ATTEMPTS = 3  # for the API calls; file downloads get HttpGetter's 5
 _T = TypeVar("_T")
 #: Seconds without a byte before a download read times out, unless READ_TIMEOUT or HF_HUB_DOWNLOAD_TIMEOUT says.
 DEFAULT_READ_TIMEOUT = 60.0
@@ -129,16 +128,13 @@ class HfSource(Source):
         return f"{self.repo_type} {self.location.repo_id}"
 
     def _retrying(self, what: str, call: Callable[[], _T]) -> _T:
-        """`call` with huggingface_hub's errors translated, network failures and 5xx retried a few times."""
-        for attempt in range(1, _ATTEMPTS + 1):
-            try:
-                with self._translated_errors():
-                    return call()
-            except _Transient as exc:
-                if attempt == _ATTEMPTS:
-                    raise FetchError(f"{what}: giving up after {attempt} attempts: {exc}") from None
-                time.sleep(attempt * random.uniform(0.5, 1.5))  # backoff with jitter
-        raise AssertionError("unreachable")
+        """`call` with huggingface_hub's errors translated, under the retry policy (throttling waited out)."""
+
+        def translated() -> _T:
+            with self._translated_errors():
+                return call()
+
+        return retrying("list", what, translated)
 
     def _display(self, file: RemoteFile) -> str:
         return f"hf://{self.location.repo_id}/{file.path}"
@@ -164,11 +160,11 @@ class HfSource(Source):
             status = exc.response.status_code if exc.response is not None else None
             if status == 401:
                 raise FetchError(BAD_TOKEN) from None
-            if status is not None and (status >= 500 or status == 429):
-                raise _Transient(f"the Hub answered {status}") from None
+            if status is not None and (status >= 500 or status in RETRIABLE_STATUS):
+                raise retriable(status, "from the Hub", exc.response.headers.get("retry-after")) from None
             raise FetchError(f"the Hub refused a request for {repo}: {exc}") from None
         except (errors.LocalEntryNotFoundError, self._transport_errors) as exc:
-            raise _Transient(f"cannot reach the Hub at {self._hub.constants.ENDPOINT}: {exc}") from None
+            raise Retriable(f"cannot reach the Hub at {self._hub.constants.ENDPOINT}: {exc}") from None
 
 
 def _read_timeout(config: Config) -> float:
@@ -179,10 +175,6 @@ def _read_timeout(config: Config) -> float:
         return float(raw) if raw else DEFAULT_READ_TIMEOUT
     except ValueError:
         raise ConfigError(f"HF_HUB_DOWNLOAD_TIMEOUT: expected seconds, got {raw!r}") from None
-
-
-class _Transient(Exception):
-    """A network failure or server error worth another attempt."""
 
 
 def _remote_file(entry: Any) -> RemoteFile:

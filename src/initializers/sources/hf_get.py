@@ -16,7 +16,7 @@ from initializers import __version__
 from initializers.errors import FetchError
 from initializers.sources.base import Sink
 from initializers.sources.http1 import ProtocolError, Response
-from initializers.sources.http_get import RETRIABLE_STATUS, HttpGetter, Retriable
+from initializers.sources.http_get import RETRIABLE_STATUS, HttpGetter, retriable
 
 _MAX_REDIRECTS = 10
 _REDIRECTS = frozenset({301, 302, 303, 307, 308})
@@ -120,7 +120,7 @@ class HubGetter:
         code = response.header("x-error-code") or ""
         message = response.header("x-error-message") or response.reason
         if response.status in RETRIABLE_STATUS:
-            raise Retriable(f"{response.status} {message}")
+            raise retriable(response.status, message, response.header("retry-after"))
         if code == "GatedRepo":
             raise FetchError(gated(self._repo))
         if code == "RepoNotFound":

@@ -23,9 +23,10 @@ from urllib.parse import quote, urlsplit
 
 from initializers import __version__, logs
 from initializers.errors import FetchError
+from initializers.retry import Retriable
 from initializers.sources.base import Sink
 from initializers.sources.http1 import ProtocolError, Response
-from initializers.sources.http_get import RETRIABLE_STATUS, HttpGetter, Retriable
+from initializers.sources.http_get import RETRIABLE_STATUS, HttpGetter, retriable
 from initializers.sources.sigv4 import GetSigner, SigningCredentials, canonical_query
 
 _MAX_LISTING_PAGE = 16 << 20  # a page of 1000 keys of 1 KiB each is about 1.3 MB
@@ -204,7 +205,7 @@ class S3Getter:
             self._relocate(region)
             raise Retriable(f"{response.status} {code}: the bucket is in {region}")
         if response.status in RETRIABLE_STATUS or code in ("SlowDown", "RequestTimeout", "InternalError"):
-            raise Retriable(f"{response.status} {code}")
+            raise retriable(response.status, code, response.header("retry-after"), throttled=code == "SlowDown")
         raise FetchError(s3_error(operation, where, response.status, code, message))
 
     def _relocate(self, region: str) -> None:
