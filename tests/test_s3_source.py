@@ -413,6 +413,8 @@ def test_https_endpoint_with_a_custom_ca_bundle(seaweed: SeaweedFS, s3: Any, buc
     assert "the server's TLS certificate does not verify" in untrusted.last["error"]
     assert "AWS_CA_BUNDLE" in untrusted.last["error"]
     assert untrusted.named("waiting to retry") == []  # permanent: no retry can fix it
+    missing = fetch(seaweed, f"s3://{bucket}/d", tmp_path / "missing", AWS_CA_BUNDLE=str(tmp_path / "nope.pem"))
+    assert missing.code == 2 and "AWS_CA_BUNDLE (or the profile's ca_bundle): no such file" in missing.last["error"]
 
 
 def test_a_profile_ca_bundle_applies_with_static_keys(seaweed: SeaweedFS, s3: Any, bucket: str, tmp_path: Path):

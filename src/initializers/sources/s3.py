@@ -60,6 +60,8 @@ class S3Source(Source):
 
         # AWS_CA_BUNDLE, or a profile's ca_bundle
         ca_bundle = session.get_config_variable("ca_bundle") if session else os.environ.get("AWS_CA_BUNDLE")
+        if ca_bundle and not os.path.isfile(ca_bundle):
+            raise ConfigError(f"AWS_CA_BUNDLE (or the profile's ca_bundle): no such file {ca_bundle!r}")
         self._getter = S3Getter(
             endpoint_in,
             region,
