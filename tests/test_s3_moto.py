@@ -41,9 +41,17 @@ def test_role_arn_end_to_end_with_the_session_sts_issues(moto: Moto, bucket: str
     alone = fetch(moto, "reader", tmp_path / "alone")
     assert alone.code == 1 and "AccessDenied" in alone.last["error"]
     role = f"arn:aws:iam::{ACCOUNT}:role/s3-reader"
-    result = fetch(moto, "reader", tmp_path / "out", ROLE_ARN=role)
+    with Relay(moto.endpoint) as relay:
+        result = fetch(moto, "reader", tmp_path / "out", ROLE_ARN=role, ENDPOINT=relay.endpoint)
+        requests = list(zip(relay.traffic.requests, relay.traffic.headers, strict=True))
     assert result.code == 0, result.stdout + result.stderr
     assert fetched(tmp_path / "out") == OBJECTS
+    # Every S3 request is signed with the session STS issued for the role, never with the user's own key.
+    s3_requests = [headers for (_, path), headers in requests if path.startswith("/moto-data")]
+    assert len(s3_requests) >= 1 + len(OBJECTS)
+    reader_key = moto.keys["reader"][0]
+    for headers in s3_requests:
+        assert headers.get("x-amz-security-token") and f"Credential={reader_key}/" not in headers["authorization"]
 
 
 def test_a_role_that_may_not_be_assumed_and_a_wrong_secret_name_their_cause(moto: Moto, bucket: str, tmp_path: Path):
