@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
+from initializers import logs
 from initializers.checksums import new_hasher
 from initializers.concurrency import WINDOW_SECONDS, Ramp
 from initializers.errors import FetchError
@@ -28,6 +29,7 @@ from initializers.state import DoneFile, StateDir
 
 _HASH_BLOCK = 1 << 20
 _STOP_GRACE_SECONDS = 2.0  # how long a stopped run waits for transfer threads to notice before cleaning up
+_log = logs.get_logger("initializers.engine")
 
 
 class Cancelled(Exception):
@@ -152,7 +154,11 @@ class TransferEngine:
             elapsed = now[0] - before[0]
             if elapsed < WINDOW_SECONDS:
                 continue
-            self._ramp.observe((now[2] - before[2]) / elapsed, (now[1] - before[1]) / elapsed)
+            throughput, cpu_share = (now[2] - before[2]) / elapsed, (now[1] - before[1]) / elapsed
+            limit = self._ramp.limit
+            if self._ramp.observe(throughput, cpu_share) != limit:
+                _log.debug("workers", workers=self._ramp.limit, was=limit, mb_s=round(throughput / 1e6, 1),
+                           cpu_share=round(cpu_share, 2))  # fmt: skip
             before = now
             if self._error is None and not self._tasks_ran_out:
                 self._start_threads(tasks)
