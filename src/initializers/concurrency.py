@@ -17,7 +17,7 @@ WINDOW_SECONDS = 0.25
 #: fewer connections do as well for less.
 _WORTH_KEEPING = 1.15
 #: Share of one core above which the process is the limit: more threads would only contend for it.
-_BUSY_CPU = 0.8
+_BUSY_CPU = 0.5
 #: After settling, another doubling is tried every this many windows, in case the regime changed (small files
 #: following large ones, a listing that caught up).
 _PROBE_EVERY = 8

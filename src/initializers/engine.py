@@ -127,6 +127,7 @@ class TransferEngine:
         self._thread_ended = threading.Event()
         self.finished_files = 0
         self.finished_bytes = 0
+        self._count_lock = threading.Lock()
 
     def fetch(self, files: Iterable[RemoteFile]) -> None:
         """Fetch every file to its final path, or raise with nothing partial left at a final path."""
@@ -284,7 +285,7 @@ class TransferEngine:
         self._state.record_done(done)
         os.replace(target.temp, final)
         del self._open[file.path]
-        with self._next_lock:
+        with self._count_lock:
             self.finished_files += 1
             self.finished_bytes += st.st_size
         self._progress.file_done()

@@ -91,12 +91,14 @@ class PlanIndex:
         parts = file.path.split("/")
         parents = ["/".join(parts[:depth]) for depth in range(1, len(parts))]
         # A planned file at one of this file's folders, or planned files under this file's path as a folder
-        # ('/' sorts just before '0').
+        # ('/' sorts just before '0'). Each half on its own: SQLite scans the whole table for `path IN () OR ...`.
         clash = self._db.execute(
-            f"SELECT path, locator FROM planned WHERE path IN ({','.join('?' * len(parents))}) "
-            "OR (path > ? AND path < ?) LIMIT 1",
-            (*parents, file.path + "/", file.path + "0"),
+            "SELECT path, locator FROM planned WHERE path > ? AND path < ? LIMIT 1", (file.path + "/", file.path + "0")
         ).fetchone()
+        if clash is None and parents:
+            clash = self._db.execute(
+                f"SELECT path, locator FROM planned WHERE path IN ({','.join('?' * len(parents))}) LIMIT 1", parents
+            ).fetchone()
         if clash is not None:
             folder = min(clash[0], file.path, key=len)
             raise FetchError(

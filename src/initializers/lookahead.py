@@ -16,8 +16,12 @@ _END = object()
 
 
 class Lookahead(Generic[_T]):
-    def __init__(self, items: Iterator[_T], depth: int, name: str) -> None:
-        self._queue: queue.Queue[object] = queue.Queue(depth)
+    """Items travel in batches: a queue operation per item would cost more lock traffic than the item's work."""
+
+    def __init__(self, items: Iterator[_T], depth: int, name: str, batch: int = 64) -> None:
+        self._queue: queue.Queue[object] = queue.Queue(max(1, depth // batch))
+        self._batch = batch
+        self._current: Iterator[_T] = iter(())
         self._closed = threading.Event()
         self._error: BaseException | None = None
         self._finished = False
@@ -29,17 +33,20 @@ class Lookahead(Generic[_T]):
 
     def __next__(self) -> _T:
         """The next item; StopIteration at the end; the producer's exception, raised here, if it failed."""
+        for item in self._current:
+            return item
         while not self._finished:
             try:
-                item = self._queue.get(timeout=0.2)
+                batch = self._queue.get(timeout=0.2)
             except queue.Empty:
                 if self._closed.is_set():
                     break
                 continue
-            if item is _END:
+            if batch is _END:
                 self._finished = True
                 break
-            return item  # type: ignore[return-value]
+            self._current = iter(batch)  # type: ignore[call-overload]
+            return next(self._current)
         if self._error is not None:
             raise self._error
         raise StopIteration
@@ -51,12 +58,20 @@ class Lookahead(Generic[_T]):
         self._thread.join(1.0)
 
     def _produce(self, items: Iterator[_T]) -> None:
+        batch: list[_T] = []
         try:
             for item in items:
-                if not self._put(item):
-                    return
+                batch.append(item)
+                # A batch goes when full, or at once while the consumer has nothing to do: the first file starts as
+                # soon as it is listed.
+                if len(batch) == self._batch or self._queue.empty():
+                    if not self._put(batch):
+                        return
+                    batch = []
         except BaseException as exc:  # handed to the consumer, raised in its thread
             self._error = exc
+        if batch:
+            self._put(batch)
         self._put(_END)
 
     def _put(self, item: object) -> bool:
