@@ -260,3 +260,17 @@ def test_an_unreachable_hub_fails_cleanly_after_retries(tmp_path: Path):
     assert result.code == 1
     assert "giving up after 5 attempts" in result.last["error"] and "cannot reach the Hub" in result.last["error"]
     assert len(result.named("waiting to retry")) == 4
+
+
+def test_a_repo_of_20k_files_lists_over_pages_and_fetches(tmp_path: Path):
+    files = {f"data/{i % 50:02d}/{i:05d}.json": f'{{"i": {i}}}\n'.encode() for i in range(20_000)}
+    with HubServer() as server:
+        server.add_repo("org/many", files, repo_type="dataset")
+        result = fetch(server, "dataset", "hf://org/many", tmp_path / "out")
+        tree_pages = [r for r in server.requests if r.origin == "hub" and "/tree/" in r.path]
+        again = fetch(server, "dataset", "hf://org/many", tmp_path / "out")
+    assert result.code == 0, result.stdout + result.stderr
+    assert result.last["files"] == 20_000 and len(tree_pages) > 1
+    assert all((tmp_path / "out" / path).read_bytes() == files[path] for path in list(files)[::997])
+    assert manifest(tmp_path / "out")["total_files"] == 20_000
+    assert again.code == 0 and again.named("up to date") and again.last["fetched_files"] == 0
