@@ -307,3 +307,21 @@ def test_nested_columns_survive_renames(local_catalog: Any, tmp_path: Path) -> N
     assert result.code == 0, result.stdout + result.stderr
     shards = _assert_sharded(tmp_path / "out", _reference(table.metadata_location), 2)
     assert shards[0].schema.names == ["id", "labels", "meta", "attrs"]
+
+
+@pytest.mark.parametrize(
+    ("message", "denied"),
+    [
+        ("When reading information for key 'w/metadata/00006-22f0.metadata.json' in bucket 'b': AWS Error "
+         "ACCESS_DENIED during HeadObject operation: No response body.", True),
+        ("When reading information for key 'w/data/00007-403-9f1c.parquet' in bucket 'b': AWS Error NO_SUCH_KEY "
+         "during HeadObject operation: No response body.", False),
+        ("Path does not exist 'b/w/data/00007-403-9f1c.parquet'. Detail: [errno 2] No such file or directory", False),
+    ],
+    ids=["access-denied", "missing-file-named-403", "missing-path-named-403"],
+)  # fmt: skip
+def test_storage_errors_are_classified_by_the_aws_error_type_not_by_digits(message: str, denied: bool) -> None:
+    from initializers.sources.iceberg import _explain_os_error
+
+    explained = _explain_os_error(OSError(message), None)
+    assert explained.startswith("access denied") is denied and message in explained

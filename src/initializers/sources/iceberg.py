@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
@@ -231,9 +232,17 @@ def _file_io_properties(config: Config, metadata_location: str) -> dict[str, str
     return properties
 
 
+#: pyarrow's S3 errors name the AWS error type: "... AWS Error ACCESS_DENIED during HeadObject operation: ...".
+_AWS_ERROR_TYPE = re.compile(r"\bAWS Error (\w+) during\b")
+_DENIED_TYPES = frozenset({"ACCESS_DENIED", "INVALID_ACCESS_KEY_ID", "SIGNATURE_DOES_NOT_MATCH", "UNRECOGNIZED_CLIENT"})
+
+
 def _explain_os_error(exc: OSError, endpoint: str | None) -> str:
+    """pyarrow's message, with what to check; classified by the AWS error type it names, never by digits that a
+    file name may hold."""
     text = _first_line(exc)
-    if "ACCESS_DENIED" in text or "AccessDenied" in text or "403" in text:
+    error_type = match.group(1) if (match := _AWS_ERROR_TYPE.search(text)) else None
+    if error_type in _DENIED_TYPES:
         return f"access denied: {text}; check ACCESS_KEY_ID / SECRET_ACCESS_KEY / IAM_ROLE and their s3:GetObject"
     if "NETWORK_CONNECTION" in text or "curlCode" in text or "onnect" in text:
         return f"cannot reach the storage{f' at {endpoint}' if endpoint else ''}: {text}"
