@@ -25,11 +25,12 @@ NAMESPACE = "shop"
 ROW_GROUP_ROWS = 500
 
 
-def sql_catalog(root: Path, warehouse: str, s3: SeaweedFS | None = None) -> SqlCatalog:
-    """A catalog whose sqlite database lives in `root`; `warehouse` is `file://...` or `s3://bucket/prefix`."""
+def sql_catalog(root: Path, warehouse: str, s3: SeaweedFS | dict[str, str] | None = None) -> SqlCatalog:
+    """A catalog whose sqlite database lives in `root`; `warehouse` is `file://...` or `s3://bucket/prefix`, on
+    SeaweedFS or on the S3 server that `s3` gives pyiceberg's `s3.*` properties of."""
     properties = {"uri": f"sqlite:///{root}/catalog.db", "warehouse": warehouse}
     if s3 is not None:
-        properties |= s3_properties(s3)
+        properties |= s3 if isinstance(s3, dict) else s3_properties(s3)
     catalog = SqlCatalog("tests", **properties)
     catalog.create_namespace_if_not_exists(NAMESPACE)
     return catalog

@@ -14,6 +14,7 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import http.client
+import re
 import socket
 import ssl
 import struct
@@ -34,6 +35,10 @@ from devkit.ports import free_port
 _HOP_BY_HOP = {"connection", "keep-alive", "transfer-encoding", "proxy-connection", "te", "trailer", "upgrade"}
 _CHUNK_SIZE = 64 * 1024
 _ACK_WAIT_SECONDS = 10.0  # how long a reset waits for the client to take the bytes sent before it
+_SIGNED_BY = re.compile(r"Credential=([^/,\s]+)/")  # the access key id in a SigV4 Authorization header
+_EXPIRED = (
+    b"<?xml version='1.0'?><Error><Code>ExpiredToken</Code><Message>The provided token has expired.</Message></Error>"
+)
 _S3_ERRORS = {  # status -> (Code, Message) of the error S3 answers with
     500: ("InternalError", "We encountered an internal error. Please try again."),
     503: ("SlowDown", "Please reduce your request rate."),
@@ -163,10 +168,12 @@ F = TypeVar("F", StatusFault, ResetFault, StallFault, CorruptFault)
 class Relay:
     """`tls`: (certificate, key) files to serve HTTPS with, as a TLS-terminating proxy in front of S3 would.
 
-    Hooks, all safe to change while serving: `bytes_per_second` (throttle of each streamed body), `injected` (S3 keys
-    added to listings and served; `storage_classes` may list them as GLACIER ...), faults (`add_fault`,
-    `clear_faults`), and `refuse`: while true, new connections are reset as soon as accepted (after the TLS
-    handshake with `tls`) and requests on open ones are reset unanswered.
+    Hooks, all safe to change while serving: `bytes_per_second` (throttle of each streamed body; with `slow_paths`,
+    only of paths containing it), `injected` (S3 keys added to listings and served; `storage_classes` may list them
+    as GLACIER ...), faults (`add_fault`, `clear_faults`), `refuse`: while true, new connections are reset as soon as
+    accepted (after the TLS handshake with `tls`) and requests on open ones are reset unanswered; and
+    `session_lifetime`: STS sessions (AssumeRole replies passing through) expire that many seconds after they are
+    issued, their Expiration says so, and a request signed with an expired session's key gets S3's 400 ExpiredToken.
     """
 
     def __init__(self, upstream: str, tls: tuple[Path, Path] | None = None) -> None:
@@ -174,6 +181,9 @@ class Relay:
         self.upstream_host, self.upstream_port = parts.hostname or "127.0.0.1", parts.port or 80
         self.traffic = Traffic()
         self.bytes_per_second: float | None = None
+        self.slow_paths: str | None = None
+        self.session_lifetime: float | None = None
+        self.sessions_issued: dict[str, float] = {}  # access key id of an STS session -> when it expires (time.time)
         self.injected: dict[str, dict[str, bytes]] = {}  # bucket -> key -> body
         self.storage_classes: dict[str, str] = {}  # injected key -> the storage class its listing entry shows
         self.refuse = False
@@ -310,7 +320,11 @@ def _handler_for(relay: Relay) -> type[BaseHTTPRequestHandler]:
             fault = relay._take_fault(self.command, self.path)
             length = int(self.headers.get("Content-Length") or 0)
             body = self.rfile.read(length) if length else None
-            if isinstance(fault, StatusFault):
+            if self._session_expired():
+                self._send_whole(400, [*self._own_headers(), ("Content-Type", "application/xml")], _EXPIRED, None)
+            elif relay.session_lifetime is not None and body and b"Action=AssumeRole" in body:
+                self._issue_short_session(body)
+            elif isinstance(fault, StatusFault):
                 headers = [*self._own_headers(), ("Content-Type", fault.content_type), *fault.headers.items()]
                 self._send_whole(fault.status, headers, fault.body or b"", None)
             elif isinstance(fault, CorruptFault):
@@ -337,6 +351,31 @@ def _handler_for(relay: Relay) -> type[BaseHTTPRequestHandler]:
                     )
             finally:
                 upstream.close()
+
+        def _session_expired(self) -> bool:
+            found = _SIGNED_BY.search(self.headers.get("Authorization") or "")
+            expires = relay.sessions_issued.get(found.group(1)) if found else None
+            return expires is not None and time.time() >= expires
+
+        def _issue_short_session(self, body: bytes) -> None:
+            """Relay an AssumeRole reply with the session's Expiration moved to `session_lifetime` from now."""
+            assert relay.session_lifetime is not None
+            upstream = http.client.HTTPConnection(relay.upstream_host, relay.upstream_port, timeout=60)
+            try:
+                upstream.request(self.command, self.path, body=body, headers=dict(self.headers.items()))
+                reply = upstream.getresponse()
+                answer = reply.read()
+                headers = [(k, v) for k, v in reply.getheaders() if k.lower() not in _HOP_BY_HOP]
+            finally:
+                upstream.close()
+            expires = time.time() + relay.session_lifetime
+            if key := re.search(rb"<AccessKeyId>([^<]+)</AccessKeyId>", answer):
+                relay.sessions_issued[key.group(1).decode()] = expires
+                stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(expires))
+                answer = re.sub(
+                    rb"<Expiration>[^<]*</Expiration>", f"<Expiration>{stamp}</Expiration>".encode(), answer
+                )
+            self._send_whole(reply.status, headers, answer, None)
 
         def _send_whole(
             self, status: int, headers: list[tuple[str, str]], body: bytes, fault: _ConnectionFault | None
@@ -380,7 +419,7 @@ def _handler_for(relay: Relay) -> type[BaseHTTPRequestHandler]:
                             relay.traffic.body_bytes += len(chunk)
                     self.wfile.write(chunk)
                     sent += len(chunk)
-                    if relay.bytes_per_second:
+                    if relay.bytes_per_second and (relay.slow_paths is None or relay.slow_paths in self.path):
                         time.sleep(len(chunk) / relay.bytes_per_second)
                 if sent == limit:
                     return

@@ -8,6 +8,7 @@ so sources skip it when the contract's keys (or ANONYMOUS) and ENDPOINT leave it
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
@@ -89,6 +90,23 @@ def resolve_credentials(session: botocore.session.Session) -> botocore.credentia
     if credentials is None:
         raise ConfigError(NO_CREDENTIALS)
     return credentials
+
+
+def refreshing_credentials(session: botocore.session.Session | None) -> Callable[[], SigningCredentials]:
+    """The chain's credentials, frozen per request: assumed-role and IRSA credentials refresh themselves."""
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    assert session is not None, "credentials come from the chain only when botocore has a session"
+    chain = resolve_credentials(session)
+
+    def current() -> SigningCredentials:
+        try:
+            frozen = chain.get_frozen_credentials()
+        except (BotoCoreError, ClientError) as exc:
+            raise credentials_failed("refreshing", exc) from None
+        return SigningCredentials(frozen.access_key, frozen.secret_key, frozen.token)
+
+    return current
 
 
 #: STS's codes for credentials it does not accept at all, as opposed to a role they may not assume.

@@ -22,16 +22,8 @@ from initializers.contract import Config
 from initializers.errors import ConfigError, FetchError
 from initializers.plan import RemoteFile
 from initializers.sharding import cut, shard_sizes
-from initializers.sources.aws import (
-    aws_session,
-    check_credential_settings,
-    checked_endpoint,
-    region_setting,
-    resolve_credentials,
-    static_credentials,
-)
 from initializers.sources.base import Source
-from initializers.sources.http1 import Proxy, proxy_url
+from initializers.sources.iceberg_io import S3_SCHEMES, TableStorage
 from initializers.uris import CacheLocation
 
 if TYPE_CHECKING:  # pyarrow and pyiceberg load only once the configuration is known to be valid
@@ -39,8 +31,6 @@ if TYPE_CHECKING:  # pyarrow and pyiceberg load only once the configuration is k
 
     from initializers.sources.iceberg_parts import Part, PartWriter
 
-DEFAULT_READ_TIMEOUT = 60.0
-_S3_SCHEMES = ("s3", "s3a")
 #: pyarrow's allocator, unless the user chose one. Its default (jemalloc) keeps freed memory around: on 1 M and
 #: 5 M rows the system allocator peaked at 161 / 204 MB instead of 194 / 289 MB, at the same speed.
 _ARROW_MEMORY_POOL = ("ARROW_DEFAULT_MEMORY_POOL", "system")
@@ -64,7 +54,7 @@ class IcebergSource(Source):
         self._metadata_location = _metadata_location(config.metadata_loc)
         self._nodes = config.data_nodes()
         os.environ.setdefault(*_ARROW_MEMORY_POOL)  # read when pyarrow first allocates, which is later
-        self._properties = _file_io_properties(config, self._metadata_location)
+        self._storage = TableStorage(config, self._metadata_location)
         self._description: dict[str, Any] = {"uri": str(location), "metadata_location": self._metadata_location}
         recorded = {name: getattr(config, name) for name in _RECORDED if getattr(config, name) is not None}
         if recorded:
@@ -95,7 +85,7 @@ class IcebergSource(Source):
             live = [kept_rows(deletes.get(t.file.file_path), 0, t.file.record_count) for t in tasks]
         if not sum(live):
             raise FetchError(f"{where} has no rows at its current snapshot {snapshot.snapshot_id}: nothing to download")
-        self._writer = writer = PartWriter(table)
+        self._writer = writer = PartWriter(table, self._storage.file_io)
         schema = table.schema()
         version = f"snapshot {snapshot.snapshot_id} schema {schema.schema_id}"
         files_per_shard = [0] * self._nodes
@@ -141,7 +131,9 @@ class IcebergSource(Source):
         with self._translated_errors(f"METADATA_LOC {self._metadata_location}", metadata=True):
             from pyiceberg.table import StaticTable
 
-            return StaticTable.from_metadata(self._metadata_location, self._properties)
+            if self._storage.locate():
+                self._description["region"] = self._storage.region
+            return StaticTable.from_metadata(self._metadata_location, self._storage.properties())
 
     @contextlib.contextmanager
     def _translated_errors(self, what: str, metadata: bool = False) -> Iterator[None]:
@@ -162,14 +154,18 @@ class IcebergSource(Source):
                 raise FetchError(f"{what} is not an Iceberg table metadata file: {_first_line(exc)}") from None
             raise FetchError(f"{what}: {_first_line(exc)}") from None
         except OSError as exc:
-            raise FetchError(f"{what}: {_explain_os_error(exc, self._properties.get('s3.endpoint'))}") from None
+            raise FetchError(f"{what}: {_explain_os_error(exc, self._storage.endpoint)}") from None
         except ValueError as exc:  # pyiceberg's refusals (unsupported formats, deletes, types) are ValueErrors
             raise FetchError(f"{what}: {_first_line(exc)}") from None
 
 
 def _plan_files(table: Table, snapshot_id: int, where: str) -> list[FileScanTask]:
+    """The snapshot's data files with their deletes; refused before any is read when some cannot be (equality
+    deletes, ORC or Avro data files), since a half-materialised table is of no use."""
+    from pyiceberg.manifest import FileFormat
+
     try:
-        return list(table.scan(snapshot_id=snapshot_id).plan_files())
+        tasks = list(table.scan(snapshot_id=snapshot_id).plan_files())
     except ValueError as exc:
         if "equality deletes" not in str(exc):
             raise
@@ -177,6 +173,14 @@ def _plan_files(table: Table, snapshot_id: int, where: str) -> list[FileScanTask
             f"{where} has equality deletes, which pyiceberg cannot apply; compact the table (rewrite its data "
             "files, e.g. Spark's rewrite_data_files) and try again"
         ) from None
+    for task in tasks:
+        if task.file.file_format != FileFormat.PARQUET:
+            raise FetchError(
+                f"{task.file.file_path} is a data file of {where} in {task.file.file_format.value} format; the cache "
+                "source reads Parquet data files only: rewrite the table's data files as Parquet "
+                "(write.format.default=parquet, then e.g. Spark's rewrite_data_files)"
+            )
+    return tasks
 
 
 def _metadata_location(value: str | None) -> str:
@@ -186,50 +190,11 @@ def _metadata_location(value: str | None) -> str:
             "e.g. s3://bucket/warehouse/db/table/metadata/v3.metadata.json"
         )
     scheme = urlsplit(value).scheme.lower()
-    if scheme in (*_S3_SCHEMES, "file"):
+    if scheme in (*S3_SCHEMES, "file"):
         return value
     if scheme and len(scheme) > 1:  # a one-letter scheme is a Windows drive, not ours
         raise ConfigError(f"METADATA_LOC: scheme {scheme}:// is not supported; expected s3://, s3a:// or a local path")
     return os.path.abspath(value)
-
-
-def _file_io_properties(config: Config, metadata_location: str) -> dict[str, str]:
-    """pyiceberg's FileIO settings from the contract. Static keys go as they are; anything else (the AWS chain,
-    an assumed role) is resolved by botocore, as for the S3 source, and handed over as session credentials.
-
-    A region is always set: without one, pyarrow asks the bucket for its region, a ~6 s stall per file opened.
-    """
-    region = region_setting(config)
-    properties = {
-        "py-io-impl": "pyiceberg.io.pyarrow.PyArrowFileIO",
-        "s3.connect-timeout": "10",
-        "s3.request-timeout": str(config.read_timeout or DEFAULT_READ_TIMEOUT),
-        "s3.region": region or "us-east-1",
-    }
-    role_arn, role_variable = (config.iam_role, "IAM_ROLE") if config.iam_role else (config.role_arn, "ROLE_ARN")
-    check_credential_settings(config, role_arn, role_variable)
-    if config.endpoint:
-        properties["s3.endpoint"] = str(checked_endpoint(config.endpoint))
-    metadata_on_s3 = urlsplit(metadata_location).scheme.lower() in _S3_SCHEMES
-    storage = urlsplit(config.endpoint or f"https://s3.{properties['s3.region']}.amazonaws.com")
-    # pyarrow reads no proxy variable itself
-    if (config.endpoint or metadata_on_s3) and (named := proxy_url(storage.scheme, storage.netloc)):
-        Proxy.parse(*named)  # only http:// proxies, as for S3 and the Hub: anything else is exit 2
-        properties["s3.proxy-uri"] = named[0]
-    if config.anonymous:
-        properties["s3.anonymous"] = "true"
-    elif static := static_credentials(config, role_arn):  # nothing to resolve: skip botocore
-        properties["s3.access-key-id"] = static.access_key
-        properties["s3.secret-access-key"] = static.secret_key
-    elif metadata_on_s3 or role_arn:
-        session = aws_session(config, role_arn, role_variable)
-        frozen = resolve_credentials(session).get_frozen_credentials()  # STS happens here for a role
-        properties["s3.access-key-id"] = frozen.access_key
-        properties["s3.secret-access-key"] = frozen.secret_key
-        if frozen.token:
-            properties["s3.session-token"] = frozen.token
-        properties["s3.region"] = region or session.get_config_variable("region") or "us-east-1"
-    return properties
 
 
 #: pyarrow's S3 errors name the AWS error type: "... AWS Error ACCESS_DENIED during HeadObject operation: ...".

@@ -16,6 +16,7 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+from pyiceberg.io import FileIO
 from pyiceberg.io.pyarrow import (
     _combine_positional_deletes,
     _get_column_projection_values,
@@ -94,10 +95,11 @@ def _plain(arrow_type: pa.DataType) -> pa.DataType:
 class PartWriter:
     """Everything about the table a part needs, resolved once: its I/O, schemas, partition specs."""
 
-    def __init__(self, table: Table, allow_copy: bool = True) -> None:
+    def __init__(self, table: Table, file_io: Callable[[], FileIO], allow_copy: bool = True) -> None:
+        """`file_io`: the FileIO to open the next data file with (made anew when credentials refresh)."""
         metadata = table.metadata
         self._allow_copy = allow_copy  # False: always re-write, to compare both ways of making a part
-        self._io = table.io
+        self._file_io = file_io
         self._schema = table.schema()
         # As pyiceberg's own scan: a list's or map's own id is not a column to select, its elements' ids are.
         self._field_ids = {
@@ -117,7 +119,7 @@ class PartWriter:
             for _, destination in parts:
                 pq.write_table(self.target.empty_table(), destination, compression=_CODEC)
             return "rewritten"
-        with self._io.new_input(first.task.file.file_path).open() as stream:
+        with self._file_io().new_input(first.task.file.file_path).open() as stream:
             parquet = pq.ParquetFile(stream, pre_buffer=False, buffer_size=_READ_BUFFER)
             if len(parts) == 1 and self._copyable(first, parquet):
                 stream.seek(0)

@@ -21,14 +21,13 @@ from initializers.sources.aws import (
     aws_session,
     check_credential_settings,
     checked_endpoint,
-    credentials_failed,
+    refreshing_credentials,
     region_setting,
-    resolve_credentials,
     shared_config_present,
     static_credentials,
 )
 from initializers.sources.base import PART_SIZE, Sink, Source
-from initializers.sources.s3_get import PROBE_KEY, GetRequest, ObjectEndpoint, S3Getter
+from initializers.sources.s3_get import OPEN, PROBE_KEY, GetRequest, ObjectEndpoint, S3Getter
 from initializers.sources.s3_listing import PAGE_SIZE, ListedObject, ListPage, page_query, parse_page
 from initializers.sources.sigv4 import SigningCredentials
 from initializers.uris import S3Location
@@ -42,16 +41,21 @@ DEFAULT_READ_TIMEOUT = 60.0
 class S3Source(Source):
     part_size = PART_SIZE
 
-    def __init__(self, location: S3Location, config: Config) -> None:
+    def __init__(self, location: S3Location, config: Config, role: tuple[str | None, str] | None = None) -> None:
+        """`role`: the role to assume and the variable that names it, when not ROLE_ARN (the cache's IAM_ROLE)."""
         self.location = location
         self._endpoint_url = checked_endpoint(config.endpoint)
-        check_credential_settings(config, config.role_arn, "ROLE_ARN")
-        static = static_credentials(config, config.role_arn)
+        role_arn, role_variable = role or (config.role_arn, "ROLE_ARN")
+        check_credential_settings(config, role_arn, role_variable)
+        static = static_credentials(config, role_arn)
         settled = bool(self._endpoint_url and (config.anonymous or static) and not shared_config_present())
-        session = None if settled else aws_session(config, config.role_arn, "ROLE_ARN")
+        session = None if settled else aws_session(config, role_arn, role_variable)
         region = region_setting(config) or (session and session.get_config_variable("region")) or "us-east-1"
-        # ANONYMOUS: no credentials, unsigned requests; static keys: as given; else the chain's, refreshed.
-        credentials = (lambda: static) if config.anonymous or static else _refreshing(session)
+        #: The credentials each request is signed with, as of now. ANONYMOUS: none, unsigned requests; static keys:
+        #: as given; else the chain's, which refresh themselves (assumed roles, web identity).
+        self.credentials: Callable[[], SigningCredentials | None] = (
+            (lambda: static) if config.anonymous or static else refreshing_credentials(session)
+        )
 
         def endpoint_in(region: str) -> ObjectEndpoint:
             if self._endpoint_url:
@@ -65,7 +69,7 @@ class S3Source(Source):
         self._getter = S3Getter(
             endpoint_in,
             region,
-            credentials,
+            self.credentials,
             partial(ssl.create_default_context, cafile=ca_bundle),
             self._display,
             timeout=config.read_timeout or DEFAULT_READ_TIMEOUT,
@@ -121,6 +125,11 @@ class S3Source(Source):
         whole = offset == 0 and length == file.size
         self._getter.get(GetRequest(file.locator, file.version, offset, length, whole), sink)
 
+    def locate(self, key: str) -> None:
+        """Read the first byte of `key` and drop it: S3 redirects a request for a bucket in another region, and
+        everything after goes there (`region`); a key that cannot be read fails here, in S3's words."""
+        self._getter.get(GetRequest(key, None, 0, 1, whole=False, operation=OPEN), _Discard())
+
     def interrupt(self) -> None:
         self._getter.interrupt()
 
@@ -131,21 +140,22 @@ class S3Source(Source):
         return f"s3://{self.location.bucket}/{key}"
 
 
-def _refreshing(session: botocore.session.Session | None) -> Callable[[], SigningCredentials]:
-    """The chain's credentials, frozen per request: assumed-role and IRSA credentials refresh themselves."""
-    from botocore.exceptions import BotoCoreError, ClientError
+class _Discard:
+    """A sink that keeps nothing but the count: for a request whose answer matters, not its bytes."""
 
-    assert session is not None, "credentials come from the chain only when botocore has a session"
-    chain = resolve_credentials(session)
+    needs_bytes = True
 
-    def current() -> SigningCredentials:
-        try:
-            frozen = chain.get_frozen_credentials()
-        except (BotoCoreError, ClientError) as exc:
-            raise credentials_failed("refreshing", exc) from None
-        return SigningCredentials(frozen.access_key, frozen.secret_key, frozen.token)
+    def __init__(self) -> None:
+        self.written = 0
 
-    return current
+    def write(self, data: memoryview) -> None:
+        self.written += len(data)
+
+    def rewind(self) -> None:
+        self.written = 0
+
+    def write_from_pipe(self, pipe_fd: int, count: int) -> None:
+        raise AssertionError("needs_bytes: never given a pipe")
 
 
 def _aws_endpoint(

@@ -73,18 +73,21 @@ class Operation:
 
 
 READ = Operation("read", "s3:GetObject")
+OPEN = Operation("open", "s3:GetObject")  # an object named in the configuration, not found by a listing
 LIST = Operation("list", "s3:ListBucket")
 
 
 @dataclass(frozen=True)
 class GetRequest:
-    """One GET: the object's key and ETag (pinned with If-Match), and the byte range wanted."""
+    """One GET: the object's key and ETag (pinned with If-Match; None: whatever version is there), and the byte range
+    wanted."""
 
     key: str
-    etag: str
+    etag: str | None
     offset: int
     length: int
     whole: bool  # the range is the whole object: a plain GET whose body can be checked against the ETag
+    operation: Operation = READ
 
 
 class S3Getter:
@@ -121,7 +124,7 @@ class S3Getter:
         object is checked against the digest S3 holds for it."""
         download = _Download(request, sink)
         where = self._describe(request.key)
-        self._http.retrying(READ.verb, where, lambda: self._get_once(download))
+        self._http.retrying(request.operation.verb, where, lambda: self._get_once(download))
         if download.check is not None:
             download.check.verify(where)
 
@@ -157,7 +160,7 @@ class S3Getter:
         request, sink = download.request, download.sink
         start = request.offset + sink.written
         end = request.offset + request.length - 1
-        extra = {"if-match": f'"{request.etag}"'}
+        extra = {"if-match": f'"{request.etag}"'} if request.etag else {}
         ranged = not (request.whole and start == 0)
         if ranged:
             extra["range"] = f"bytes={start}-{end}"
@@ -165,17 +168,17 @@ class S3Getter:
             extra["x-amz-checksum-mode"] = "ENABLED"  # the object's own checksum, when it was stored with one
         response = self._send(self._endpoint.path(request.key), "", extra)
         if response.status not in (200, 206):
-            self._raise_for_status(READ, self._describe(request.key), response)
+            self._raise_for_status(request.operation, self._describe(request.key), response)
         self._check_response(request, response, start, end, ranged)
         if not ranged:  # nothing kept yet: this response says what the bytes must hash to
-            download.check = _BodyCheck.of(response, request.etag)
+            download.check = _BodyCheck.of(response, request.etag or "")
         self._http.stream_body(response, sink, download.check.hasher if download.check else None)
         if request.offset + sink.written <= end:
             raise ProtocolError(f"the body ended {end + 1 - request.offset - sink.written} bytes early")
 
     def _check_response(self, request: GetRequest, response: Response, start: int, end: int, ranged: bool) -> None:
         etag = (response.header("etag") or "").strip('"')
-        if etag and etag != request.etag:
+        if etag and request.etag and etag != request.etag:
             raise FetchError(
                 f"{self._describe(request.key)} changed during the download (ETag {request.etag} became {etag}); "
                 "run again to fetch the new version"
@@ -233,8 +236,14 @@ def s3_error(operation: Operation, where: str, status: int, code: str, message: 
             "(S3 RestoreObject), or exclude it with IGNORE_PATTERNS"
         )
     if status == 404:
-        return f"{where} disappeared after it was listed ({code})"
+        return (
+            f"{where}: no such file ({code})"
+            if operation is OPEN
+            else f"{where} disappeared after it was listed ({code})"
+        )
     if status == 416:
+        if operation is OPEN:
+            return f"{where} is empty ({code})"
         return f"{where} is shorter than listed ({code}); it changed during the download, run again"
     if status == 301 or code in _WRONG_REGION:
         return f"S3 answered {status} {code} for {where}: the bucket is in another region; set REGION to it"

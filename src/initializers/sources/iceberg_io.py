@@ -1,0 +1,125 @@
+"""pyiceberg's FileIO for the cache source: the contract's settings, the bucket's own region, current credentials.
+
+pyarrow's S3 filesystem takes one region and static keys. Credentials come from where the S3 source gets them
+(static keys, the AWS chain, an assumed role) and refresh the same way: a FileIO is made anew whenever botocore
+has refreshed them, so an assumed role's or web identity's session never expires under a long materialisation.
+pyarrow does not follow S3's region redirects, so when the metadata file is on S3 the S3 source reads its first
+byte first: S3 redirects that request when the bucket lives in another region than configured, and pyarrow is
+then given the bucket's own region. That read also reports a missing or forbidden metadata file in S3's words.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+from urllib.parse import urlsplit
+
+from initializers.contract import Config
+from initializers.sources.aws import (
+    aws_session,
+    check_credential_settings,
+    checked_endpoint,
+    refreshing_credentials,
+    region_setting,
+    static_credentials,
+)
+from initializers.sources.http1 import Proxy, proxy_url
+from initializers.sources.s3 import S3Source
+from initializers.sources.sigv4 import SigningCredentials
+from initializers.uris import S3Location
+
+if TYPE_CHECKING:
+    from pyiceberg.io import FileIO
+
+DEFAULT_READ_TIMEOUT = 60.0
+S3_SCHEMES = ("s3", "s3a")
+_VERSION_HINT = "metadata/version-hint.text"  # what pyiceberg reads when METADATA_LOC names the table's folder
+
+
+class TableStorage:
+    """Where the table's files are read from, and with which settings; `file_io()` is safe to call from threads."""
+
+    def __init__(self, config: Config, metadata_location: str) -> None:
+        role = (config.iam_role, "IAM_ROLE") if config.iam_role else (config.role_arn, "ROLE_ARN")
+        check_credential_settings(config, *role)
+        self._settings = {
+            "py-io-impl": "pyiceberg.io.pyarrow.PyArrowFileIO",
+            "s3.connect-timeout": "10",
+            "s3.request-timeout": str(config.read_timeout or DEFAULT_READ_TIMEOUT),
+        }
+        if config.endpoint:
+            self._settings["s3.endpoint"] = str(checked_endpoint(config.endpoint))
+        if config.anonymous:
+            self._settings["s3.anonymous"] = "true"
+        parts = urlsplit(metadata_location)
+        self._metadata: tuple[S3Source, str] | None = None
+        # A region is always set: without one, pyarrow asks AWS for the bucket's region, a ~6 s stall per file.
+        self.region = region_setting(config) or "us-east-1"
+        self._credentials: Callable[[], SigningCredentials | None]
+        if parts.scheme.lower() in S3_SCHEMES:
+            source = S3Source(S3Location(parts.netloc, parts.path.lstrip("/")), config, role)
+            self._metadata = source, _first_file(parts.path.lstrip("/"))
+            self._credentials = source.credentials
+            self.region = source.region
+        elif static := static_credentials(config, role[0]):  # local metadata: data files may still be on S3
+            self._credentials = lambda: static
+        elif role[0]:
+            session = aws_session(config, *role)
+            self._credentials = refreshing_credentials(session)
+            self.region = region_setting(config) or session.get_config_variable("region") or self.region
+        else:  # a local table, or pyarrow's own credential chain for S3 data files
+            self._credentials = lambda: None
+        storage = urlsplit(config.endpoint or f"https://s3.{self.region}.amazonaws.com")
+        # pyarrow reads no proxy variable itself
+        if (config.endpoint or self._metadata) and (named := proxy_url(storage.scheme, storage.netloc)):
+            Proxy.parse(*named)  # only http:// proxies, as for S3 and the Hub: anything else is exit 2
+            self._settings["s3.proxy-uri"] = named[0]
+        self._lock = threading.Lock()
+        self._io: FileIO | None = None
+        self._io_credentials: SigningCredentials | None = None
+
+    @property
+    def endpoint(self) -> str | None:
+        return self._settings.get("s3.endpoint")
+
+    def locate(self) -> bool:
+        """Find the metadata bucket's region (S3 redirects a wrong one) before pyarrow opens anything there; False
+        when the metadata file is not on S3."""
+        if self._metadata is None:
+            return False
+        source, key = self._metadata
+        try:
+            source.locate(key)
+            self.region = source.region
+        finally:
+            source.close()
+        return True
+
+    def properties(self) -> dict[str, str]:
+        """pyiceberg's FileIO properties as of now: the settings, the region, the current credentials."""
+        return self._properties_with(self._credentials())
+
+    def file_io(self) -> FileIO:
+        """The FileIO to open the next file with: a new one when the credentials changed since the last."""
+        from pyiceberg.io import load_file_io
+
+        with self._lock:
+            credentials = self._credentials()
+            if self._io is None or credentials != self._io_credentials:
+                self._io = load_file_io(self._properties_with(credentials))
+                self._io_credentials = credentials
+            return self._io
+
+    def _properties_with(self, credentials: SigningCredentials | None) -> dict[str, str]:
+        if credentials is None:
+            return {**self._settings, "s3.region": self.region}
+        keys = {"s3.access-key-id": credentials.access_key, "s3.secret-access-key": credentials.secret_key}
+        if credentials.token:
+            keys["s3.session-token"] = credentials.token
+        return {**self._settings, "s3.region": self.region, **keys}
+
+
+def _first_file(key: str) -> str:
+    """The object pyiceberg reads first: the metadata file, or the version hint of a table's folder."""
+    return key if key.endswith(".metadata.json") else f"{key.rstrip('/')}/{_VERSION_HINT}"
