@@ -99,6 +99,31 @@ def test_a_table_in_a_bucket_of_another_region_is_followed(seaweed: SeaweedFS, b
     assert _manifest(tmp_path / "out")["source"]["region"] == "eu-west-1"
 
 
+def test_a_data_file_whose_reads_fail_transiently_is_read_again(
+    seaweed: SeaweedFS, bucket: str, tmp_path: Path
+) -> None:
+    table = simple_table(sql_catalog(tmp_path, f"s3://{bucket}/warehouse", seaweed), "reviews", 2, 500)
+    with Relay(seaweed.endpoint) as relay:
+        # More failures in a row than pyarrow's own retries absorb (it tries 3 times).
+        failing = relay.add_fault(StatusFault(status=503, match="/data/", method="GET", times=8))
+        result = _run({**seaweed.env(), "ENDPOINT": relay.endpoint}, tmp_path / "out", table.metadata_location)
+    assert result.code == 0, result.stdout + result.stderr
+    assert failing.hits == 8 and result.named("waiting to retry")
+    assert _manifest(tmp_path / "out")["source"]["rows"] == 2 * 500
+
+
+def test_a_data_file_denied_is_not_retried(seaweed: SeaweedFS, bucket: str, tmp_path: Path) -> None:
+    table = simple_table(sql_catalog(tmp_path, f"s3://{bucket}/warehouse", seaweed), "reviews", 2, 500)
+    denied = b"<?xml version='1.0'?><Error><Code>AccessDenied</Code><Message>Access Denied</Message></Error>"
+    with Relay(seaweed.endpoint) as relay:
+        relay.add_fault(StatusFault(status=403, body=denied, match="/data/", times=None))
+        result = _run({**seaweed.env(), "ENDPOINT": relay.endpoint}, tmp_path / "out", table.metadata_location)
+    assert result.code == 1, result.stdout + result.stderr
+    assert "access denied" in result.last["error"] and "/data/" in result.last["error"]
+    assert not result.named("waiting to retry")
+    assert not (tmp_path / "out" / ".initializer" / "manifest.json").exists()
+
+
 @pytest.mark.parametrize("file_format", [FileFormat.ORC, FileFormat.AVRO])
 def test_data_files_other_than_parquet_are_refused_before_any_is_read(file_format: FileFormat, tmp_path: Path) -> None:
     table = simple_table(sql_catalog(tmp_path, f"file://{tmp_path}/warehouse"), "reviews", 1, 100)

@@ -15,12 +15,13 @@ import json
 import os
 import re
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urlsplit
 
 from initializers.contract import Config
 from initializers.errors import ConfigError, FetchError
 from initializers.plan import RemoteFile
+from initializers.retry import Retriable, retrying
 from initializers.sharding import cut, shard_sizes
 from initializers.sources.base import Source
 from initializers.sources.iceberg_io import S3_SCHEMES, TableStorage
@@ -31,6 +32,7 @@ if TYPE_CHECKING:  # pyarrow and pyiceberg load only once the configuration is k
 
     from initializers.sources.iceberg_parts import Part, PartWriter
 
+_T = TypeVar("_T")
 #: pyarrow's allocator, unless the user chose one. Its default (jemalloc) keeps freed memory around: on 1 M and
 #: 5 M rows the system allocator peaked at 161 / 204 MB instead of 194 / 289 MB, at the same speed.
 _ARROW_MEMORY_POOL = ("ARROW_DEFAULT_MEMORY_POOL", "system")
@@ -77,12 +79,18 @@ class IcebergSource(Source):
         where = f"the table at {self._metadata_location}"
         if snapshot is None:
             raise FetchError(f"{where} has no snapshot, so no rows: nothing to download")
-        with self._translated_errors(f"the data files of {where}"):
-            from pyiceberg.io.pyarrow import _read_all_delete_files
+        from pyiceberg.io.pyarrow import _read_all_delete_files
 
-            tasks = sorted(_plan_files(table, snapshot.snapshot_id, where), key=lambda t: t.file.file_path)
-            deletes = _read_all_delete_files(table.io, tasks)
-            live = [kept_rows(deletes.get(t.file.file_path), 0, t.file.record_count) for t in tasks]
+        tasks = sorted(
+            self._retrying(
+                "plan", f"the data files of {where}", lambda: _plan_files(table, snapshot.snapshot_id, where)
+            ),
+            key=lambda t: t.file.file_path,
+        )
+        deletes = self._retrying(
+            "read", f"the delete files of {where}", lambda: _read_all_delete_files(table.io, tasks)
+        )
+        live = [kept_rows(deletes.get(t.file.file_path), 0, t.file.record_count) for t in tasks]
         if not sum(live):
             raise FetchError(f"{where} has no rows at its current snapshot {snapshot.snapshot_id}: nothing to download")
         self._writer = writer = PartWriter(table, self._storage.file_io)
@@ -123,17 +131,32 @@ class IcebergSource(Source):
         return file.locator  # the data file: its parts are cut in one pass over it
 
     def download_all(self, files: list[tuple[RemoteFile, str]], on_bytes: Callable[[int], None]) -> None:
-        assert self._writer is not None, "list_files runs first"
-        with self._translated_errors(files[0][0].locator):
-            self._writer.write([(self._parts[file.path], destination) for file, destination in files], on_bytes)
+        writer = self._writer
+        assert writer is not None, "list_files runs first"
+        parts = [(self._parts[file.path], destination) for file, destination in files]
+        self._retrying("read", files[0][0].locator, lambda: writer.write(parts, on_bytes))
 
     def _open_table(self) -> StaticTable:
-        with self._translated_errors(f"METADATA_LOC {self._metadata_location}", metadata=True):
-            from pyiceberg.table import StaticTable
+        from pyiceberg.table import StaticTable
 
-            if self._storage.locate():
-                self._description["region"] = self._storage.region
-            return StaticTable.from_metadata(self._metadata_location, self._storage.properties())
+        if self._storage.locate():  # through the S3 source, which retries by itself
+            self._description["region"] = self._storage.region
+        return self._retrying(
+            "open",
+            f"METADATA_LOC {self._metadata_location}",
+            lambda: StaticTable.from_metadata(self._metadata_location, self._storage.properties()),
+            metadata=True,
+        )
+
+    def _retrying(self, verb: str, what: str, call: Callable[[], _T], metadata: bool = False) -> _T:
+        """`call()` under the one retry policy, with pyarrow's and pyiceberg's failures in words that say what failed
+        and what to check; pyarrow's own retries have run out by the time it raises."""
+
+        def attempt() -> _T:
+            with self._translated_errors(what, metadata):
+                return call()
+
+        return retrying(verb, what, attempt)
 
     @contextlib.contextmanager
     def _translated_errors(self, what: str, metadata: bool = False) -> Iterator[None]:
@@ -154,7 +177,10 @@ class IcebergSource(Source):
                 raise FetchError(f"{what} is not an Iceberg table metadata file: {_first_line(exc)}") from None
             raise FetchError(f"{what}: {_first_line(exc)}") from None
         except OSError as exc:
-            raise FetchError(f"{what}: {_explain_os_error(exc, self._storage.endpoint)}") from None
+            explained, error_type = _explain_os_error(exc, self._storage.endpoint), _aws_error_type(exc)
+            if error_type in _TRANSIENT_TYPES:
+                raise Retriable(explained, throttled=error_type in _THROTTLING_TYPES) from None
+            raise FetchError(f"{what}: {explained}") from None
         except ValueError as exc:  # pyiceberg's refusals (unsupported formats, deletes, types) are ValueErrors
             raise FetchError(f"{what}: {_first_line(exc)}") from None
 
@@ -202,11 +228,22 @@ _AWS_ERROR_TYPE = re.compile(r"\bAWS Error (\w+) during\b")
 _DENIED_TYPES = frozenset({"ACCESS_DENIED", "INVALID_ACCESS_KEY_ID", "SIGNATURE_DOES_NOT_MATCH", "UNRECOGNIZED_CLIENT"})
 
 
+#: Types worth another attempt: a 5xx, a dropped or refused connection, S3 asking for patience.
+_TRANSIENT_TYPES = frozenset(
+    {"INTERNAL_FAILURE", "SERVICE_UNAVAILABLE", "NETWORK_CONNECTION", "REQUEST_TIMEOUT", "SLOW_DOWN", "THROTTLING"}
+)
+_THROTTLING_TYPES = frozenset({"SLOW_DOWN", "THROTTLING"})
+
+
+def _aws_error_type(exc: OSError) -> str | None:
+    """The AWS error type pyarrow names, never digits that a file name may hold."""
+    return match.group(1) if (match := _AWS_ERROR_TYPE.search(_first_line(exc))) else None
+
+
 def _explain_os_error(exc: OSError, endpoint: str | None) -> str:
-    """pyarrow's message, with what to check; classified by the AWS error type it names, never by digits that a
-    file name may hold."""
+    """pyarrow's message, with what to check."""
     text = _first_line(exc)
-    error_type = match.group(1) if (match := _AWS_ERROR_TYPE.search(text)) else None
+    error_type = _aws_error_type(exc)
     if error_type in _DENIED_TYPES:
         return f"access denied: {text}; check ACCESS_KEY_ID / SECRET_ACCESS_KEY / IAM_ROLE and their s3:GetObject"
     if "NETWORK_CONNECTION" in text or "curlCode" in text or "onnect" in text:
