@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,6 +17,7 @@ from kubernetes.client import ApiClient, V1Container
 from devkit.relay import Relay
 from devkit.seaweed import SeaweedFS
 from initializers import runner, sdk
+from initializers.errors import Stopped
 
 BODY = os.urandom(512 * 1024)
 
@@ -60,6 +62,35 @@ def test_a_step_past_the_timeout_is_stopped_and_reported(seaweed: SeaweedFS, slo
     assert {r.step for r in failure.value.failed} == {"dataset-initializer", "model-initializer"}
     assert "timed out" in str(failure.value)
     assert not (tmp_path / "model" / ".initializer" / "manifest.json").exists()
+
+
+def _programs_writing_into(folder: Path) -> list[int]:
+    """Processes other than this one whose environment names `folder` (the programs' OUTPUT_PATHs do)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and int(entry.name) != os.getpid():
+            try:
+                if str(folder).encode() in (entry / "environ").read_bytes():
+                    found.append(int(entry.name))
+            except OSError:  # gone meanwhile, or not ours to read
+                continue
+    return found
+
+
+def test_a_runner_stopped_by_a_signal_stops_its_children(seaweed: SeaweedFS, slow: tuple[Relay, str], tmp_path: Path):
+    relay, bucket = slow
+    running: list[int] = []
+
+    def stop_once_started(_step: str, line: str) -> None:
+        if '"event": "fetching"' in line and not running:
+            running.extend(_programs_writing_into(tmp_path))
+            os.kill(os.getpid(), signal.SIGTERM)  # as a pod deletion or `kill` would stop the runner
+
+    with pytest.raises(Stopped, match="stopped by SIGTERM"):
+        runner.run(both(seaweed, relay, bucket), tmp_path, on_line=stop_once_started)
+    assert len(running) == 2, "both programs were running when the signal came"
+    assert _programs_writing_into(tmp_path) == []
+    assert not (tmp_path / "dataset" / ".initializer" / "manifest.json").exists()
 
 
 def test_one_failing_step_is_named_with_its_exit_code_and_last_lines(

@@ -7,11 +7,13 @@ its exit code and its last log lines. The images get the same env the Kubeflow S
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
 import threading
 import time
+import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,6 +27,7 @@ from initializers.sdk import (
     ModelInitializer,
     program_env,
 )
+from initializers.stopping import stoppable
 
 LineSink = Callable[[str, str], None]
 
@@ -125,30 +128,69 @@ def run(
     Path(workspace).mkdir(parents=True, exist_ok=True)
     if backend != "process":
         os.chmod(workspace, 0o775)
-    processes = {
-        step.kind.program: _start(step, Path(workspace), backend, config, extra_env or {}, run_options)
-        for step in steps
-    }
-    started = time.monotonic()
-    results = {name: StepResult(name, None, 0.0) for name in processes}
-    readers = [
-        threading.Thread(target=_read, args=(name, process, results[name], on_line), daemon=True)
-        for name, process in processes.items()
-    ]
-    for reader in readers:
-        reader.start()
-    deadline = started + config.initializer_timeout
-    for name, process in processes.items():
+    children: list[_Child] = []
+    # SIGTERM and SIGINT become Stopped here (in the main thread), so that the children are stopped on the way out.
+    signals = (
+        stoppable(None, lambda: "the initializers")
+        if threading.current_thread() is threading.main_thread()
+        else contextlib.nullcontext()
+    )
+    with signals:
         try:
-            results[name].exit_code = process.wait(max(0.0, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            _stop(process)
-        results[name].seconds = time.monotonic() - started
-    for reader in readers:
-        reader.join(5)
+            for step in steps:
+                children.append(_start(step, Path(workspace), backend, config, extra_env or {}, run_options))
+            results = _wait(children, config.initializer_timeout, on_line)
+        except BaseException:
+            for child in children:
+                child.stop()
+            raise
     failed = [result for result in results.values() if not result.ok]
     if failed:
         raise InitializerFailed(failed)
+    return results
+
+
+@dataclass
+class _Child:
+    """One step's process: the program itself, or the `podman run` / `docker run` client of its container."""
+
+    name: str
+    process: subprocess.Popen[str]
+    container: tuple[str, str] | None = None  # (runtime, container name)
+
+    def stop(self) -> None:
+        """SIGTERM (the programs clean up and exit within seconds), then SIGKILL; a container is removed as well,
+        since killing its client may leave it running."""
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        if self.container is not None:
+            runtime, name = self.container
+            subprocess.run([runtime, "rm", "--force", name], capture_output=True, check=False)
+
+
+def _wait(children: list[_Child], timeout: float, on_line: LineSink) -> dict[str, StepResult]:
+    started = time.monotonic()
+    results = {child.name: StepResult(child.name, None, 0.0) for child in children}
+    readers = [
+        threading.Thread(target=_read, args=(child.name, child.process, results[child.name], on_line), daemon=True)
+        for child in children
+    ]
+    for reader in readers:
+        reader.start()
+    deadline = started + timeout
+    for child in children:
+        try:
+            results[child.name].exit_code = child.process.wait(max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            child.stop()
+        results[child.name].seconds = time.monotonic() - started
+    for reader in readers:
+        reader.join(5)
     return results
 
 
@@ -159,18 +201,18 @@ def _start(
     config: ContainerBackendConfig,
     extra_env: Mapping[str, str],
     run_options: Sequence[str],
-) -> subprocess.Popen[str]:
+) -> _Child:
+    name = step.kind.program
     if backend == "process":
         env = {**program_env(step), **extra_env}
         env["OUTPUT_PATH"] = str(workspace.absolute() / env["OUTPUT_PATH"].removeprefix(f"{WORKSPACE}/"))
         command = [sys.executable, "-m", f"initializers.{step.kind.name}"]
-        return _popen(command, {**os.environ, **env})
+        return _Child(name, _popen(command, {**os.environ, **env}))
     if backend not in ("podman", "docker"):
         raise ValueError(f"backend: expected process, podman or docker, got {backend!r}")
-    argv, env = docker_run_args(
-        step, workspace, config.image_for(step), runtime=backend, options=run_options, extra_env=extra_env
-    )
-    return _popen(argv, {**os.environ, **env})
+    container = f"{name}-{uuid.uuid4().hex[:12]}"
+    argv, env = docker_run_args(step, workspace, config.image_for(step), backend, container, run_options, extra_env)
+    return _Child(name, _popen(argv, {**os.environ, **env}), (backend, container))
 
 
 def _popen(command: list[str], env: Mapping[str, str]) -> subprocess.Popen[str]:
@@ -185,13 +227,3 @@ def _read(name: str, process: subprocess.Popen[str], result: StepResult, on_line
         line = raw.rstrip("\n")
         result.logs.append(line)
         on_line(name, line)
-
-
-def _stop(process: subprocess.Popen[str]) -> None:
-    """SIGTERM (the programs clean up and exit within seconds), then SIGKILL."""
-    process.terminate()
-    try:
-        process.wait(10)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait()
