@@ -6,6 +6,7 @@ import hashlib
 from dataclasses import dataclass
 from typing import Any
 
+_BLOCK_BYTES = 1 << 20
 #: Git's blob id: sha1 over a "blob <size>\\0" header and the content (the Hub's oid for non-LFS files).
 GIT_SHA1 = "git-sha1"
 
@@ -23,3 +24,12 @@ def new_hasher(checksum: Checksum, size: int) -> Any:
         hasher.update(b"blob %d\0" % size)
         return hasher
     return hashlib.new(checksum.algorithm)
+
+
+def file_hexdigest(path: str, checksum: Checksum, size: int) -> str:
+    """The digest of the file at `path`, in `checksum`'s algorithm, read from disk."""
+    hasher = new_hasher(checksum, size)
+    with open(path, "rb") as handle:
+        while block := handle.read(_BLOCK_BYTES):
+            hasher.update(block)
+    return str(hasher.hexdigest())

@@ -10,7 +10,7 @@ import click
 
 from initializers import __version__
 from initializers.contract import Config, Kind
-from initializers.errors import ConfigError, InitializerError
+from initializers.errors import ConfigError, InitializerError, Stopped
 
 EXIT_OK, EXIT_FETCH_FAILED, EXIT_BAD_CONFIG = 0, 1, 2
 
@@ -66,15 +66,14 @@ def _print_version(ctx: click.Context, _param: click.Parameter, value: bool) -> 
 
 def run(kind: Kind, options: dict[str, Any]) -> int:
     """Parse, configure logging, run; every outcome ends in one log line that says what happened."""
-    from initializers import job, logs, workspace_owner  # deferred: --help stays fast
+    from initializers import job, logs, termination, workspace_owner  # deferred: --help stays fast
 
     hints = Config.typo_hints(os.environ)
     try:
         config = Config.from_env(os.environ, options)
     except ConfigError as exc:
         logs.configure(None, None, secrets=())
-        logs.get_logger(kind.program).error("failed", error=_with_hints(str(exc), hints), exit_code=exc.exit_code)
-        return exc.exit_code
+        return _failed(logs.get_logger(kind.program), _with_hints(str(exc), hints), exc.exit_code)
     logs.configure(config.log_format, config.log_level, config.secrets())
     log = logs.get_logger(kind.program)
     switched = workspace_owner.adopt(config.output_dir(kind))
@@ -84,16 +83,16 @@ def run(kind: Kind, options: dict[str, Any]) -> int:
         log.warning("unknown variable", variable=given, hint=f"did you mean {meant}?")
     try:
         outcome = job.run(config, kind, log)
-    except InitializerError as exc:
-        log.error("failed", error=_with_hints(str(exc), hints), exit_code=exc.exit_code)
-        return exc.exit_code
+    except (InitializerError, Stopped) as exc:
+        return _failed(log, _with_hints(str(exc), hints), exc.exit_code)
     except OSError as exc:
-        where = f" ({exc.filename})" if exc.filename else ""
-        log.error("failed", error=f"{exc.strerror or exc}{where}", exit_code=EXIT_FETCH_FAILED)
-        return EXIT_FETCH_FAILED
+        return _failed(log, f"{exc.strerror or exc}{f' ({exc.filename})' if exc.filename else ''}", EXIT_FETCH_FAILED)
     except Exception:
-        log.exception("failed", error="internal error; please report it with this log", exit_code=EXIT_FETCH_FAILED)
-        return EXIT_FETCH_FAILED
+        return _failed(log, "internal error; please report it with this log", EXIT_FETCH_FAILED, traceback=True)
+    termination.leave(
+        f"done: {outcome.files} files, {outcome.bytes} bytes in {outcome.output_path} "
+        f"({outcome.fetched_files} fetched in {outcome.seconds:.1f} s)"
+    )
     log.info(
         "done",
         files=outcome.files,
@@ -105,6 +104,15 @@ def run(kind: Kind, options: dict[str, Any]) -> int:
         output_path=outcome.output_path,
     )
     return EXIT_OK
+
+
+def _failed(log: Any, error: str, exit_code: int, traceback: bool = False) -> int:
+    """The last log line and the termination message of a failed run; returns its exit code."""
+    from initializers import termination
+
+    termination.leave(f"failed (exit {exit_code}): {error}")
+    (log.exception if traceback else log.error)("failed", error=error, exit_code=exit_code)
+    return exit_code
 
 
 def _with_hints(message: str, hints: dict[str, str]) -> str:

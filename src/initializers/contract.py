@@ -209,6 +209,12 @@ class Config:
         "Seconds without a byte before a request is abandoned and retried [default: 60].",
         POSITIVE_NUMBER,
     )
+    verify: bool = _setting(
+        "VERIFY",
+        "Re-hash files an earlier run completed against the source's checksums, and fetch again those that differ.",
+        BOOL,
+        default=False,
+    )
     timeout: float | None = _setting(
         "TIMEOUT", "Overall deadline in seconds; past it the run stops with exit 1 [default: none].", POSITIVE_NUMBER
     )

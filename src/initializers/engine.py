@@ -19,7 +19,7 @@ from functools import partial
 from typing import Any
 
 from initializers import logs
-from initializers.checksums import new_hasher
+from initializers.checksums import file_hexdigest, new_hasher
 from initializers.concurrency import WINDOW_SECONDS, Ramp
 from initializers.errors import FetchError
 from initializers.plan import RemoteFile
@@ -27,7 +27,6 @@ from initializers.progress import Progress
 from initializers.sources.base import Source
 from initializers.state import DoneFile, StateDir
 
-_HASH_BLOCK = 1 << 20
 _STOP_GRACE_SECONDS = 2.0  # how long a stopped run waits for transfer threads to notice before cleaning up
 _log = logs.get_logger("initializers.engine")
 
@@ -120,7 +119,11 @@ class TransferEngine:
         self._threads: list[threading.Thread] = []
         self.cancel = threading.Event()
         self._next_lock = threading.Lock()
+        #: Files with a temporary, guarded by `_open_changes`; once `_fenced`, no temporary is renamed into place.
         self._open: dict[str, _OpenFile] = {}
+        self._open_changes = threading.Condition()
+        self._renaming = 0
+        self._fenced = False
         self._made_dirs: set[str] = set()
         self._error: BaseException | None = None
         self._tasks_ran_out = False
@@ -142,7 +145,10 @@ class TransferEngine:
                 thread.join(max(0.0, deadline - time.monotonic()))
         if self._error is not None:
             self._discard_unfinished()
+            with contextlib.suppress(OSError, FetchError):  # what did finish stays claimed, for the re-run
+                self._checkpoint()
             raise self._error
+        self._checkpoint()
 
     def _run_threads(self, tasks: Iterator[Callable[[], None]]) -> None:
         """Keep `ramp.limit` threads pulling tasks, re-deciding the limit every window, until the tasks run out."""
@@ -161,6 +167,7 @@ class TransferEngine:
                 _log.debug("workers", workers=self._ramp.limit, was=limit, mb_s=round(throughput / 1e6, 1),
                            cpu_share=round(cpu_share, 2))  # fmt: skip
             before = now
+            self._checkpoint()
             if self._error is None and not self._tasks_ran_out:
                 self._start_threads(tasks)
 
@@ -179,7 +186,15 @@ class TransferEngine:
 
     def in_flight(self) -> list[str]:
         """Paths being fetched right now, for messages about what a stopped run was waiting for."""
-        return sorted(self._open)
+        with self._open_changes:
+            return sorted(self._open)
+
+    def _checkpoint(self) -> None:
+        """Claim the files finished since the last checkpoint, once their bytes are on stable storage."""
+        try:
+            self._state.checkpoint()
+        except OSError as exc:
+            raise _disk_error(exc) from None
 
     def _ranges(self, files: Iterable[RemoteFile]) -> Iterator[Callable[[], None]]:
         """One task per range; cheap and I/O-free, since threads take turns at it; the first range to run opens
@@ -232,7 +247,7 @@ class TransferEngine:
 
     def _deliver(self, group: list[_OpenFile]) -> None:
         for target in group:
-            self._open[target.file.path] = target  # so that a failure removes whatever the source left there
+            self._opened(target)  # so that a failure removes whatever the source left there
         self._source.download_all([(target.file, target.temp) for target in group], self._counting)
         for target in group:
             self._finish(target)
@@ -258,8 +273,8 @@ class TransferEngine:
         with target.lock:
             if target.fd >= 0:
                 return
+            self._opened(target)
             target.fd = os.open(target.temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o666)
-            self._open[target.file.path] = target
             if target.parts_left > 1:
                 os.ftruncate(target.fd, target.file.size)
 
@@ -279,12 +294,19 @@ class TransferEngine:
         self._verify_checksum(target)
         final = self._state.final_path(file.path)
         self._make_parent(final)
-        # Journal first: a kill between the two lines then leaves a claim that the next run finds untrue (nothing,
-        # or another file, at the final path with this size and mtime) rather than a finished file nobody claims.
-        done = DoneFile(file.path, st.st_size, file.version, st.st_mtime_ns)
-        self._state.record_done(done)
-        os.replace(target.temp, final)
-        del self._open[file.path]
+        with self._open_changes:
+            if self._fenced:
+                raise Cancelled
+            self._renaming += 1
+        try:
+            os.replace(target.temp, final)
+        finally:
+            with self._open_changes:
+                self._renaming -= 1
+                self._open_changes.notify_all()
+        with self._open_changes:
+            self._open.pop(file.path, None)
+        self._state.record_done(DoneFile(file.path, st.st_size, file.version, st.st_mtime_ns))
         with self._count_lock:
             self.finished_files += 1
             self.finished_bytes += st.st_size
@@ -294,16 +316,12 @@ class TransferEngine:
         expected = target.file.checksum
         if expected is None:
             return
-        hasher = target.hasher
-        if hasher is None:  # assembled from parallel ranges or handed over whole: hash the finished temporary
-            hasher = new_hasher(expected, target.file.size)
-            with open(target.temp, "rb") as handle:
-                while block := handle.read(_HASH_BLOCK):
-                    hasher.update(block)
-        if hasher.hexdigest() != expected.hexdigest:
+        # Without an in-stream digest (assembled from parallel ranges, or handed over whole): hash the temporary.
+        found = target.hasher.hexdigest() if target.hasher else file_hexdigest(target.temp, expected, target.file.size)
+        if found != expected.hexdigest:
             raise FetchError(
                 f"{target.file.locator}: {expected.algorithm} checksum mismatch (expected {expected.hexdigest}, "
-                f"got {hasher.hexdigest()}); the downloaded bytes are corrupt"
+                f"got {found}); the downloaded bytes are corrupt"
             )
 
     def _make_parent(self, final: str) -> None:
@@ -316,14 +334,26 @@ class TransferEngine:
             raise FetchError(f"cannot create folder {parent!r}: a file of that name is in the way") from None
         self._made_dirs.add(parent)
 
+    def _opened(self, target: _OpenFile) -> None:
+        with self._open_changes:
+            if self._fenced:  # a thread that outlived the stop's grace: its temporary would outlive the cleanup
+                raise Cancelled
+            self._open[target.file.path] = target
+
     def _discard_unfinished(self) -> None:
-        for target in self._open.values():
+        """Remove every temporary, with threads that outlived the stop's grace fenced off: none may start a
+        file or rename one into place from now on, and renames under way are waited for."""
+        with self._open_changes:
+            self._fenced = True
+            self._open_changes.wait_for(lambda: self._renaming == 0)
+            unfinished = list(self._open.values())
+            self._open.clear()
+        for target in unfinished:
             if target.fd >= 0:
                 with contextlib.suppress(OSError):
                     os.close(target.fd)
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(target.temp)
-        self._open.clear()
 
 
 def _disk_error(exc: OSError, path: str | None = None) -> FetchError:

@@ -1,4 +1,4 @@
-"""The two ways a run can fail, each with its documented exit code."""
+"""How a run can fail or be stopped, each with its documented exit code."""
 
 
 class InitializerError(Exception):
@@ -17,5 +17,14 @@ class ConfigError(InitializerError, ValueError):
 
 class FetchError(InitializerError):
     """The fetch failed: not found, denied, network, disk, nothing to download. Exit code 1."""
+
+    exit_code = 1
+
+
+class Stopped(BaseException):
+    """The run was stopped before it completed (a signal or the deadline). Exit code 1.
+
+    A BaseException, as KeyboardInterrupt is: a library's `except Exception` around the code it interrupts must
+    not swallow it."""
 
     exit_code = 1

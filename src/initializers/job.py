@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from initializers import manifest
+from initializers.checksums import file_hexdigest
 from initializers.concurrency import Ramp
 from initializers.contract import Config, Kind
 from initializers.engine import TransferEngine
@@ -83,7 +84,7 @@ def _list_and_fetch(
         )
         ramp = Ramp(source.default_workers, config.max_workers or source.max_workers)
         with Progress(log, config.progress_interval or PROGRESS_INTERVAL_SECONDS) as progress:
-            todo = _Todo(planned, index, state, progress, log, ramp, source)
+            todo = _Todo(planned, index, state, progress, log, ramp, source, config.verify)
             engine = phase["engine"] = TransferEngine(source, state, ramp, progress)
             listing = Lookahead(iter(todo), LISTING_LOOKAHEAD, "listing")
             try:
@@ -134,9 +135,12 @@ class _Todo:
     log: Any
     ramp: Ramp
     source: Source
+    verify: bool
     planned: int = 0
     done: int = 0
     in_manifest: int = 0
+    differing: int = 0
+    unverifiable: int = 0
     _todo_bytes: int = 0
     _started: bool = False
 
@@ -145,7 +149,7 @@ class _Todo:
         for file in self.files:
             self.planned += 1
             found = self.index.finished_as(file)
-            if found is not None and self.state.unchanged(found[0]):
+            if found is not None and self.state.unchanged(found[0]) and self._intact(file):
                 self.done += 1
                 self.in_manifest += found[1]
                 continue
@@ -156,6 +160,23 @@ class _Todo:
             self.progress.add_todo(file.size)
             yield file
         self.progress.listing_done = True
+        if self.verify:
+            verified = self.done - self.unverifiable
+            self.log.info("verified", files=verified, differing=self.differing, without_checksum=self.unverifiable)
+
+    def _intact(self, file: RemoteFile) -> bool:
+        """With VERIFY, a done file's bytes still hash to the source's checksum (no checksum: trusted as it is)."""
+        if not self.verify:
+            return True
+        checksum = self.source.checksum_at_rest(file)
+        if checksum is None:
+            self.unverifiable += 1
+            return True
+        if file_hexdigest(self.state.final_path(file.path), checksum, file.size) == checksum.hexdigest:
+            return True
+        self.differing += 1
+        self.log.warning("differs from its checksum, fetching it again", path=file.path)
+        return False
 
     def _start(self) -> None:
         self._started = True

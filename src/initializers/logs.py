@@ -56,7 +56,17 @@ class _ForwardToStructlog(logging.Handler):
         structlog.get_logger(record.name).log(record.levelno, record.getMessage())
 
 
+_redactor = Redactor(())
+
+
+def redact(text: str) -> str:
+    """`text` with every secret the logs hide hidden, for what leaves the process by another way than a log."""
+    return _redactor(None, "", text)
+
+
 def configure(log_format: str | None, log_level: str | None, secrets: Iterable[str]) -> None:
+    global _redactor
+    _redactor = Redactor([*secrets, *(os.environ.get(name, "") for name in SECRET_ENV_VARS)])
     level = getattr(logging, (log_level or "info").upper())
     fmt = log_format or ("console" if sys.stdout.isatty() else "json")
     renderer: Any = (
@@ -72,7 +82,7 @@ def configure(log_format: str | None, log_level: str | None, secrets: Iterable[s
             structlog.processors.TimeStamper(fmt="iso", utc=True),
             structlog.processors.format_exc_info if fmt == "json" else structlog.dev.set_exc_info,
             renderer,
-            Redactor([*secrets, *(os.environ.get(name, "") for name in SECRET_ENV_VARS)]),
+            _redactor,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(level),
         logger_factory=structlog.PrintLoggerFactory(sys.stdout),

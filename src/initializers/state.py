@@ -1,19 +1,23 @@
 """The `.initializer/` folder under OUTPUT_PATH: temporaries, the journal of finished files, the manifest.
 
-It lives on the destination filesystem so that every rename into place is atomic. The journal records
-each file the moment it reaches its final path, so a re-run after a crash skips it; the manifest is
-written last, atomically, and its presence alone means "complete".
+It lives on the destination filesystem so that every rename into place is atomic. Durability is claimed in
+checkpoints: files reach their final paths as they finish, and a checkpoint flushes the destination's
+filesystem to stable storage (one syncfs, not a sync per file) and only then appends them to the journal. So a
+journal line means its file's bytes survive a node crash, and a re-run after one skips exactly those; the
+manifest is written last, after a final checkpoint, atomically, and its presence alone means "complete".
 """
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import fcntl
 import hashlib
 import json
 import os
 import shutil
 import stat
+import threading
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -48,6 +52,8 @@ class StateDir:
         self.staging = self.dir / "staging"
         self._journal_fd = -1
         self._lock_fd = -1
+        self._unclaimed: list[str] = []  # journal lines of files at their final path, awaiting a checkpoint
+        self._unclaimed_lock = threading.Lock()
 
     @contextlib.contextmanager
     def session(self) -> Iterator[None]:
@@ -192,8 +198,20 @@ class StateDir:
         self._journal_fd = os.open(self.journal_path, os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC)
 
     def record_done(self, done: DoneFile) -> None:
-        """Append one line; O_APPEND writes of a line are atomic, so threads need no lock."""
-        os.write(self._journal_fd, (done.to_json() + "\n").encode())
+        """Note a file that has reached its final path; the next checkpoint claims it."""
+        line = done.to_json() + "\n"
+        with self._unclaimed_lock:
+            self._unclaimed.append(line)
+
+    def checkpoint(self) -> None:
+        """Flush the destination's filesystem, then journal the files noted before the flush began: each line
+        then stands for bytes on stable storage. One O_APPEND write, so a crash leaves whole lines or a cut-off
+        last line, which `journal_files` skips."""
+        with self._unclaimed_lock:
+            lines, self._unclaimed = self._unclaimed, []
+        if lines:
+            sync_filesystem(self.root)
+            os.write(self._journal_fd, "".join(lines).encode())
 
     def remove_journal(self) -> None:
         self.close_journal()
@@ -211,6 +229,20 @@ class StateDir:
         except OSError:
             return False
         return stat.S_ISREG(st.st_mode) and st.st_size == done.size and st.st_mtime_ns == done.mtime_ns
+
+
+def sync_filesystem(path: Path) -> None:
+    """syncfs(2): everything written to the filesystem holding `path`, data and names, onto stable storage."""
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        if _libc.syncfs(fd) != 0:
+            error = ctypes.get_errno()
+            raise OSError(error, f"syncfs: {os.strerror(error)}", str(path))
+    finally:
+        os.close(fd)
+
+
+_libc = ctypes.CDLL(None, use_errno=True)
 
 
 def _fsync_dir(path: Path) -> None:

@@ -11,13 +11,7 @@ import signal
 from collections.abc import Callable, Iterator
 from types import FrameType
 
-from initializers.errors import InitializerError
-
-
-class Stopped(InitializerError):
-    """The run was stopped before it completed (a signal or the deadline). Exit code 1."""
-
-    exit_code = 1
+from initializers.errors import Stopped
 
 
 @contextlib.contextmanager

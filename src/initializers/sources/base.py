@@ -12,6 +12,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
 from typing import Any, Protocol
 
+from initializers.checksums import Checksum
 from initializers.plan import RemoteFile
 
 #: The size of the ranges a large file is fetched in, as AWS advises for parallel GETs; the Hub's CDN is alike.
@@ -58,6 +59,10 @@ class Source(ABC):
     def read(self, file: RemoteFile, offset: int, length: int, sink: Sink) -> None:
         """Write bytes [offset, offset + length) of `file` into `sink`; raise FetchError on failure."""
         raise NotImplementedError
+
+    def checksum_at_rest(self, file: RemoteFile) -> Checksum | None:
+        """A digest the whole stored file must hash to, for VERIFY: the one the listing vouches for."""
+        return file.checksum
 
     def made_with(self, file: RemoteFile) -> str:
         """Files sharing this key are made in one go by `download_all` (the shard parts cut from one data file)."""

@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterator
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
+from initializers.checksums import Checksum
 from initializers.contract import Config
 from initializers.errors import ConfigError, FetchError
 from initializers.plan import RemoteFile
@@ -27,7 +28,7 @@ from initializers.sources.aws import (
     static_credentials,
 )
 from initializers.sources.base import PART_SIZE, Sink, Source
-from initializers.sources.s3_get import OPEN, PROBE_KEY, GetRequest, ObjectEndpoint, S3Getter
+from initializers.sources.s3_get import OPEN, PROBE_KEY, GetRequest, ObjectEndpoint, S3Getter, is_plain_md5
 from initializers.sources.s3_listing import PAGE_SIZE, ListedObject, ListPage, page_query, parse_page
 from initializers.sources.sigv4 import SigningCredentials
 from initializers.uris import S3Location
@@ -124,6 +125,11 @@ class S3Source(Source):
     def read(self, file: RemoteFile, offset: int, length: int, sink: Sink) -> None:
         whole = offset == 0 and length == file.size
         self._getter.get(GetRequest(file.locator, file.version, offset, length, whole), sink)
+
+    def checksum_at_rest(self, file: RemoteFile) -> Checksum | None:
+        """The ETag, when it is the object's MD5 (a single-part upload); SSE-KMS objects' ETags look the same but are
+        not, so VERIFY fetches those again."""
+        return Checksum("md5", file.version) if is_plain_md5(file.version) else None
 
     def locate(self, key: str) -> None:
         """Read the first byte of `key` and drop it: S3 redirects a request for a bucket in another region, and

@@ -278,7 +278,7 @@ class _BodyCheck:
         encrypted = response.header(_ENCRYPTION_HEADERS[0]) is not None or not (
             response.header(_ENCRYPTION_HEADERS[1]) or "AES256"
         ).startswith("AES256")
-        if _is_plain_md5(etag) and not encrypted:
+        if is_plain_md5(etag) and not encrypted:
             return cls("MD5 (its ETag)", hashlib.md5(usedforsecurity=False), bytes.fromhex(etag))
         return None
 
@@ -320,7 +320,7 @@ class _Download:
     check: _BodyCheck | None = None
 
 
-def _is_plain_md5(etag: str) -> bool:
+def is_plain_md5(etag: str) -> bool:
     """Single-part uploads without SSE-KMS/SSE-C have the content's MD5 as ETag; multipart ones end in -N."""
     return re.fullmatch(r"[0-9a-f]{32}", etag) is not None
 

@@ -1,0 +1,103 @@
+"""Durability: what the manifest and the journal claim is on stable storage first; VERIFY catches what changed
+behind their back; the termination message says how a run ended."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from devkit.programs import clean_env, command, run_program
+from devkit.relay import Relay
+from devkit.seaweed import SeaweedFS
+from initializers.termination import PATH_VARIABLE
+
+OBJECTS = {f"d/{i:02d}.bin": os.urandom(64 * 1024) for i in range(12)} | {"d/big.bin": os.urandom(40 << 20)}
+_SYSCALL = re.compile(r"^\d+\s+(\w+)\((.*)\)\s+=\s+(-?\d+)")
+
+
+@pytest.fixture
+def objects(s3: Any, bucket: str) -> str:
+    for key, body in OBJECTS.items():
+        s3.put_object(Bucket=bucket, Key=key, Body=body)
+    return f"s3://{bucket}/d"
+
+
+def _traced(env: dict[str, str], trace: Path) -> list[tuple[str, str]]:
+    """Run the dataset program under strace; its successful syncs and renames, in the order they returned."""
+    syscalls = "trace=syncfs,fsync,fdatasync,rename,renameat,renameat2"
+    done = subprocess.run(["strace", "-f", "-qq", "-e", syscalls, "-o", str(trace), *command("dataset")],
+                          env=clean_env(env), capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    calls = []
+    for line in trace.read_text().splitlines():
+        if (found := _SYSCALL.match(line)) and found.group(3) == "0":
+            calls.append((found.group(1), found.group(2)))
+    return calls
+
+
+def test_every_file_is_on_stable_storage_before_the_manifest_claims_it(
+    seaweed: SeaweedFS, objects: str, tmp_path: Path
+) -> None:
+    output = tmp_path / "out"
+    env = {**seaweed.env(), "STORAGE_URI": objects, "OUTPUT_PATH": str(output)}
+    calls = _traced(env, tmp_path / "trace")
+    renames = [(i, args) for i, (name, args) in enumerate(calls) if name.startswith("rename")]
+    manifest = next(i for i, args in renames if args.rstrip('"').endswith("/.initializer/manifest.json"))
+    data = [
+        i for i, args in renames if f'"{output}/' in args.split(", ")[-1] and ".initializer" not in args.split(", ")[-1]
+    ]
+    assert len(data) == len(OBJECTS)
+    syncs = [i for i, (name, _) in enumerate(calls) if name == "syncfs"]
+    assert any(max(data) < i < manifest for i in syncs), (
+        "the filesystem is synced after the last file, before the manifest"
+    )
+    assert any(i < manifest and calls[i][0] == "fsync" for i in range(manifest)), "the manifest itself is synced"
+
+
+def test_verify_fetches_again_a_file_changed_behind_the_manifests_back(
+    seaweed: SeaweedFS, objects: str, tmp_path: Path
+) -> None:
+    output = tmp_path / "out"
+    with Relay(seaweed.endpoint) as relay:
+        env = {**seaweed.env(), "ENDPOINT": relay.endpoint, "STORAGE_URI": objects, "OUTPUT_PATH": str(output)}
+        assert run_program("dataset", env).code == 0
+        victim = output / "03.bin"
+        before = victim.stat()
+        victim.write_bytes(bytes(before.st_size))  # zeros, as a crash under delayed allocation leaves them
+        os.utime(victim, ns=(before.st_atime_ns, before.st_mtime_ns))
+        relay.reset()
+        trusting = run_program("dataset", env)
+        assert trusting.code == 0 and trusting.named("up to date"), "without VERIFY, size and mtime are trusted"
+        verifying = run_program("dataset", {**env, "VERIFY": "true"})
+    assert verifying.code == 0, verifying.stdout + verifying.stderr
+    assert relay.traffic.object_gets() == [f"/{objects.split('/')[2]}/d/03.bin"]
+    assert victim.read_bytes() == OBJECTS["d/03.bin"]
+    (verified,) = verifying.named("verified")
+    assert verified["differing"] == 1 and verified["files"] == len(OBJECTS) - 1
+    assert verified["without_checksum"] == 0  # single-part uploads: every ETag is the content's MD5
+
+
+def test_the_outcome_is_left_as_the_termination_message(
+    seaweed: SeaweedFS, objects: str, bucket: str, tmp_path: Path
+) -> None:
+    message = tmp_path / "termination-log"
+    message.write_text("stale")
+    env = {**seaweed.env(), "STORAGE_URI": objects, "OUTPUT_PATH": str(tmp_path / "out"), PATH_VARIABLE: str(message)}
+    assert run_program("dataset", env).code == 0
+    assert message.read_text().startswith(f"done: {len(OBJECTS)} files, ")
+    secret = "wrong-secret-7a6b5c"
+    failed = run_program("dataset", {**env, "SECRET_ACCESS_KEY": secret, "OUTPUT_PATH": str(tmp_path / "other")})
+    assert failed.code == 1
+    assert message.read_text() == f"failed (exit 1): {failed.last['error']}" and secret not in message.read_text()
+    refused = run_program("dataset", {**env, "STORAGE_URI": "ftp://x"})
+    assert refused.code == 2 and message.read_text().startswith("failed (exit 2): STORAGE_URI")
+    absent = tmp_path / "absent"
+    assert run_program("dataset", {**env, PATH_VARIABLE: str(absent)}).code == 0
+    assert not absent.exists(), "outside Kubernetes nothing is created"
+    assert json.loads((tmp_path / "out" / ".initializer" / "manifest.json").read_text())["files"]
