@@ -174,20 +174,55 @@ def test_a_read_only_output_path_fails_before_any_transfer(
     assert slow.traffic.object_gets() == []
 
 
-def test_two_runs_on_one_output_path_never_interleave(seaweed: SeaweedFS, slow: Relay, objects: str, tmp_path: Path):
+def test_runs_started_together_on_one_output_path_fetch_once_and_all_succeed(
+    seaweed: SeaweedFS, slow: Relay, objects: str, tmp_path: Path
+):
+    output = tmp_path / "out"
+    slow.bytes_per_second = 4 * 1024 * 1024  # about 1 s in all: the others start while the first one fetches
+    env = {**seaweed.env(), "ENDPOINT": slow.endpoint, "STORAGE_URI": objects, "OUTPUT_PATH": str(output)}
+    runs = [start_program("dataset", env) for _ in range(5)]
+    results = [finish(run, timeout=120) for run in runs]
+    assert [r.code for r in results] == [0] * 5, [r.last for r in results]
+    assert slow.traffic.body_bytes == sum(len(body) for body in OBJECTS.values()), "exactly one transfer"
+    assert sorted(slow.traffic.object_gets()) == sorted(f"/{objects.split('/')[2]}/{key}" for key in OBJECTS)
+    assert sum(bool(r.named("up to date")) for r in results) == 4
+    waited = [r for r in results if r.named("waiting for another initializer")]
+    assert waited and all("@" in r.named("waiting for another initializer")[0]["holder"] for r in waited)
+    assert leftovers(output) == ["manifest.json"]
+
+
+def test_a_run_waiting_for_a_holder_that_dies_takes_over(seaweed: SeaweedFS, slow: Relay, objects: str, tmp_path: Path):
+    output = tmp_path / "out"
+    env = {**seaweed.env(), "ENDPOINT": slow.endpoint, "STORAGE_URI": objects, "OUTPUT_PATH": str(output)}
+    holder = start_program("dataset", {**env, "MAX_WORKERS": "2"})
+    wait_for_event(holder, "fetching")
+    time.sleep(2.5)  # the first objects are done
+    waiter = start_program("dataset", env)
+    wait_for_event(waiter, "waiting for another initializer")
+    holder.kill()
+    holder.wait()
+    slow.bytes_per_second = None
+    result = finish(waiter, timeout=120)
+    assert result.code == 0, result.stdout + result.stderr
+    assert {p.name for p in output.glob("*.bin")} == {k.removeprefix("d/") for k in OBJECTS}
+    assert leftovers(output) == ["manifest.json"]
+    (listed,) = result.named("listed")
+    assert listed["already_done"] >= 1, "what the holder finished before it died is not fetched again"
+
+
+def test_a_run_waiting_for_another_is_bounded_by_its_timeout(
+    seaweed: SeaweedFS, slow: Relay, objects: str, tmp_path: Path
+):
     output = tmp_path / "out"
     env = {**seaweed.env(), "ENDPOINT": slow.endpoint, "STORAGE_URI": objects, "OUTPUT_PATH": str(output)}
     first = start_program("dataset", {**env, "MAX_WORKERS": "8"})
     wait_for_event(first, "fetching")
-    second = run_program("dataset", env)
+    second = run_program("dataset", {**env, "TIMEOUT": "1"})
     assert second.code == 1
-    assert f"another initializer (pid {first.pid}) is writing OUTPUT_PATH" in second.last["error"]
+    assert "TIMEOUT of 1 s passed while still waiting for another initializer" in second.last["error"]
     slow.bytes_per_second = None
     assert finish(first, timeout=60).code == 0
-    assert leftovers(output) == [] or leftovers(output) == ["manifest.json"]
-    assert {p.name for p in output.glob("*.bin")} == {k.removeprefix("d/") for k in OBJECTS}
-    third = run_program("dataset", env)  # the lock is released with its holder
-    assert third.code == 0 and third.named("up to date")
+    assert leftovers(output) == ["manifest.json"], "the waiter left the holder's temporaries alone"
 
 
 def test_a_misspelt_variable_gets_a_hint(tmp_path: Path):

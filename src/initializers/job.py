@@ -59,7 +59,14 @@ def _run(config: Config, kind: Kind, log: Any, phase: dict[str, Any]) -> Outcome
     try:
         uri = source.describe()["uri"]
         log.info("listing", source=uri, output_path=str(state.root))
-        with state.session():
+
+        def waiting(holder: str, seconds: float) -> None:
+            phase["waiting for"] = f"another initializer ({holder}) writing OUTPUT_PATH to finish"
+            log.info(
+                "waiting for another initializer", holder=holder, waited_s=round(seconds), output_path=str(state.root)
+            )
+
+        with state.session(waiting):
             phase["waiting for"] = f"the listing of {uri}"
             return _list_and_fetch(config, kind, log, phase, source, state)
     finally:

@@ -11,14 +11,17 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import errno
 import fcntl
 import hashlib
 import json
 import os
 import shutil
+import socket
 import stat
 import threading
-from collections.abc import Iterable, Iterator
+import time
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,6 +31,8 @@ from initializers.plan import STATE_DIR
 MANIFEST = "manifest.json"
 JOURNAL = "journal.jsonl"
 LOCK = "lock"
+_LOCK_POLL_SECONDS = 0.5
+_LOCK_REPORT_SECONDS = 30.0  # how often a run waiting for another one says so
 
 
 @dataclass(frozen=True)
@@ -56,13 +61,14 @@ class StateDir:
         self._unclaimed_lock = threading.Lock()
 
     @contextlib.contextmanager
-    def session(self) -> Iterator[None]:
+    def session(self, waiting: Callable[[str, float], None]) -> Iterator[None]:
         """The destination, made ready and locked for one run; on the way out its temporaries go (the source's
         staging too: huggingface_hub's HF_HOME), then the lock.
 
-        A run that cannot take the lock leaves everything as it is: another run owns those temporaries.
+        While another run holds the lock, this one waits (`waiting(holder, seconds)` is called now and then);
+        stopping it then (a signal, TIMEOUT) leaves everything as it is: the other run owns those temporaries.
         """
-        self._prepare()
+        self._prepare(waiting)
         try:
             yield
         finally:
@@ -71,7 +77,7 @@ class StateDir:
             shutil.rmtree(self.staging, ignore_errors=True)
             self._release()
 
-    def _prepare(self) -> None:
+    def _prepare(self, waiting: Callable[[str, float], None]) -> None:
         """Create the folders, prove they are writable and take the lock, before any transfer starts."""
         try:
             self.tmp.mkdir(parents=True, exist_ok=True)
@@ -80,27 +86,36 @@ class StateDir:
             probe.unlink()
         except OSError as exc:
             raise FetchError(f"OUTPUT_PATH {str(self.root)!r} is not writable: {exc.strerror or exc}") from None
-        self._lock()
+        self._lock(waiting)
 
-    def _lock(self) -> None:
-        """One run per destination: two runs writing the same files would interleave (a misconfigured runtime)."""
+    def _lock(self, waiting: Callable[[str, float], None]) -> None:
+        """One run at a time per destination; a run that finds another one writing waits for it to end, then
+        carries on as any run does: up to date if it completed, finishing the job if it died.
+
+        A POSIX record lock (fcntl), not flock: on NFS the kernel takes it through the NFS lock protocol (NFSv4's
+        own, or NLM), so it holds across nodes; a holder that dies releases it with its process, or on NFS when its
+        node's lease expires (90 s by default). The file names the holder (pid@host), for the messages.
+        """
         fd = os.open(self.dir / LOCK, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
+        started = time.monotonic()
+        next_report = started
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "unknown"
+            while not _try_lock(fd):
+                if time.monotonic() >= next_report:
+                    holder = os.pread(fd, 256, 0).decode(errors="replace").strip() or "unknown"
+                    waiting(holder, time.monotonic() - started)
+                    next_report += _LOCK_REPORT_SECONDS
+                time.sleep(_LOCK_POLL_SECONDS)
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"{os.getpid()}@{socket.gethostname()}".encode(), 0)
+        except BaseException:
             os.close(fd)
-            raise FetchError(
-                f"another initializer (pid {holder}) is writing OUTPUT_PATH {str(self.root)!r}; two runs must not "
-                "share a destination"
-            ) from None
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, str(os.getpid()).encode(), 0)
+            raise
         self._lock_fd = fd
 
     def _release(self) -> None:
         if self._lock_fd >= 0:
-            os.close(self._lock_fd)  # closing the descriptor releases the flock
+            os.close(self._lock_fd)  # closing the descriptor releases the lock
             self._lock_fd = -1
 
     def free_space(self) -> int:
@@ -229,6 +244,16 @@ class StateDir:
         except OSError:
             return False
         return stat.S_ISREG(st.st_mode) and st.st_size == done.size and st.st_mtime_ns == done.mtime_ns
+
+
+def _try_lock(fd: int) -> bool:
+    try:
+        fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as exc:
+        if exc.errno in (errno.EACCES, errno.EAGAIN):  # held by another process
+            return False
+        raise
+    return True
 
 
 def sync_filesystem(path: Path) -> None:
