@@ -20,7 +20,13 @@ from kubeflow.trainer.types import types as kf
 
 from devkit import images
 from devkit.hubserver import HubServer
+from devkit.moto import REGION, Moto, allow
+from devkit.relay import Relay
 from devkit.seaweed import SeaweedFS
+from initializers.workspace_owner import IMAGE_USER
+
+POD_GROUP = 4242  # a pod's fsGroup, given to the container as podman's --group-add
+WEB_OBJECTS = {f"d/{i}.bin": os.urandom(256 * 1024) for i in range(6)}
 
 
 @pytest.fixture(scope="session")
@@ -150,6 +156,64 @@ def test_a_workspace_only_root_may_write_keeps_root(
     result = run_image(runtime, images.tag("model"), folder, env)
     assert result.returncode == 0, result.stdout + result.stderr
     assert (folder / "model" / "config.json").stat().st_uid == 0
+
+
+@pytest.fixture(scope="module")
+def web_identity() -> Iterator[tuple[Moto, str]]:
+    """moto without IAM enforcement (only so does it answer an unsigned AssumeRoleWithWebIdentity), a role, a bucket."""
+    with Moto.start() as server:
+        role = server.add_role("web-reader", server.add_user("admin", allow("*")), allow("s3:GetObject"))
+        server.client("s3", "admin").create_bucket(Bucket="fsgroup")
+        for key, body in WEB_OBJECTS.items():
+            server.client("s3", "admin").put_object(Bucket="fsgroup", Key=key, Body=body)
+        yield server, role
+
+
+def _projected_token(folder: Path, group: int, mode: int) -> list[str]:
+    """A service-account token as Kubernetes projects it (root's, its group, `mode`), mounted where EKS puts it;
+    returns the podman options that mount it."""
+    token = folder.parent / "token"
+    token.write_text("eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJwb2QifQ.c2ln")
+    os.chown(token, 0, group)
+    os.chmod(token, mode)
+    return [f"--volume={token}:/var/run/secrets/eks.amazonaws.com/serviceaccount/token:ro"]
+
+
+def _web_identity_env(endpoint: str, role: str) -> dict[str, str]:
+    return {"STORAGE_URI": "s3://fsgroup/d", "ENDPOINT": endpoint, "REGION": REGION, "MAX_WORKERS": "1",
+            "AWS_ROLE_ARN": role, "AWS_ENDPOINT_URL_STS": endpoint,
+            "AWS_WEB_IDENTITY_TOKEN_FILE": "/var/run/secrets/eks.amazonaws.com/serviceaccount/token"}  # fmt: skip
+
+
+def test_a_token_readable_through_the_pods_group_is_read_after_the_drop_at_every_refresh(
+    runtime: str, web_identity: tuple[Moto, str], folder: Path
+):
+    """The image drops root for its own user, keeping the pod's group: the token (0440, group fsGroup) is read
+    again for every web identity session, each 1.5 s long, over a run of about 3 s."""
+    server, role = web_identity
+    with Relay(server.endpoint) as relay:
+        relay.session_lifetime = 1.5
+        relay.slow_paths, relay.bytes_per_second = "/fsgroup/d/", 512 * 1024  # 0.5 s per object, one at a time
+        options = [*_projected_token(folder, POD_GROUP, 0o440), f"--group-add={POD_GROUP}"]
+        result = run_image(runtime, images.tag("dataset"), folder, _web_identity_env(relay.endpoint, role), options)
+    assert result.returncode == 0, result.stdout + result.stderr
+    switched = [json.loads(line) for line in result.stdout.splitlines() if "workspace's user" in line]
+    assert (switched[0]["uid"], switched[0]["gid"], switched[0]["groups"]) == (*IMAGE_USER, [POD_GROUP])
+    assert len(relay.sessions_issued) >= 3, "the token file was read again for each new session"
+    fetched = {f"d/{p.name}": p.read_bytes() for p in (folder / "dataset").glob("*.bin")}
+    assert fetched == WEB_OBJECTS
+
+
+def test_a_token_the_images_user_could_not_read_keeps_root_saying_why(
+    runtime: str, web_identity: tuple[Moto, str], folder: Path
+):
+    server, role = web_identity
+    options = _projected_token(folder, 0, 0o400)  # a Secret without fsGroup: root's alone
+    result = run_image(runtime, images.tag("dataset"), folder, _web_identity_env(server.endpoint, role), options)
+    assert result.returncode == 0, result.stdout + result.stderr
+    stayed = [json.loads(line) for line in result.stdout.splitlines() if '"running as root"' in line]
+    assert "AWS_WEB_IDENTITY_TOKEN_FILE" in stayed[0]["reason"] and "unreadable as uid 10001" in stayed[0]["reason"]
+    assert (folder / "dataset" / "0.bin").stat().st_uid == 0
 
 
 def test_the_runner_runs_both_images_in_parallel(

@@ -76,9 +76,11 @@ def run(kind: Kind, options: dict[str, Any]) -> int:
         return _failed(logs.get_logger(kind.program), _with_hints(str(exc), hints), exc.exit_code)
     logs.configure(config.log_format, config.log_level, config.secrets())
     log = logs.get_logger(kind.program)
-    switched = workspace_owner.adopt(config.output_dir(kind))
+    switched, stayed_root_because = workspace_owner.adopt(config.output_dir(kind))
     if switched:
-        log.info("running as the workspace's user", uid=switched[0], gid=switched[1])
+        log.info("running as the workspace's user", uid=switched.uid, gid=switched.gid, groups=list(switched.groups))
+    elif stayed_root_because:
+        log.warning("running as root", reason=stayed_root_because)
     for given, meant in hints.items():
         log.warning("unknown variable", variable=given, hint=f"did you mean {meant}?")
     try:

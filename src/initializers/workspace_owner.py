@@ -11,35 +11,75 @@ a program started as root picks its user from the workspace before it opens any 
 - it belongs to root and only root may write: stay root (rootless podman, where root is the invoking user).
 
 Started as any other user (Kubernetes `runAsUser`, `docker run --user`, OpenShift) nothing changes.
+
+The switch keeps the supplementary groups the pod gave the process (`fsGroup`, `supplementalGroups`, podman's
+`--group-add`), but not root's own group 0: Secret volumes readable through them stay readable. Credential
+files are read again later (a web identity token at every refresh), so if one that a variable names would be
+unreadable as the new user, the program stays root instead, and says why.
 """
 
 from __future__ import annotations
 
 import os
 import stat
+from dataclasses import dataclass
 from pathlib import Path
 
 ENABLE = "INITIALIZERS_ADOPT_WORKSPACE_OWNER"
 IMAGE_USER = (10001, 0)
+#: Variables naming files the programs (or botocore, huggingface_hub) read, possibly long after the start.
+CREDENTIAL_FILE_VARIABLES = (
+    "AWS_WEB_IDENTITY_TOKEN_FILE",
+    "AWS_SHARED_CREDENTIALS_FILE",
+    "AWS_CONFIG_FILE",
+    "AWS_CA_BUNDLE",
+    "HF_TOKEN_PATH",
+    "REQUESTS_CA_BUNDLE",
+)
 
 
-def adopt(output_path: str) -> tuple[int, int] | None:
-    """Switch to the user chosen from OUTPUT_PATH's nearest existing folder; returns (uid, gid) when it switched."""
+@dataclass(frozen=True)
+class Identity:
+    uid: int
+    gid: int
+    groups: tuple[int, ...]  # supplementary
+
+
+def adopt(output_path: str) -> tuple[Identity | None, str | None]:
+    """Switch to the user chosen from OUTPUT_PATH's nearest existing folder. Returns the identity switched to, or
+    None and, when a switch was wanted but would lock a credential file away, why the program stays root."""
     if os.environ.get(ENABLE) != "1" or os.geteuid() != 0:
-        return None
+        return None, None
     folder = _nearest_existing(Path(output_path).absolute())
     info = folder.stat()
     if info.st_uid != 0:
-        target = (info.st_uid, info.st_gid)
+        uid, gid = info.st_uid, info.st_gid
     elif info.st_mode & (stat.S_IWGRP | stat.S_IWOTH) and (info.st_gid == 0 or info.st_mode & stat.S_IWOTH):
-        target = IMAGE_USER
+        uid, gid = IMAGE_USER
     else:
-        return None
-    uid, gid = target
-    os.setgroups([])
+        return None, None
+    target = Identity(uid, gid, tuple(sorted({g for g in os.getgroups() if g not in (0, gid)})))
+    for variable in CREDENTIAL_FILE_VARIABLES:
+        path = os.environ.get(variable)
+        if path and os.path.isfile(path) and not _readable_by(path, target):
+            return None, (
+                f"{variable} ({path}) would be unreadable as uid {uid} gid {gid} groups {list(target.groups)}: "
+                "staying root; make it readable by the pod's fsGroup to run unprivileged"
+            )
+    os.setgroups(list(target.groups))
     os.setgid(gid)
     os.setuid(uid)  # last: after it, nothing above is permitted any more
-    return target
+    return target, None
+
+
+def _readable_by(path: str, who: Identity) -> bool:
+    """By the permission bits, as the kernel would decide for that user (ACLs aside)."""
+    info = os.stat(path)
+    if info.st_uid == who.uid:
+        return bool(info.st_mode & stat.S_IRUSR)
+    if info.st_gid == who.gid or info.st_gid in who.groups:
+        return bool(info.st_mode & stat.S_IRGRP)
+    return bool(info.st_mode & stat.S_IROTH)
 
 
 def _nearest_existing(path: Path) -> Path:
