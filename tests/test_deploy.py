@@ -5,6 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -21,8 +22,86 @@ def validate(*paths: Path) -> subprocess.CompletedProcess[str]:
 
 
 def test_core_manifests_are_valid():
-    result = validate(DEPLOY / "job.yaml", DEPLOY / "secret.yaml")
+    result = validate(DEPLOY / "job.yaml", DEPLOY / "secret.yaml", DEPLOY / "shared-initializer.yaml")
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+_RESTRICTED_VOLUMES = {"configMap", "csi", "downwardAPI", "emptyDir", "ephemeral", "persistentVolumeClaim",
+                       "projected", "secret"}  # fmt: skip
+
+
+def restricted_violations(pod: dict[str, Any]) -> list[str]:
+    """What breaks the Pod Security Standards' "restricted" profile (baseline included), field by field, plus our
+    own rules: a read-only root filesystem and a memory limit in every container."""
+    found = []
+    context = pod.get("securityContext", {})
+    for field in ("hostNetwork", "hostPID", "hostIPC"):
+        if pod.get(field):
+            found.append(field)
+    for volume in pod.get("volumes", []):
+        if not set(volume) - {"name"} <= _RESTRICTED_VOLUMES:
+            found.append(f"volume {volume['name']}: {sorted(set(volume) - {'name'})}")
+    for container in [*pod.get("initContainers", []), *pod["containers"]]:
+        name, own = container["name"], container.get("securityContext", {})
+        merged = {**context, **own}
+        if own.get("privileged"):
+            found.append(f"{name}: privileged")
+        if own.get("allowPrivilegeEscalation") is not False:
+            found.append(f"{name}: allowPrivilegeEscalation must be false")
+        capabilities = own.get("capabilities", {})
+        if "ALL" not in capabilities.get("drop", []) or set(capabilities.get("add", [])) - {"NET_BIND_SERVICE"}:
+            found.append(f"{name}: capabilities must drop ALL and add at most NET_BIND_SERVICE")
+        if merged.get("runAsNonRoot") is not True or merged.get("runAsUser") == 0:
+            found.append(f"{name}: must run as non-root")
+        if merged.get("seccompProfile", {}).get("type") not in ("RuntimeDefault", "Localhost"):
+            found.append(f"{name}: seccompProfile must be RuntimeDefault or Localhost")
+        if any(port.get("hostPort") for port in container.get("ports", [])):
+            found.append(f"{name}: hostPort")
+        if own.get("readOnlyRootFilesystem") is not True:
+            found.append(f"{name}: readOnlyRootFilesystem must be true")
+        if "memory" not in container.get("resources", {}).get("limits", {}):
+            found.append(f"{name}: no memory limit")
+    return found
+
+
+def _pod_specs() -> list[tuple[str, dict[str, Any]]]:
+    specs = []
+    for path in sorted(DEPLOY.glob("*.yaml")):
+        for document in yaml.safe_load_all(path.read_text()):
+            if document["kind"] == "Job":
+                specs.append((f"{path.name} {document['metadata']['name']}", document["spec"]["template"]["spec"]))
+            elif document["kind"] == "ClusterTrainingRuntime":
+                for job in document["spec"]["template"]["spec"]["replicatedJobs"]:
+                    specs.append((f"{path.name} {job['name']}", job["template"]["spec"]["template"]["spec"]))
+    return specs
+
+
+def test_every_pod_in_deploy_meets_the_restricted_pod_security_profile():
+    specs = _pod_specs()
+    assert len(specs) == 5  # job.yaml, the two HPO trials, the runtime's two initializer jobs
+    assert {name: restricted_violations(pod) for name, pod in specs} == {name: [] for name, _ in specs}
+
+
+def test_the_restricted_check_does_find_violations():
+    (_, pod), *_ = _pod_specs()
+    loosened = yaml.safe_load(yaml.safe_dump(pod))
+    loosened["securityContext"].pop("seccompProfile")
+    loosened["containers"][0]["securityContext"] = {"capabilities": {"add": ["SYS_ADMIN"]}}
+    loosened["volumes"].append({"name": "host", "hostPath": {"path": "/"}})
+    found = restricted_violations(loosened)
+    assert any("allowPrivilegeEscalation" in f for f in found) and any("capabilities" in f for f in found)
+    assert any("seccompProfile" in f for f in found) and any("hostPath" in f for f in found)
+
+
+def test_the_shared_initializer_trials_share_one_volume_and_one_initializer():
+    documents = list(yaml.safe_load_all((DEPLOY / "shared-initializer.yaml").read_text()))
+    claim = documents[0]
+    assert claim["kind"] == "PersistentVolumeClaim" and claim["spec"]["accessModes"] == ["ReadWriteMany"]
+    jobs = documents[1:]
+    assert len(jobs) == 2
+    specs = [job["spec"]["template"]["spec"] for job in jobs]
+    assert all(spec["volumes"][0]["persistentVolumeClaim"]["claimName"] == claim["metadata"]["name"] for spec in specs)
+    assert specs[0]["initContainers"] == specs[1]["initContainers"]
 
 
 def test_the_validator_does_reject_a_wrong_field(tmp_path: Path):

@@ -216,6 +216,40 @@ def test_a_token_the_images_user_could_not_read_keeps_root_saying_why(
     assert (folder / "dataset" / "0.bin").stat().st_uid == 0
 
 
+#: A Pod Security "restricted" container: no capabilities, no privilege escalation, a read-only root filesystem
+#: without podman's own tmpfs mounts (Kubernetes gives none), and an arbitrary non-root user in group 0.
+LOCKED_DOWN = ["--read-only", "--read-only-tmpfs=false", "--cap-drop=ALL", "--security-opt=no-new-privileges",
+               "--user=10001:0"]  # fmt: skip
+
+
+def test_both_images_work_locked_down_as_a_restricted_pod_runs_them(
+    runtime: str, seaweed: SeaweedFS, s3: Any, bucket: str, folder: Path
+):
+    """S3 and the Hub (whose client keeps its files under OUTPUT_PATH) with nothing writable but the volume; a
+    failure leaves its reason in the termination-message file, as Kubernetes mounts it."""
+    s3.put_object(Bucket=bucket, Key="m/model.safetensors", Body=b"W" * 5000)
+    message = folder.parent / "termination-log"
+    message.write_text("")
+    os.chmod(message, 0o666)
+    options = [*LOCKED_DOWN, f"--volume={message}:/dev/termination-log"]
+    result = run_image(runtime, images.tag("model"), folder, {**seaweed.env(), "STORAGE_URI": f"s3://{bucket}/m"},
+                       options)  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert (folder / "model" / "model.safetensors").read_bytes() == b"W" * 5000
+    assert message.read_text().startswith("done: 1 files, 5000 bytes in /workspace/model")
+    with HubServer() as hub:
+        hub.add_repo("org/corpus", {"train.jsonl": b"{}\n"}, repo_type="dataset")
+        result = run_image(runtime, images.tag("dataset"), folder,
+                           {"STORAGE_URI": "hf://org/corpus", "HF_ENDPOINT": hub.endpoint}, options)  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert (folder / "dataset" / "train.jsonl").read_bytes() == b"{}\n"
+    failed = run_image(runtime, images.tag("dataset"), folder,
+                       {**seaweed.env(), "STORAGE_URI": f"s3://{bucket}/nothing-here", "OUTPUT_PATH": "/workspace/x"},
+                       options)  # fmt: skip
+    assert failed.returncode == 1
+    assert message.read_text() == f"failed (exit 1): {last_event(failed)['error']}"
+
+
 def test_the_runner_runs_both_images_in_parallel(
     runtime: str, seaweed: SeaweedFS, s3: Any, bucket: str, folder: Path, monkeypatch: pytest.MonkeyPatch
 ):
@@ -255,14 +289,15 @@ def test_the_readmes_docker_run_example_runs(runtime: str, folder: Path):
 
 
 def test_the_dataset_image_shards_an_iceberg_table(runtime: str, seaweed: SeaweedFS, bucket: str, folder: Path):
-    """The cache extra in the image: pyiceberg reads the table on S3, the shards land in the volume."""
+    """The cache extra in the image: pyiceberg reads the table on S3, the shards land in the volume; locked down as
+    a restricted pod runs it, since pyarrow must not need a writable root filesystem either."""
     from devkit.iceberg import simple_table, sql_catalog
 
     with tempfile.TemporaryDirectory() as catalog_dir:
         table = simple_table(sql_catalog(Path(catalog_dir), f"s3://{bucket}/warehouse", seaweed), "reviews", 2, 500)
     env = {**seaweed.env(), "STORAGE_URI": "cache://shop/reviews", "METADATA_LOC": table.metadata_location,
            "CLUSTER_SIZE": "3"}  # fmt: skip
-    result = run_image(runtime, images.tag("dataset"), folder, env)
+    result = run_image(runtime, images.tag("dataset"), folder, env, LOCKED_DOWN)
     assert result.returncode == 0, result.stdout + result.stderr
     manifest = json.loads((folder / "dataset" / ".initializer" / "manifest.json").read_text())
     assert [shard["rows"] for shard in manifest["source"]["shards"]] == [500, 500]
