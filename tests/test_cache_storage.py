@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import re
+import signal
+import time
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +21,7 @@ from pyiceberg.typedef import Record
 
 from devkit.iceberg import rows, simple_table, sql_catalog
 from devkit.moto import REGION, Moto
-from devkit.programs import ProgramResult, run_program
+from devkit.programs import ProgramResult, run_program, start_program
 from devkit.relay import Relay, StatusFault
 from devkit.seaweed import SeaweedFS
 
@@ -122,6 +124,30 @@ def test_a_data_file_denied_is_not_retried(seaweed: SeaweedFS, bucket: str, tmp_
     assert "access denied" in result.last["error"] and "/data/" in result.last["error"]
     assert not result.named("waiting to retry")
     assert not (tmp_path / "out" / ".initializer" / "manifest.json").exists()
+
+
+def test_a_signal_stops_a_materialisation_promptly_leaving_nothing_that_looks_complete(
+    seaweed: SeaweedFS, bucket: str, tmp_path: Path
+) -> None:
+    table = simple_table(sql_catalog(tmp_path, f"s3://{bucket}/warehouse", seaweed), "reviews", 4, 20000)
+    output = tmp_path / "out"
+    with Relay(seaweed.endpoint) as relay:
+        relay.slow_paths, relay.bytes_per_second = "/data/", 64 * 1024  # each data file takes many seconds
+        env = {**seaweed.env(), "ENDPOINT": relay.endpoint, "STORAGE_URI": "cache://shop/reviews",
+               "METADATA_LOC": table.metadata_location, "NUM_DATA_NODES": "2", "OUTPUT_PATH": str(output)}  # fmt: skip
+        process = start_program("dataset", env)
+        assert process.stdout is not None
+        while '"event": "fetching"' not in (line := process.stdout.readline()):
+            assert line, process.stderr.read() if process.stderr else "exited early"
+        time.sleep(1.0)  # well into the data files
+        sent = time.monotonic()
+        process.send_signal(signal.SIGTERM)
+        stdout, _ = process.communicate(timeout=30)
+        elapsed = time.monotonic() - sent
+    assert elapsed < 5, f"took {elapsed:.1f} s to stop"
+    assert process.returncode == 1 and "stopped by SIGTERM" in stdout.strip().splitlines()[-1]
+    assert not (output / ".initializer" / "manifest.json").exists()
+    assert not list(output.glob("shard-*/*")) and not list((output / ".initializer" / "tmp").glob("*"))
 
 
 @pytest.mark.parametrize("file_format", [FileFormat.ORC, FileFormat.AVRO])
