@@ -6,6 +6,7 @@ import json
 import os
 import shlex
 import shutil
+import signal
 import subprocess
 import tempfile
 import time
@@ -271,6 +272,34 @@ def test_the_runner_runs_both_images_in_parallel(
     assert all(result.ok for result in results.values())
     assert (folder / "dataset" / "train.jsonl").read_bytes() == b"{}\n"
     assert (folder / "model" / "model.safetensors").read_bytes() == b"W" * 1000
+
+
+def test_a_runner_stopped_mid_run_leaves_no_container_behind(
+    runtime: str, seaweed: SeaweedFS, s3: Any, bucket: str, folder: Path, monkeypatch: pytest.MonkeyPatch
+):
+    from initializers import runner, sdk
+    from initializers.errors import Stopped
+
+    s3.put_object(Bucket=bucket, Key="m/model.safetensors", Body=os.urandom(4 << 20))
+    monkeypatch.setenv("CONTAINERS_CONF", images.engine_env()["CONTAINERS_CONF"])
+    with Relay(seaweed.endpoint) as relay:
+        relay.bytes_per_second = 256 * 1024  # 16 s: the signal comes long before the end
+        model = sdk.S3ModelInitializer(storage_uri=f"s3://{bucket}/m", endpoint=relay.endpoint,
+                                       access_key_id=seaweed.env()["ACCESS_KEY_ID"],
+                                       secret_access_key=seaweed.env()["SECRET_ACCESS_KEY"])  # fmt: skip
+        config = sdk.ContainerBackendConfig(images.tag("dataset"), images.tag("model"), initializer_timeout=120)
+
+        def stop_once_fetching(_step: str, line: str) -> None:
+            if '"event": "fetching"' in line:
+                os.kill(os.getpid(), signal.SIGTERM)
+
+        with pytest.raises(Stopped):
+            runner.run(sdk.Initializer(model=model), folder, backend=runtime, config=config,
+                       run_options=["--network=host"], on_line=stop_once_fetching)  # fmt: skip
+    listed = subprocess.run([runtime, "ps", "--all", "--format", "{{.Names}}"], env=images.engine_env(),
+                            capture_output=True, text=True, check=True)  # fmt: skip
+    assert not [name for name in listed.stdout.split() if name.startswith("model-initializer-")]
+    assert not (folder / "model" / ".initializer" / "manifest.json").exists()
 
 
 def test_the_readmes_docker_run_example_runs(runtime: str, folder: Path):
