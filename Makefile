@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install test lint format demo clean images bench bench-install bench-s3 bench-hf bench-iceberg bench-startup bench-network bench-scale
+.PHONY: install test lint format demo clean images bench bench-install bench-s3 bench-hf bench-iceberg bench-startup bench-network bench-scale bench-durability
 
 OLAH := .venvs/olah
 
@@ -82,6 +82,9 @@ bench-network: bench-install
 
 bench-scale: bench-install
 	$(PY) -m bench.scale
+
+bench-durability: install
+	$(PY) -m bench.durability
 
 bench-iceberg: bench-install
 	$(PY) -m bench.iceberg
