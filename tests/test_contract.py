@@ -102,6 +102,8 @@ def configs(draw: st.DrawFn) -> Config:
             strategy = st.none() | st.integers(1, 256)
         elif codec == "a positive integer":
             strategy = st.none() | st.integers(1, 10**6)
+        elif codec == "an integer, 0 or more":
+            strategy = st.none() | st.integers(0, 10**6)
         elif codec == "a positive number":
             strategy = st.none() | st.floats(0.001, 1e6)
         elif codec == "true or false":

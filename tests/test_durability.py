@@ -15,6 +15,7 @@ import pytest
 from devkit.programs import clean_env, command, run_program
 from devkit.relay import Relay
 from devkit.seaweed import SeaweedFS
+from initializers.state import DoneFile, StateDir, boot_id
 from initializers.termination import PATH_VARIABLE
 
 OBJECTS = {f"d/{i:02d}.bin": os.urandom(64 * 1024) for i in range(12)} | {"d/big.bin": os.urandom(40 << 20)}
@@ -101,3 +102,27 @@ def test_the_outcome_is_left_as_the_termination_message(
     assert run_program("dataset", {**env, PATH_VARIABLE: str(absent)}).code == 0
     assert not absent.exists(), "outside Kubernetes nothing is created"
     assert json.loads((tmp_path / "out" / ".initializer" / "manifest.json").read_text())["files"]
+
+
+@pytest.mark.parametrize("same_boot", [True, False])
+def test_journal_lines_past_the_last_checkpoint_are_trusted_only_on_the_boot_that_wrote_them(
+    tmp_path: Path, same_boot: bool
+) -> None:
+    """A process killed after a file reached its final path left its bytes in the page cache, which a re-run on the
+    same boot reads; a node that crashed may have lost them, so after a reboot only checkpointed lines count."""
+    state = StateDir(str(tmp_path))
+    state.tmp.mkdir(parents=True)
+    synced, unsynced = DoneFile("a.bin", 1, "v1", 11), DoneFile("b.bin", 2, "v2", 22)
+    state.restart_journal([synced])
+    state.record_done(unsynced)
+    state.close_journal()
+    if not same_boot:
+        journal = state.journal_path.read_text().replace(boot_id(), "a-boot-before-the-crash")
+        state.journal_path.write_text(journal)
+    assert list(state.journal_files()) == ([synced, unsynced] if same_boot else [synced])
+    state.restart_journal([synced])
+    state.record_done(unsynced)
+    state.checkpoint()  # a checkpoint covers what was journaled before it, whatever the boot
+    state.close_journal()
+    state.journal_path.write_text(state.journal_path.read_text().replace(boot_id(), "another-boot"))
+    assert list(state.journal_files()) == [synced, unsynced]

@@ -68,6 +68,13 @@ def _parse_positive_int(raw: str) -> int:
     return value
 
 
+def _parse_non_negative_int(raw: str) -> int:
+    value = int(raw.strip())
+    if value < 0:
+        raise ValueError("negative")
+    return value
+
+
 MAX_WORKERS_LIMIT = 256
 
 
@@ -129,6 +136,7 @@ def _choice(*choices: str) -> Codec[str]:
 
 TEXT: Codec[str] = Codec(_parse_text, str, "text")
 POSITIVE_INT: Codec[int] = Codec(_parse_positive_int, str, "a positive integer")
+NON_NEGATIVE_INT: Codec[int] = Codec(_parse_non_negative_int, str, "an integer, 0 or more")
 WORKERS: Codec[int] = Codec(_parse_workers, str, f"an integer from 1 to {MAX_WORKERS_LIMIT}")
 POSITIVE_NUMBER: Codec[float] = Codec(_parse_positive_float, repr, "a positive number")
 BOOL: Codec[bool] = Codec(_parse_bool, lambda value: "true" if value else "false", "true or false")
@@ -208,6 +216,23 @@ class Config:
         "READ_TIMEOUT",
         "Seconds without a byte before a request is abandoned and retried [default: 60].",
         POSITIVE_NUMBER,
+    )
+    shard_index: int | None = _setting(
+        "SHARD_INDEX",
+        "This initializer's share, 0 .. SHARD_COUNT-1, of a plan split over SHARD_COUNT initializers writing one "
+        "OUTPUT_PATH; for cache://, the one shard (of NUM_DATA_NODES) this node materialises.",
+        NON_NEGATIVE_INT,
+    )
+    shard_count: int | None = _setting(
+        "SHARD_COUNT",
+        "How many initializers split the plan (hf://, s3://); with it, JOB_COMPLETION_INDEX stands in for an unset "
+        "SHARD_INDEX.",
+        POSITIVE_INT,
+    )
+    job_completion_index: int | None = _setting(
+        "JOB_COMPLETION_INDEX",
+        "Set by Kubernetes in an Indexed Job's pods: the shard index when SHARD_COUNT is set and SHARD_INDEX is not.",
+        NON_NEGATIVE_INT,
     )
     verify: bool = _setting(
         "VERIFY",
@@ -307,6 +332,30 @@ class Config:
             )
             raise ConfigError(f"{given}: the cache source needs at least 2 data nodes, got {nodes}")
         return nodes
+
+    def shard(self, count_implied: int | None = None) -> tuple[int, int] | None:
+        """(index, count) of this run's share when the work is split, else None. `count_implied`: the count the
+        source itself fixes (the cache's data nodes), which SHARD_COUNT may only repeat."""
+        count = self.shard_count
+        if count_implied is not None:
+            if count is not None and count != count_implied:
+                raise ConfigError(
+                    f"SHARD_COUNT={count}, but the table is sharded for {count_implied} data nodes "
+                    "(NUM_DATA_NODES / CLUSTER_SIZE); leave SHARD_COUNT unset"
+                )
+            count = count_implied if self.shard_index is not None or count is not None else None
+        if count is None:
+            if self.shard_index is not None:
+                raise ConfigError("SHARD_INDEX is set but SHARD_COUNT is not: say how many initializers split the plan")
+            return None
+        index = self.shard_index if self.shard_index is not None else self.job_completion_index
+        if index is None:
+            raise ConfigError(
+                "SHARD_COUNT is set but SHARD_INDEX is not (nor JOB_COMPLETION_INDEX, as an Indexed Job sets it)"
+            )
+        if index >= count:
+            raise ConfigError(f"SHARD_INDEX={index} is out of range: {count} shards are numbered 0 to {count - 1}")
+        return index, count
 
     def require_storage_uri(self) -> str:
         if not self.storage_uri:

@@ -8,6 +8,8 @@ the manifest is written from it in path order at the end.
 
 from __future__ import annotations
 
+import hashlib
+import heapq
 import sqlite3
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -24,8 +26,9 @@ PRAGMA temp_store = FILE;
 CREATE TABLE finished (path TEXT PRIMARY KEY, size INTEGER, version TEXT, mtime_ns INTEGER, in_manifest INTEGER)
     WITHOUT ROWID;
 CREATE TABLE planned (path TEXT PRIMARY KEY, locator TEXT, size INTEGER, version TEXT, algorithm TEXT,
-    hexdigest TEXT, exact_size INTEGER) WITHOUT ROWID;
+    hexdigest TEXT, exact_size INTEGER, shard INTEGER) WITHOUT ROWID;
 """
+_BATCH_ROWS = 10_000
 
 
 class PlanIndex:
@@ -48,9 +51,13 @@ class PlanIndex:
     # -- what earlier runs finished ---------------------------------------------------------------------
 
     def add_finished(self, files: Iterable[DoneFile], in_manifest: bool) -> None:
-        """Record finished files; a later record of a path replaces an earlier one (the journal wins)."""
+        """Record finished files; a later record of a path replaces an earlier one (the journal wins), and keeps
+        the manifest's claim only when it records the file exactly as the manifest does."""
         self._db.executemany(
-            "INSERT OR REPLACE INTO finished VALUES (?, ?, ?, ?, ?)",
+            "INSERT INTO finished VALUES (?, ?, ?, ?, ?) ON CONFLICT (path) DO UPDATE SET in_manifest = "
+            "(excluded.in_manifest OR (in_manifest AND size = excluded.size AND version = excluded.version AND "
+            "mtime_ns = excluded.mtime_ns)), size = excluded.size, version = excluded.version, "
+            "mtime_ns = excluded.mtime_ns",
             ((d.path, d.size, d.version, d.mtime_ns, in_manifest) for d in files),
         )
 
@@ -72,7 +79,7 @@ class PlanIndex:
         """Add a file to the plan, or refuse it when its path is taken, or clashes with a file or a folder."""
         try:
             self._db.execute(
-                "INSERT INTO planned VALUES (?, ?, ?, ?, ?, ?, ?)",
+                "INSERT INTO planned VALUES (?, ?, ?, ?, ?, ?, ?, NULL)",
                 (
                     file.path,
                     file.locator,
@@ -111,11 +118,56 @@ class PlanIndex:
         rows = self._db.execute(
             "SELECT p.*, f.size, f.mtime_ns FROM planned p LEFT JOIN finished f ON f.path = p.path ORDER BY p.path"
         )
-        for path, locator, size, version, algorithm, hexdigest, exact, done_size, mtime_ns in rows:
+        for path, locator, size, version, algorithm, hexdigest, exact, _, done_size, mtime_ns in rows:
             checksum = Checksum(algorithm, hexdigest) if algorithm else None
             file = RemoteFile(path, size, version, locator, checksum, bool(exact))
             done = None if done_size is None else DoneFile(path, done_size, version, mtime_ns)
             yield file, done
+
+    # -- a plan split over several initializers -------------------------------------------------------------
+
+    def assign_shards(self, count: int) -> None:
+        """Split the plan into `count` shares balanced by bytes: largest file first, each to the share with the
+        fewest bytes so far (ties: the lower number); the same plan always splits the same way."""
+        loads = [(0, shard) for shard in range(count)]
+        batch: list[tuple[int, str]] = []
+        # The ORDER BY sorts into a temporary b-tree before the first row comes, so updating as rows come is safe.
+        for path, size in self._db.execute("SELECT path, size FROM planned ORDER BY size DESC, path"):
+            load, shard = heapq.heappop(loads)
+            heapq.heappush(loads, (load + size, shard))
+            batch.append((shard, path))
+            if len(batch) == _BATCH_ROWS:
+                self._db.executemany("UPDATE planned SET shard = ? WHERE path = ?", batch)
+                batch.clear()
+        self._db.executemany("UPDATE planned SET shard = ? WHERE path = ?", batch)
+
+    def share(self, shard: int) -> Iterator[RemoteFile]:
+        """The planned files of one share, in path order."""
+        rows = self._db.execute("SELECT * FROM planned WHERE shard = ? ORDER BY path", (shard,))
+        for path, locator, size, version, algorithm, hexdigest, exact, _ in rows:
+            yield RemoteFile(path, size, version, locator, Checksum(algorithm, hexdigest) if algorithm else None,
+                             bool(exact))  # fmt: skip
+
+    def shares(self, count: int) -> list[tuple[int, int]]:
+        """(files, bytes) of each of the `count` shares, by share number."""
+        found = {shard: (files, int(size)) for shard, files, size in
+                 self._db.execute("SELECT shard, count(*), total(size) FROM planned GROUP BY shard")}  # fmt: skip
+        return [found.get(shard, (0, 0)) for shard in range(count)]
+
+    def add_finished_in(self, shard: int, files: Iterable[DoneFile]) -> None:
+        """Record the finished files another share's journal claims, for the paths that belong to that share."""
+        self._db.executemany(
+            "INSERT OR REPLACE INTO finished SELECT ?, ?, ?, ?, 0 WHERE EXISTS "
+            "(SELECT 1 FROM planned WHERE path = ? AND shard = ?)",
+            ((d.path, d.size, d.version, d.mtime_ns, d.path, shard) for d in files),
+        )
+
+    def fingerprint(self) -> str:
+        """A digest of the whole plan (paths, sizes, versions): shares listed from one source version agree on it."""
+        digest = hashlib.sha256()
+        for path, size, version in self._db.execute("SELECT path, size, version FROM planned ORDER BY path"):
+            digest.update(f"{path}\0{size}\0{version}\n".encode())
+        return digest.hexdigest()
 
     def planned_paths(self, under_glob: str) -> set[str]:
         """Planned paths matching a glob (SQLite's GLOB), for the few files of the folders a source owns."""

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from initializers import manifest
+from initializers import manifest, shares
 from initializers.checksums import file_hexdigest
 from initializers.concurrency import Ramp
 from initializers.contract import Config, Kind
@@ -17,7 +17,7 @@ from initializers.lookahead import Lookahead
 from initializers.patterns import IgnorePatterns
 from initializers.plan import RemoteFile, plan_files
 from initializers.progress import Progress
-from initializers.sources import open_source
+from initializers.sources import open_source, plan_share
 from initializers.sources.base import Source
 from initializers.state import DoneFile, StateDir
 from initializers.stopping import stoppable
@@ -54,7 +54,7 @@ def run(config: Config, kind: Kind, log: Any) -> Outcome:
 
 
 def _run(config: Config, kind: Kind, log: Any, phase: dict[str, Any]) -> Outcome:
-    state = StateDir(config.output_dir(kind))
+    state = StateDir(config.output_dir(kind), plan_share(config, kind))
     source = open_source(config, kind, str(state.staging))
     try:
         uri = source.describe()["uri"]
@@ -89,6 +89,8 @@ def _list_and_fetch(
         planned = plan_files(
             weights.filter(listed), IgnorePatterns(weights.filtering), source.describe()["uri"], index.plan
         )
+        if state.shard is not None:
+            planned = shares.own_share(planned, index, state.shard, log)
         ramp = Ramp(source.default_workers, config.max_workers or source.max_workers)
         with Progress(log, config.progress_interval or PROGRESS_INTERVAL_SECONDS) as progress:
             todo = _Todo(planned, index, state, progress, log, ramp, source, config.verify)
@@ -100,11 +102,14 @@ def _list_and_fetch(
                 listing.close()
         phase.pop("engine")
         described = source.describe()  # after listing: it now names the resolved version
-        files = todo.planned
+        files = todo.planned  # this share's, when the plan is split
+        total = files if state.shard is None else index.totals()[0]
         log.info(
-            "listed", files=files, already_done=todo.done, fetched=engine.finished_files, ignored=listed.count - files
+            "listed", files=files, already_done=todo.done, fetched=engine.finished_files, ignored=listed.count - total
         )
-        if not engine.finished_files and todo.in_manifest == files and manifest.describes(previous, described, files):
+        if state.shard is not None:
+            described = {**described, **shares.described(index, state.shard)}
+        if not engine.finished_files and todo.in_manifest == files and manifest.describes(previous, described, total):
             state.remove_journal()
             outcome = _outcome(index, 0, 0, started_at, state)
             log.info("up to date", files=outcome.files, bytes=outcome.bytes, manifest=str(state.manifest_path))
@@ -115,11 +120,14 @@ def _list_and_fetch(
                 log.info("removed stale files", files=len(stale), first=stale[:5])
         phase["waiting for"] = "the manifest to be written"
         index.add_finished(state.journal_files(), in_manifest=False)  # what this run finished, as it finished it
-        totals = index.totals()
-        entries = ((file, _finished(file, done)) for file, done in index.planned())
-        state.write_manifest(
-            manifest.lines(kind, described, weights.patterns, started_at, datetime.now(UTC), totals, entries)
-        )
+        with shares.completing(state, index, described, log) as complete:
+            if not complete:  # other shares of the split plan are still due: the last one writes the manifest
+                return _outcome(index, engine.finished_files, engine.finished_bytes, started_at, state)
+            totals = index.totals()
+            entries = ((file, _finished(file, done)) for file, done in index.planned())
+            state.write_manifest(
+                manifest.lines(kind, described, weights.patterns, started_at, datetime.now(UTC), totals, entries)
+            )
         state.remove_journal()
         return _outcome(index, engine.finished_files, engine.finished_bytes, started_at, state)
     finally:

@@ -1,10 +1,12 @@
 """The `.initializer/` folder under OUTPUT_PATH: temporaries, the journal of finished files, the manifest.
 
-It lives on the destination filesystem so that every rename into place is atomic. Durability is claimed in
-checkpoints: files reach their final paths as they finish, and a checkpoint flushes the destination's
-filesystem to stable storage (one syncfs, not a sync per file) and only then appends them to the journal. So a
-journal line means its file's bytes survive a node crash, and a re-run after one skips exactly those; the
-manifest is written last, after a final checkpoint, atomically, and its presence alone means "complete".
+It lives on the destination filesystem so that every rename into place is atomic. Each file is journaled as it
+reaches its final path; durability is claimed in checkpoints: one syncfs of the destination's filesystem (not a
+sync per file), then a marker saying which journal lines it covers. A re-run trusts the lines a marker covers,
+and the others only on the machine and boot that wrote them (whose page cache still holds their bytes): after a
+node crash, files finished since the last checkpoint are fetched again rather than trusted with possibly
+unwritten blocks. The manifest is written last, after a final checkpoint, atomically, and its presence alone
+means "complete".
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import ctypes
 import errno
 import fcntl
 import hashlib
+import itertools
 import json
 import os
 import shutil
@@ -25,12 +28,16 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from initializers.errors import FetchError
+from initializers.errors import ConfigError, FetchError
 from initializers.plan import STATE_DIR
 
 MANIFEST = "manifest.json"
 JOURNAL = "journal.jsonl"
 LOCK = "lock"
+_BOOT = "boot"  # a journal's header: the boot that wrote it
+_SYNCED = "synced"  # a checkpoint's marker: how many of the journal's bytes describe synced files
+_BOOT_ID_PATH = "/proc/sys/kernel/random/boot_id"
+SHARDS = "shards"
 _LOCK_POLL_SECONDS = 0.5
 _LOCK_REPORT_SECONDS = 30.0  # how often a run waiting for another one says so
 
@@ -49,16 +56,22 @@ class DoneFile:
 
 
 class StateDir:
-    def __init__(self, output_path: str) -> None:
+    """`shard`: (index, count) when this run fetches one share of a plan split over several initializers; its
+    temporaries, journal and lock are then its own (`.initializer/shards/<index>-of-<count>/`), the manifest is
+    the set's."""
+
+    def __init__(self, output_path: str, shard: tuple[int, int] | None = None) -> None:
         self.root = Path(output_path).absolute()
-        self.dir = self.root / STATE_DIR
+        self.shared = self.root / STATE_DIR
+        self.shard = shard
+        self.dir = self.shared / SHARDS / _share_name(*shard) if shard else self.shared
         self.tmp = self.dir / "tmp"
         #: A folder a source may keep its own bookkeeping in during a run; removed at the end of every run.
         self.staging = self.dir / "staging"
         self._journal_fd = -1
-        self._lock_fd = -1
-        self._unclaimed: list[str] = []  # journal lines of files at their final path, awaiting a checkpoint
-        self._unclaimed_lock = threading.Lock()
+        self._lock_fds: list[int] = []
+        self._journal_lock = threading.Lock()  # appends, and a checkpoint's reading of how far they reach
+        self._unsynced = False  # journal lines written since the last checkpoint
 
     @contextlib.contextmanager
     def session(self, waiting: Callable[[str, float], None]) -> Iterator[None]:
@@ -90,33 +103,92 @@ class StateDir:
 
     def _lock(self, waiting: Callable[[str, float], None]) -> None:
         """One run at a time per destination; a run that finds another one writing waits for it to end, then
-        carries on as any run does: up to date if it completed, finishing the job if it died.
+        carries on as any run does: up to date if it completed, finishing the job if it died. The shares of a
+        split plan run together (each holds the destination's lock shared, and its share's exclusively); a second
+        run of the same share is refused.
 
-        A POSIX record lock (fcntl), not flock: on NFS the kernel takes it through the NFS lock protocol (NFSv4's
-        own, or NLM), so it holds across nodes; a holder that dies releases it with its process, or on NFS when its
-        node's lease expires (90 s by default). The file names the holder (pid@host), for the messages.
+        POSIX record locks (fcntl), not flock: on NFS the kernel takes them through the NFS lock protocol (NFSv4's
+        own, or NLM), so they hold across nodes; a holder that dies releases them with its process, or on NFS when
+        its node's lease expires (90 s by default). A lock file names its exclusive holder (pid@host).
         """
-        fd = os.open(self.dir / LOCK, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
-        started = time.monotonic()
-        next_report = started
         try:
-            while not _try_lock(fd):
+            self._lock_fds.append(self._wait_for_lock(self.shared / LOCK, self.shard is None, waiting))
+            if self.shard is not None:
+                fd = self._open_lock(self.dir / LOCK)
+                if not _try_lock(fd, exclusive=True):
+                    holder = _holder(fd)
+                    os.close(fd)
+                    raise ConfigError(
+                        f"SHARD_INDEX {self.shard[0]} (of {self.shard[1]}) is already being fetched into OUTPUT_PATH "
+                        f"{str(self.root)!r} by {holder}: every initializer of a split plan needs its own SHARD_INDEX"
+                    )
+                _name_holder(fd)
+        except BaseException:
+            self._release()
+            raise
+
+    def _wait_for_lock(self, path: Path, exclusive: bool, waiting: Callable[[str, float], None]) -> int:
+        fd = self._open_lock(path)
+        started = next_report = time.monotonic()
+        try:
+            while not _try_lock(fd, exclusive):
                 if time.monotonic() >= next_report:
-                    holder = os.pread(fd, 256, 0).decode(errors="replace").strip() or "unknown"
-                    waiting(holder, time.monotonic() - started)
+                    waiting(_holder(fd), time.monotonic() - started)
                     next_report += _LOCK_REPORT_SECONDS
                 time.sleep(_LOCK_POLL_SECONDS)
-            os.ftruncate(fd, 0)
-            os.pwrite(fd, f"{os.getpid()}@{socket.gethostname()}".encode(), 0)
+            if exclusive:
+                _name_holder(fd)
         except BaseException:
             os.close(fd)
             raise
-        self._lock_fd = fd
+        return fd
+
+    @staticmethod
+    def _open_lock(path: Path) -> int:
+        return os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
 
     def _release(self) -> None:
-        if self._lock_fd >= 0:
-            os.close(self._lock_fd)  # closing the descriptor releases the lock
-            self._lock_fd = -1
+        while self._lock_fds:
+            os.close(self._lock_fds.pop())  # closing the descriptor releases the lock
+
+    # -- the shares of a split plan ---------------------------------------------------------------------
+
+    def record_share(self, record: dict[str, object]) -> None:
+        """Say that this run's share is complete (on stable storage), and of which plan."""
+        assert self.shard is not None
+        self.write_atomically(self.shared / SHARDS / f"{_share_name(*self.shard)}.json", [json.dumps(record).encode()])
+
+    def share_records(self) -> dict[int, dict[str, object]]:
+        """The records of this split's complete shares, by share number."""
+        assert self.shard is not None
+        records = {}
+        for index in range(self.shard[1]):
+            with contextlib.suppress(OSError, ValueError):
+                records[index] = json.loads(
+                    (self.shared / SHARDS / f"{_share_name(index, self.shard[1])}.json").read_text()
+                )
+        return records
+
+    def remove_share_records(self) -> None:
+        """The set is complete and its manifest written: the next round of shares starts from nothing."""
+        assert self.shard is not None
+        for index in range(self.shard[1]):
+            (self.shared / SHARDS / f"{_share_name(index, self.shard[1])}.json").unlink(missing_ok=True)
+
+    def share_journal(self, index: int) -> Iterator[DoneFile]:
+        """What share `index` of this split has claimed as finished."""
+        assert self.shard is not None
+        return _journal_entries(self.shared / SHARDS / _share_name(index, self.shard[1]) / JOURNAL)
+
+    @contextlib.contextmanager
+    def completing_set(self) -> Iterator[None]:
+        """Shares finishing at once take turns at checking whether the set is complete and writing its manifest."""
+        fd = self._open_lock(self.shared / SHARDS / "set.lock")
+        try:
+            fcntl.lockf(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)
 
     def free_space(self) -> int:
         return shutil.disk_usage(self.root).free
@@ -171,12 +243,12 @@ class StateDir:
 
     @property
     def manifest_path(self) -> Path:
-        return self.dir / MANIFEST
+        return self.shared / MANIFEST
 
     def remove_manifest(self) -> None:
         """Withdraw the completion claim before changing anything it describes."""
         self.manifest_path.unlink(missing_ok=True)
-        _fsync_dir(self.dir)
+        _fsync_dir(self.shared)
 
     def write_manifest(self, lines: Iterable[bytes]) -> None:
         self.write_atomically(self.manifest_path, lines)
@@ -198,35 +270,42 @@ class StateDir:
 
     def journal_files(self) -> Iterator[DoneFile]:
         """Files the journal records as finished, oldest first; lines a crash cut short are skipped."""
-        try:
-            handle = open(self.journal_path, encoding="utf-8")  # noqa: SIM115 - closed once the lines are read
-        except OSError:
-            return
-        with handle:
-            for line in handle:
-                with contextlib.suppress(ValueError, TypeError):
-                    yield DoneFile(**json.loads(line))
+        return _journal_entries(self.journal_path)
 
     def restart_journal(self, finished: Iterable[DoneFile]) -> None:
-        """Carry what earlier runs finished into a fresh journal, so the manifest can be withdrawn safely."""
-        self.write_atomically(self.journal_path, (d.to_json().encode() + b"\n" for d in finished))
+        """Carry what earlier runs finished into a fresh journal, so the manifest can be withdrawn safely: written
+        and synced whole, under a header naming this boot."""
+        header = json.dumps({_BOOT: boot_id()}).encode() + b"\n"
+        self.write_atomically(
+            self.journal_path, itertools.chain([header], (d.to_json().encode() + b"\n" for d in finished))
+        )
         self._journal_fd = os.open(self.journal_path, os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC)
+        with self._journal_lock:
+            os.write(self._journal_fd, self._synced_marker())
 
     def record_done(self, done: DoneFile) -> None:
-        """Note a file that has reached its final path; the next checkpoint claims it."""
-        line = done.to_json() + "\n"
-        with self._unclaimed_lock:
-            self._unclaimed.append(line)
+        """Journal a file that has reached its final path. One O_APPEND write, so a crash leaves whole lines or a
+        cut-off last line, which `journal_files` skips."""
+        line = (done.to_json() + "\n").encode()
+        with self._journal_lock:
+            os.write(self._journal_fd, line)
+            self._unsynced = True
 
     def checkpoint(self) -> None:
-        """Flush the destination's filesystem, then journal the files noted before the flush began: each line
-        then stands for bytes on stable storage. One O_APPEND write, so a crash leaves whole lines or a cut-off
-        last line, which `journal_files` skips."""
-        with self._unclaimed_lock:
-            lines, self._unclaimed = self._unclaimed, []
-        if lines:
-            sync_filesystem(self.root)
-            os.write(self._journal_fd, "".join(lines).encode())
+        """Flush the destination's filesystem, then mark the journal lines written before the flush began as
+        standing for bytes on stable storage."""
+        with self._journal_lock:
+            if not self._unsynced:
+                return
+            self._unsynced = False
+            marker = self._synced_marker()
+        sync_filesystem(self.root)
+        with self._journal_lock:
+            os.write(self._journal_fd, marker)
+
+    def _synced_marker(self) -> bytes:
+        """A line saying that the journal's first `n` bytes (those written so far) describe synced files."""
+        return json.dumps({_SYNCED: os.fstat(self._journal_fd).st_size}).encode() + b"\n"
 
     def remove_journal(self) -> None:
         self.close_journal()
@@ -246,14 +325,58 @@ class StateDir:
         return stat.S_ISREG(st.st_mode) and st.st_size == done.size and st.st_mtime_ns == done.mtime_ns
 
 
-def _try_lock(fd: int) -> bool:
+def _journal_entries(path: Path) -> Iterator[DoneFile]:
+    """The files a journal records, those a checkpoint covers and, on the boot that wrote it, the others too."""
     try:
-        fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        handle = open(path, "rb")  # noqa: SIM115 - closed once the lines are read
+    except OSError:
+        return
+    with handle:
+        synced, same_boot = 0, False
+        for line in handle:  # first pass: how far the last checkpoint reaches, and whose journal this is
+            with contextlib.suppress(ValueError, AttributeError):
+                record = json.loads(line)
+                synced = max(synced, record.get(_SYNCED, 0))
+                same_boot = same_boot or record.get(_BOOT) == boot_id()
+        handle.seek(0)
+        offset = 0
+        for line in handle:
+            if not same_boot and offset >= synced:
+                return
+            offset += len(line)
+            with contextlib.suppress(ValueError, TypeError):
+                yield DoneFile(**json.loads(line))
+
+
+def boot_id() -> str:
+    """This machine's current boot (Linux's random boot id): page-cache contents survive a process, not a boot."""
+    try:
+        return Path(_BOOT_ID_PATH).read_text().strip()
+    except OSError:
+        return ""
+
+
+def _share_name(index: int, count: int) -> str:
+    return f"{index}-of-{count}"
+
+
+def _try_lock(fd: int, exclusive: bool) -> bool:
+    try:
+        fcntl.lockf(fd, (fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH) | fcntl.LOCK_NB)
     except OSError as exc:
         if exc.errno in (errno.EACCES, errno.EAGAIN):  # held by another process
             return False
         raise
     return True
+
+
+def _holder(fd: int) -> str:
+    return os.pread(fd, 256, 0).decode(errors="replace").strip() or "unknown"
+
+
+def _name_holder(fd: int) -> None:
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, f"{os.getpid()}@{socket.gethostname()}".encode(), 0)
 
 
 def sync_filesystem(path: Path) -> None:

@@ -22,3 +22,9 @@ def open_source(config: Config, kind: Kind, staging: str) -> Source:
     from initializers.sources.iceberg import IcebergSource  # cache://, the only scheme left
 
     return IcebergSource.from_config(uri, config)
+
+
+def plan_share(config: Config, kind: Kind) -> tuple[int, int] | None:
+    """The share (index, count) of a plan split over several initializers that this run fetches; None when not
+    split. hf:// and s3:// plans are split by the job; the cache source shards the table by itself."""
+    return None if scheme_of(config.require_storage_uri(), kind) == "cache" else config.shard()

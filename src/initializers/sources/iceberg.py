@@ -55,6 +55,10 @@ class IcebergSource(Source):
         self.location = location
         self._metadata_location = _metadata_location(config.metadata_loc)
         self._nodes = config.data_nodes()
+        #: SHARD_INDEX: this node materialises only its own shard, reading only the data files that overlap it.
+        self._only = shard[0] if (shard := config.shard(count_implied=self._nodes)) else None
+        if self._only is not None:
+            self.owned_folders = shard_folder(self._only)
         os.environ.setdefault(*_ARROW_MEMORY_POOL)  # read when pyarrow first allocates, which is later
         self._storage = TableStorage(config, self._metadata_location)
         self._description: dict[str, Any] = {"uri": str(location), "metadata_location": self._metadata_location}
@@ -98,12 +102,16 @@ class IcebergSource(Source):
         version = f"snapshot {snapshot.snapshot_id} schema {schema.schema_id}"
         files_per_shard = [0] * self._nodes
         for piece in cut(live, self._nodes):
+            if self._only is not None and piece.shard != self._only:
+                continue
             task = tasks[piece.input]
             part = Part(task, piece.start, piece.stop, deletes.get(task.file.file_path))
             yield self._add(
                 piece.shard, files_per_shard, part, f"{version}: {task.file.file_path}[{piece.start}:{piece.stop}]"
             )
         for shard, count in enumerate(files_per_shard):
+            if self._only is not None and shard != self._only:
+                continue
             if not count:  # fewer rows than data nodes: the node still finds its folder, with the schema and no rows
                 yield self._add(shard, files_per_shard, Part(None, 0, 0, None), f"{version}: no rows")
         self._description.update(
@@ -114,8 +122,13 @@ class IcebergSource(Source):
             arrow_schema=writer.target.to_string(show_field_metadata=False, show_schema_metadata=False),
             rows=sum(live),
             data_nodes=self._nodes,
+            **({} if self._only is None else {"shard": self._only}),
             shards=[
-                {"path": shard_folder(i), "rows": rows, "files": files_per_shard[i]}
+                {
+                    "path": shard_folder(i),
+                    "rows": rows,
+                    "files": files_per_shard[i] if self._only in (None, i) else None,
+                }
                 for i, rows in enumerate(shard_sizes(sum(live), self._nodes))
             ],
         )
