@@ -22,7 +22,8 @@ def validate(*paths: Path) -> subprocess.CompletedProcess[str]:
 
 
 def test_core_manifests_are_valid():
-    result = validate(DEPLOY / "job.yaml", DEPLOY / "secret.yaml", DEPLOY / "shared-initializer.yaml")
+    manifests = ("job.yaml", "secret.yaml", "shared-initializer.yaml", "indexed-job.yaml", "cache-shards.yaml")
+    result = validate(*(DEPLOY / name for name in manifests))
     assert result.returncode == 0, result.stdout + result.stderr
 
 
@@ -78,7 +79,8 @@ def _pod_specs() -> list[tuple[str, dict[str, Any]]]:
 
 def test_every_pod_in_deploy_meets_the_restricted_pod_security_profile():
     specs = _pod_specs()
-    assert len(specs) == 5  # job.yaml, the two HPO trials, the runtime's two initializer jobs
+    # job.yaml, the two HPO trials, the runtime's two initializer jobs, the indexed job, the cache-sharded trainer
+    assert len(specs) == 7
     assert {name: restricted_violations(pod) for name, pod in specs} == {name: [] for name, _ in specs}
 
 
@@ -136,3 +138,23 @@ def test_the_jobs_init_containers_speak_the_contract(name: str):
     for variable in container["env"]:
         if variable["name"] in secrets:
             assert "valueFrom" in variable, f"{variable['name']} must come from a Secret"
+
+
+def test_the_indexed_job_splits_its_plan_over_its_completions():
+    _, job = yaml.safe_load_all((DEPLOY / "indexed-job.yaml").read_text())
+    assert job["spec"]["completionMode"] == "Indexed" and job["spec"]["parallelism"] == job["spec"]["completions"]
+    (container,) = job["spec"]["template"]["spec"]["containers"]
+    env = {variable["name"]: variable.get("value") for variable in container["env"]}
+    assert env["SHARD_COUNT"] == str(job["spec"]["completions"]) and "SHARD_INDEX" not in env  # the job's index
+    config = Config.from_env({**{k: v for k, v in env.items() if v}, "JOB_COMPLETION_INDEX": "3"})
+    assert config.shard() == (3, 4)
+
+
+def test_the_cache_sharded_trainer_materialises_its_own_shard():
+    job = yaml.safe_load((DEPLOY / "cache-shards.yaml").read_text())
+    (init,) = job["spec"]["template"]["spec"]["initContainers"]
+    env = {variable["name"]: variable for variable in init["env"]}
+    assert env["NUM_DATA_NODES"]["value"] == str(job["spec"]["completions"])
+    assert "job-completion-index" in env["SHARD_INDEX"]["valueFrom"]["fieldRef"]["fieldPath"]
+    config = Config.from_env({"NUM_DATA_NODES": env["NUM_DATA_NODES"]["value"], "SHARD_INDEX": "2"})
+    assert config.shard(count_implied=config.data_nodes()) == (2, 4)

@@ -17,7 +17,7 @@ from kubernetes.client import ApiClient, V1Container
 from devkit.relay import Relay
 from devkit.seaweed import SeaweedFS
 from initializers import runner, sdk
-from initializers.errors import Stopped
+from initializers.errors import ConfigError, Stopped
 
 BODY = os.urandom(512 * 1024)
 
@@ -91,6 +91,31 @@ def test_a_runner_stopped_by_a_signal_stops_its_children(seaweed: SeaweedFS, slo
     assert len(running) == 2, "both programs were running when the signal came"
     assert _programs_writing_into(tmp_path) == []
     assert not (tmp_path / "dataset" / ".initializer" / "manifest.json").exists()
+
+
+def test_each_step_as_three_shares_splitting_its_plan(seaweed: SeaweedFS, s3: Any, bucket: str, tmp_path: Path):
+    bodies = {f"data/{i:02d}.bin": os.urandom(1024 * (i + 1)) for i in range(12)}
+    for key, body in bodies.items():
+        s3.put_object(Bucket=bucket, Key=key, Body=body)
+    s3.put_object(Bucket=bucket, Key="model/model.safetensors", Body=BODY)
+    with Relay(seaweed.endpoint) as relay:
+        results = runner.run(both(seaweed, relay, bucket), tmp_path, shards=3, on_line=lambda *_: None)
+    assert sorted(results) == [f"{kind}-initializer-{i}" for kind in ("dataset", "model") for i in range(3)]
+    assert {f"data/{p.name}": p.read_bytes() for p in (tmp_path / "dataset").glob("*.bin")} == bodies
+    assert (tmp_path / "model" / "model.safetensors").read_bytes() == BODY
+    for kind in ("dataset", "model"):
+        completed = [
+            name for name, r in results.items() if name.startswith(kind) and '"set complete"' in "".join(r.logs)
+        ]
+        assert len(completed) == 1, "one share of each step writes its manifest"
+        assert (tmp_path / kind / ".initializer" / "manifest.json").exists()
+
+
+def test_shares_are_refused_for_a_cache_step(tmp_path: Path):
+    cache = sdk.DataCacheInitializer(storage_uri="cache://shop/reviews", metadata_loc="s3://b/m.metadata.json",
+                                     num_data_nodes=2)  # fmt: skip
+    with pytest.raises(ConfigError, match="one shard per node"):
+        runner.run(sdk.Initializer(dataset=cache), tmp_path, shards=2, on_line=lambda *_: None)
 
 
 def test_one_failing_step_is_named_with_its_exit_code_and_last_lines(

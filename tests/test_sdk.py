@@ -13,6 +13,7 @@ from kubeflow.trainer.types import types as kf
 
 from initializers import sdk
 from initializers.contract import Config
+from initializers.errors import ConfigError
 
 _word = st.text(st.sampled_from("abcdefghijklmnopqrstuvwxyz0123456789-_."), min_size=1, max_size=10).filter(
     lambda s: s not in (".", "..")
@@ -134,3 +135,9 @@ def test_the_container_backend_has_no_cache_initializer():
     cache = sdk.DataCacheInitializer("cache://s/t", metadata_loc="m", num_data_nodes=2)
     with pytest.raises(ValueError, match="no DataCacheInitializer"):
         sdk.container_env(cache)
+
+
+def test_shard_variables_are_written_and_checked_by_the_programs_schema():
+    assert sdk.shard_variables(2, 4) == {"SHARD_INDEX": "2", "SHARD_COUNT": "4"}
+    with pytest.raises(ConfigError, match="SHARD_INDEX=4 is out of range"):
+        sdk.shard_variables(4, 4)

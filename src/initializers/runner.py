@@ -19,13 +19,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from initializers.contract import Config
+from initializers.errors import ConfigError
 from initializers.sdk import (
     WORKSPACE,
     ContainerBackendConfig,
+    DataCacheInitializer,
     DatasetInitializer,
     Initializer,
     ModelInitializer,
     program_env,
+    shard_variables,
 )
 from initializers.stopping import stoppable
 
@@ -117,11 +120,15 @@ def run(
     extra_env: Mapping[str, str] | None = None,
     run_options: Sequence[str] = (),
     on_line: LineSink = print_tagged,
+    shards: int = 1,
 ) -> dict[str, StepResult]:
     """Run the configured initializers in parallel into `workspace`; raise InitializerFailed if any step fails.
 
-    With an image backend the workspace is made group-writable for group 0, so that a runner started as root gets
-    the files from the images' own user (10001:0) rather than from root (see workspace_owner.py).
+    With `shards` > 1, each step runs as that many initializers splitting its plan (SHARD_INDEX / SHARD_COUNT),
+    named `<program>-<index>`, all writing the step's folder; a cache step is refused, since its shards belong
+    on the nodes that read them. With an image backend the workspace is made group-writable for group 0, so that
+    a runner started as root gets the files from the images' own user (10001:0) rather than from root (see
+    workspace_owner.py).
     """
     config = config or ContainerBackendConfig()
     steps = [step for step in (initializer.dataset, initializer.model) if step is not None]
@@ -138,7 +145,12 @@ def run(
     with signals:
         try:
             for step in steps:
-                children.append(_start(step, Path(workspace), backend, config, extra_env or {}, run_options))
+                if shards > 1 and isinstance(step, DataCacheInitializer):
+                    raise ConfigError("shards: a cache step materialises one shard per node, on that node's volume")
+                for index in range(shards):
+                    name = step.kind.program if shards == 1 else f"{step.kind.program}-{index}"
+                    extra = {**(extra_env or {}), **(shard_variables(index, shards) if shards > 1 else {})}
+                    children.append(_start(step, name, Path(workspace), backend, config, extra, run_options))
             results = _wait(children, config.initializer_timeout, on_line)
         except BaseException:
             for child in children:
@@ -196,13 +208,13 @@ def _wait(children: list[_Child], timeout: float, on_line: LineSink) -> dict[str
 
 def _start(
     step: DatasetInitializer | ModelInitializer,
+    name: str,
     workspace: Path,
     backend: str,
     config: ContainerBackendConfig,
     extra_env: Mapping[str, str],
     run_options: Sequence[str],
 ) -> _Child:
-    name = step.kind.program
     if backend == "process":
         env = {**program_env(step), **extra_env}
         env["OUTPUT_PATH"] = str(workspace.absolute() / env["OUTPUT_PATH"].removeprefix(f"{WORKSPACE}/"))

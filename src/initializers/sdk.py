@@ -153,3 +153,11 @@ def kubernetes_env(initializer: DatasetInitializer | ModelInitializer) -> dict[s
     env = initializer.to_config().to_env()
     del env["STORAGE_URI"]
     return env
+
+
+def shard_variables(index: int, count: int) -> dict[str, str]:
+    """SHARD_INDEX and SHARD_COUNT of share `index` of a plan split over `count` initializers (hf://, s3://), written
+    and checked by the programs' own schema."""
+    config = Config(shard_index=index, shard_count=count)
+    config.shard()
+    return config.to_env()
