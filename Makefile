@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install test lint format demo clean images bench bench-install bench-s3 bench-hf bench-iceberg bench-startup bench-network bench-scale bench-durability
+.PHONY: install test lint format demo clean images bench bench-install bench-s3 bench-hf bench-iceberg bench-startup bench-network bench-scale bench-durability bench-shards
 
 OLAH := .venvs/olah
 
@@ -85,6 +85,9 @@ bench-scale: bench-install
 
 bench-durability: install
 	$(PY) -m bench.durability
+
+bench-shards: install
+	$(PY) -m bench.shards
 
 bench-iceberg: bench-install
 	$(PY) -m bench.iceberg
