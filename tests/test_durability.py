@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from devkit.programs import clean_env, command, run_program
+from devkit.programs import clean_env, command, run_program, start_program
 from devkit.relay import Relay
 from devkit.seaweed import SeaweedFS
 from initializers.state import DoneFile, StateDir, boot_id
@@ -20,6 +20,8 @@ from initializers.termination import PATH_VARIABLE
 
 OBJECTS = {f"d/{i:02d}.bin": os.urandom(64 * 1024) for i in range(12)} | {"d/big.bin": os.urandom(40 << 20)}
 _SYSCALL = re.compile(r"^\d+\s+(\w+)\((.*)\)\s+=\s+(-?\d+)")
+_UNFINISHED = re.compile(r"^(\d+)\s+(.*) <unfinished \.\.\.>$")
+_RESUMED = re.compile(r"^(\d+)\s+<\.\.\. \w+ resumed>(.*)$")
 
 
 @pytest.fixture
@@ -35,8 +37,13 @@ def _traced(env: dict[str, str], trace: Path) -> list[tuple[str, str]]:
     done = subprocess.run(["strace", "-f", "-qq", "-e", syscalls, "-o", str(trace), *command("dataset")],
                           env=clean_env(env), capture_output=True, text=True, timeout=300)  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
-    calls = []
+    calls, started = [], {}
     for line in trace.read_text().splitlines():
+        if (unfinished := _UNFINISHED.match(line)) is not None:  # another thread's call came in between
+            started[unfinished.group(1)] = unfinished.group(2)
+            continue
+        if (resumed := _RESUMED.match(line)) is not None:
+            line = f"{resumed.group(1)} {started.pop(resumed.group(1))}{resumed.group(2)}"
         if (found := _SYSCALL.match(line)) and found.group(3) == "0":
             calls.append((found.group(1), found.group(2)))
     return calls
@@ -126,3 +133,29 @@ def test_journal_lines_past_the_last_checkpoint_are_trusted_only_on_the_boot_tha
     state.close_journal()
     state.journal_path.write_text(state.journal_path.read_text().replace(boot_id(), "another-boot"))
     assert list(state.journal_files()) == [synced, unsynced]
+
+
+def test_a_withdrawn_manifest_still_counts_what_it_lists_as_done(
+    seaweed: SeaweedFS, s3: Any, bucket: str, objects: str, tmp_path: Path
+) -> None:
+    """A run that starts changing the files a manifest describes renames it (not a copy of millions of entries);
+    killed then, the next run still skips everything the old manifest lists, and removes it once complete."""
+    output = tmp_path / "out"
+    assert run_program("dataset", {**seaweed.env(), "STORAGE_URI": objects, "OUTPUT_PATH": str(output)}).code == 0
+    s3.put_object(Bucket=bucket, Key="d/big.bin", Body=os.urandom(40 << 20))  # changed: fetched again, slowly
+    state = output / ".initializer"
+    with Relay(seaweed.endpoint) as relay:
+        relay.bytes_per_second = 4 << 20
+        env = {**seaweed.env(), "ENDPOINT": relay.endpoint, "STORAGE_URI": objects, "OUTPUT_PATH": str(output)}
+        process = start_program("dataset", env)
+        while not (state / "manifest.withdrawn.json").exists():
+            assert process.poll() is None, "the run ended before withdrawing the manifest"
+        process.kill()
+        process.wait()
+        assert not (state / "manifest.json").exists()
+        relay.bytes_per_second = None
+        relay.reset()
+        result = run_program("dataset", env)
+    assert result.code == 0, result.stdout + result.stderr
+    assert set(relay.traffic.object_gets()) == {f"/{bucket}/d/big.bin"}  # in ranges: only the changed object
+    assert (state / "manifest.json").exists() and not (state / "manifest.withdrawn.json").exists()

@@ -61,10 +61,6 @@ class PlanIndex:
             ((d.path, d.size, d.version, d.mtime_ns, in_manifest) for d in files),
         )
 
-    def finished(self) -> Iterator[DoneFile]:
-        for path, size, version, mtime_ns, _ in self._db.execute("SELECT * FROM finished"):
-            yield DoneFile(path, size, version, mtime_ns)
-
     def finished_as(self, file: RemoteFile) -> tuple[DoneFile, bool] | None:
         """The record of a finished file at this path and whether the manifest holds it, if its size and version
         are what the source offers now."""

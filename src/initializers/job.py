@@ -80,9 +80,10 @@ def _list_and_fetch(
     previous = manifest.read_head(state.manifest_path)
     index = PlanIndex(state.dir / INDEX)
     try:
+        index.add_finished(manifest.read_files(state.withdrawn_manifest_path), in_manifest=False)
         index.add_finished(manifest.read_files(state.manifest_path), in_manifest=True)
         index.add_finished(state.journal_files(), in_manifest=False)
-        state.restart_journal(index.finished())
+        state.restart_journal(state.journal_files())  # the manifests stay where they are: no need to copy them
         state.clear_temps()
         weights = _WeightFallback(config, kind, log)
         listed = _Counted(source.list_files())

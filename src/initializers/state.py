@@ -32,6 +32,7 @@ from initializers.errors import ConfigError, FetchError
 from initializers.plan import STATE_DIR
 
 MANIFEST = "manifest.json"
+WITHDRAWN_MANIFEST = "manifest.withdrawn.json"
 JOURNAL = "journal.jsonl"
 LOCK = "lock"
 _BOOT = "boot"  # a journal's header: the boot that wrote it
@@ -245,13 +246,21 @@ class StateDir:
     def manifest_path(self) -> Path:
         return self.shared / MANIFEST
 
+    @property
+    def withdrawn_manifest_path(self) -> Path:
+        """A manifest withdrawn before its files changed: no claim of completion, still a record of what was done."""
+        return self.shared / WITHDRAWN_MANIFEST
+
     def remove_manifest(self) -> None:
-        """Withdraw the completion claim before changing anything it describes."""
-        self.manifest_path.unlink(missing_ok=True)
-        _fsync_dir(self.shared)
+        """Withdraw the completion claim before changing anything it describes: one atomic rename, however many
+        files it lists, and what it lists still counts as done for the next run (size, mtime and version checked)."""
+        with contextlib.suppress(FileNotFoundError):
+            os.replace(self.manifest_path, self.withdrawn_manifest_path)
+            _fsync_dir(self.shared)
 
     def write_manifest(self, lines: Iterable[bytes]) -> None:
         self.write_atomically(self.manifest_path, lines)
+        self.withdrawn_manifest_path.unlink(missing_ok=True)
 
     def write_atomically(self, path: Path, chunks: Iterable[bytes]) -> None:
         temp = self.tmp / (path.name + ".tmp")
@@ -273,8 +282,8 @@ class StateDir:
         return _journal_entries(self.journal_path)
 
     def restart_journal(self, finished: Iterable[DoneFile]) -> None:
-        """Carry what earlier runs finished into a fresh journal, so the manifest can be withdrawn safely: written
-        and synced whole, under a header naming this boot."""
+        """Start a fresh journal holding `finished` (what the old one may be trusted for), written and synced whole,
+        under a header naming this boot."""
         header = json.dumps({_BOOT: boot_id()}).encode() + b"\n"
         self.write_atomically(
             self.journal_path, itertools.chain([header], (d.to_json().encode() + b"\n" for d in finished))
