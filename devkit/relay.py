@@ -28,13 +28,14 @@ from functools import partial
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, TypeVar
-from urllib.parse import parse_qs, quote, quote_plus, urlsplit
+from urllib.parse import parse_qs, quote, quote_plus, unquote_plus, urlsplit
 
 from devkit.ports import free_port
 
 _HOP_BY_HOP = {"connection", "keep-alive", "transfer-encoding", "proxy-connection", "te", "trailer", "upgrade"}
 _CHUNK_SIZE = 64 * 1024
 _ACK_WAIT_SECONDS = 10.0  # how long a reset waits for the client to take the bytes sent before it
+_CONTENTS = re.compile(r"(<Contents>.*?<Key>(.*?)</Key>.*?</Contents>)", re.DOTALL)  # an entry of a listing, its key
 _SIGNED_BY = re.compile(r"Credential=([^/,\s]+)/")  # the access key id in a SigV4 Authorization header
 _EXPIRED = (
     b"<?xml version='1.0'?><Error><Code>ExpiredToken</Code><Message>The provided token has expired.</Message></Error>"
@@ -453,14 +454,34 @@ def _handler_for(relay: Relay) -> type[BaseHTTPRequestHandler]:
             return parts.path.strip("/") == self._bucket() and "list-type" in parse_qs(parts.query)
 
         def _with_injected(self, xml: bytes) -> bytes:
-            crafted = relay.injected.get(self._bucket(), {})
-            entries = "".join(
-                f"<Contents><Key>{quote_plus(key, safe='/')}</Key><Size>{len(body)}</Size>"
-                f'<ETag>"{hashlib.md5(body).hexdigest()}"</ETag>'
-                f"<StorageClass>{relay.storage_classes.get(key, 'STANDARD')}</StorageClass></Contents>"
-                for key, body in crafted.items()
-            )
-            return xml.replace(b"</ListBucketResult>", entries.encode() + b"</ListBucketResult>")
+            """The page with the injected keys that belong on it, as S3 would list them: under the prefix, after
+            start-after, rolled up into a folder with a delimiter, and in key order among the real ones (listing
+            readers rely on that order). For pages of one request each: a truncated listing's later pages get
+            nothing."""
+            query = {name: values[0] for name, values in parse_qs(urlsplit(self.path).query).items()}
+            if "continuation-token" in query:
+                return xml
+            prefix, delimiter, after = query.get("prefix", ""), query.get("delimiter"), query.get("start-after")
+            text = xml.decode()
+            contents = {unquote_plus(key): entry for entry, key in _CONTENTS.findall(text)}
+            for key, body in relay.injected.get(self._bucket(), {}).items():
+                rest = key[len(prefix) :]
+                if not key.startswith(prefix) or (after is not None and key <= after):
+                    continue
+                if delimiter and delimiter in rest:
+                    folder = quote_plus(prefix + rest.split(delimiter, 1)[0] + delimiter, safe="/")
+                    if f"<Prefix>{folder}</Prefix></CommonPrefixes>" not in text:
+                        common = f"<CommonPrefixes><Prefix>{folder}</Prefix></CommonPrefixes>"
+                        text = text.replace("</ListBucketResult>", common + "</ListBucketResult>")
+                    continue
+                contents[key] = (
+                    f"<Contents><Key>{quote_plus(key, safe='/')}</Key><Size>{len(body)}</Size>"
+                    f'<ETag>"{hashlib.md5(body).hexdigest()}"</ETag>'
+                    f"<StorageClass>{relay.storage_classes.get(key, 'STANDARD')}</StorageClass></Contents>"
+                )
+            text = _CONTENTS.sub("", text)
+            ordered = "".join(contents[key] for key in sorted(contents))
+            return text.replace("</ListBucketResult>", ordered + "</ListBucketResult>", 1).encode()
 
         def _serve_injected(self, fault: _ConnectionFault | None) -> bool:
             path = urlsplit(self.path).path

@@ -204,7 +204,8 @@ def test_a_key_that_would_escape_is_refused(seaweed: SeaweedFS, s3: Any, bucket:
     assert "'..'" in result.last["error"] and "escape" in result.last["error"]
     assert not (tmp_path / "ws" / "escape.txt").exists()
     assert not (tmp_path / "escape.txt").exists()
-    assert tree(tmp_path / "ws" / "out") == {}
+    # The keys directly under the prefix are listed first, the folders' after: one may be complete, never partial.
+    assert tree(tmp_path / "ws" / "out") in ({}, {"fine.txt": b"fine"})
     assert not (tmp_path / "ws" / "out" / ".initializer" / "manifest.json").exists()
 
 

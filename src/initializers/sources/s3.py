@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from initializers.checksums import Checksum
 from initializers.contract import Config
 from initializers.errors import ConfigError, FetchError
+from initializers.lookahead import Lookahead
 from initializers.plan import RemoteFile
 from initializers.sources.aws import (
     aws_session,
@@ -29,7 +30,7 @@ from initializers.sources.aws import (
 )
 from initializers.sources.base import PART_SIZE, Sink, Source
 from initializers.sources.s3_get import OPEN, PROBE_KEY, GetRequest, ObjectEndpoint, S3Getter, is_plain_md5
-from initializers.sources.s3_listing import PAGE_SIZE, ListedObject, ListPage, page_query, parse_page
+from initializers.sources.s3_listing import PAGE_SIZE, ListedObject, ListPage, key_ranges, page_query, parse_page
 from initializers.sources.sigv4 import SigningCredentials
 from initializers.uris import S3Location
 
@@ -37,6 +38,9 @@ if TYPE_CHECKING:
     import botocore.session
 
 DEFAULT_READ_TIMEOUT = 60.0
+#: Key ranges listed at once, and how many objects each may list ahead of the reader.
+PARALLEL_LISTINGS = 8
+LISTING_AHEAD = 2000
 
 
 class S3Source(Source):
@@ -109,16 +113,55 @@ class S3Source(Source):
                     yield RemoteFile(key.rsplit("/", 1)[-1], first.size, first.etag, key)
 
     def _listing(self, prefix: str) -> Iterator[ListedObject]:
-        page = self._page(prefix, None)
-        yield from page.objects
-        while page.next_token is not None:
-            page = self._page(prefix, page.next_token)
+        """Every object under `prefix`, in key order. A listing is a chain of pages, one round trip each, so a large
+        one goes faster in parallel: the keys directly under `prefix` come with its folders (a delimiter listing),
+        and the keys below are cut at folders into ranges that are listed at once, a few pages ahead of the reader."""
+        folders: list[str] = []
+        for page in self._pages(prefix, delimiter="/"):
             yield from page.objects
-
-    def _page(self, prefix: str, token: str | None, max_keys: int = PAGE_SIZE) -> ListPage:
-        where = self._display(prefix)
+            folders.extend(page.folders)
+        if 0 < len(folders) < PARALLEL_LISTINGS:  # too few to cut evenly: cut at the folders one level down
+            below = [sub for folder in folders for page in self._pages(folder, delimiter="/") for sub in page.folders]
+            folders = sorted({*folders, *below})
+        ranges = [
+            Lookahead(self._range(prefix, start, end), LISTING_AHEAD, f"listing-{index}")
+            for index, (start, end) in enumerate(key_ranges(folders, PARALLEL_LISTINGS))
+        ]
         try:
-            return parse_page(self._getter.get_listing_page(page_query(prefix, token, max_keys), where))
+            for listed in ranges:
+                yield from listed
+        finally:
+            for listed in ranges:
+                listed.close()
+
+    def _range(self, prefix: str, start: str, end: str | None) -> Iterator[ListedObject]:
+        """The keys in [start, end) below a folder of `prefix` (those directly under it come with its folders)."""
+        for page in self._pages(prefix, start_after=start):
+            for listed in page.objects:
+                if end is not None and listed.key >= end:
+                    return
+                if "/" in listed.key[len(prefix) :]:
+                    yield listed
+
+    def _pages(self, prefix: str, delimiter: str | None = None, start_after: str | None = None) -> Iterator[ListPage]:
+        page = self._page(prefix, None, delimiter=delimiter, start_after=start_after)
+        yield page
+        while page.next_token is not None:
+            page = self._page(prefix, page.next_token, delimiter=delimiter)
+            yield page
+
+    def _page(
+        self,
+        prefix: str,
+        token: str | None,
+        max_keys: int = PAGE_SIZE,
+        delimiter: str | None = None,
+        start_after: str | None = None,
+    ) -> ListPage:
+        where = self._display(prefix)
+        query = page_query(prefix, token, max_keys, delimiter, start_after)
+        try:
+            return parse_page(self._getter.get_listing_page(query, where))
         except ValueError as exc:
             raise FetchError(f"listing {where}: {exc}") from None
 

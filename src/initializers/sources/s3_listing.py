@@ -6,7 +6,7 @@ Parsing 1000 keys this way takes a few milliseconds; botocore's generic response
 from __future__ import annotations
 
 import xml.etree.ElementTree as ET
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from urllib.parse import unquote_plus
 
 PAGE_SIZE = 1000  # the most S3 returns per page
@@ -34,52 +34,90 @@ class ListedObject:
 class ListPage:
     objects: list[ListedObject]
     next_token: str | None  # None on the last page
+    folders: list[str] = field(default_factory=list)  # common prefixes, when the page was asked with a delimiter
 
 
-def page_query(prefix: str, token: str | None, max_keys: int = PAGE_SIZE) -> dict[str, str]:
+def page_query(
+    prefix: str,
+    token: str | None,
+    max_keys: int = PAGE_SIZE,
+    delimiter: str | None = None,
+    start_after: str | None = None,
+) -> dict[str, str]:
     """The query of one page. Keys come URL-encoded (spaces as +, as S3 does): XML 1.0 cannot carry every
-    character a key may hold."""
+    character a key may hold. With `delimiter`, keys below the next one are rolled up into `folders`; with
+    `start_after`, the listing starts after that key."""
     query = {"list-type": "2", "prefix": prefix, "encoding-type": "url", "max-keys": str(max_keys)}
     if token is not None:
         query["continuation-token"] = token
+    if delimiter is not None:
+        query["delimiter"] = delimiter
+    if start_after is not None:
+        query["start-after"] = start_after
     return query
 
 
+def key_ranges(folders: list[str], count: int) -> list[tuple[str, str | None]]:
+    """Up to `count` contiguous ranges of keys, [start, end) with None for no end, that together cover every key
+    from the first folder on: cut at folders spread evenly over the (sorted) list, so ranges can be listed apart."""
+    cuts = sorted({folders[len(folders) * index // count] for index in range(count)}) if folders else []
+    return [(start, cuts[index + 1] if index + 1 < len(cuts) else None) for index, start in enumerate(cuts)]
+
+
 def parse_page(body: bytes) -> ListPage:
-    """The objects and continuation token of a ListBucketResult, whatever its XML namespace."""
+    """The objects, common prefixes and continuation token of a ListBucketResult, whatever its XML namespace."""
     try:
         root = ET.fromstring(body)
     except ET.ParseError as exc:
         raise ValueError(f"the listing is not valid XML: {exc}") from None
-    if _local(root.tag) != "ListBucketResult":
-        raise ValueError(f"the listing answer is a <{_local(root.tag)}>, not a <ListBucketResult>")
-    fields = {_local(child.tag): child for child in root}
-    url_encoded = _text(fields.get("EncodingType")) == "url"  # S3 says so when it honoured encoding-type
+    namespace, _, name = root.tag.rpartition("}")
+    if name != "ListBucketResult":
+        raise ValueError(f"the listing answer is a <{name}>, not a <ListBucketResult>")
+    tag = _Tags(f"{namespace}}}" if namespace else "")
+    url_encoded = _text(root.find(tag.encoding)) == "url"  # S3 says so when it honoured encoding-type
+
+    def decoded(text: str) -> str:
+        return unquote_plus(text) if url_encoded else text
+
     objects = []
-    for entry in root:
-        if _local(entry.tag) != "Contents":
-            continue
-        values = {_local(child.tag): child for child in entry}
-        key = values["Key"].text or "" if "Key" in values else ""  # not stripped: a key may end in a space
-        restore = {_local(child.tag): _text(child) for child in values.get("RestoreStatus", ())}
+    for entry in root.iterfind(tag.contents):
+        values = {child.tag: child for child in entry}
+        key = values[tag.key].text or "" if tag.key in values else ""  # not stripped: a key may end in a space
+        restore = {child.tag: _text(child) for child in values.get(tag.restore_status, ())}
         objects.append(
             ListedObject(
-                unquote_plus(key) if url_encoded else key,
-                int(_text(values.get("Size")) or 0),
-                _text(values.get("ETag")).strip('"'),
-                _text(values.get("StorageClass")) or "STANDARD",
-                restore.get("IsRestoreInProgress") == "false" and bool(restore.get("RestoreExpiryDate")),
+                decoded(key),
+                int(_text(values.get(tag.size)) or 0),
+                _text(values.get(tag.etag)).strip('"'),
+                _text(values.get(tag.storage_class)) or "STANDARD",
+                restore.get(tag.restoring) == "false" and bool(restore.get(tag.restore_expiry)),
             )
         )
-    truncated = _text(fields.get("IsTruncated")) == "true"
-    token = _text(fields.get("NextContinuationToken")) if truncated else None
+    folders = [decoded(element.text or "") for element in root.iterfind(f"{tag.common_prefixes}/{tag.prefix}")]
+    truncated = _text(root.find(tag.truncated)) == "true"
+    token = _text(root.find(tag.next_token)) if truncated else None
     if truncated and not token:
         raise ValueError("the listing is truncated but carries no NextContinuationToken")
-    return ListPage(objects, token)
+    return ListPage(objects, token, folders)
 
 
-def _local(tag: str) -> str:
-    return tag.rpartition("}")[2]
+class _Tags:
+    """The element names of a listing, in its namespace (`{uri}` or none), spelled out once per page."""
+
+    def __init__(self, namespace: str) -> None:
+        self.encoding = namespace + "EncodingType"
+        self.contents = namespace + "Contents"
+        self.key = namespace + "Key"
+        self.size = namespace + "Size"
+        self.etag = namespace + "ETag"
+        self.storage_class = namespace + "StorageClass"
+        self.restore_status = namespace + "RestoreStatus"
+        self.restoring = namespace + "IsRestoreInProgress"
+        self.restore_expiry = namespace + "RestoreExpiryDate"
+        self.common_prefixes = namespace + "CommonPrefixes"
+        self.prefix = namespace + "Prefix"
+        self.truncated = namespace + "IsTruncated"
+        self.next_token = namespace + "NextContinuationToken"
 
 
 def _text(element: ET.Element | None) -> str:
