@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 
-from initializers.sources.s3_listing import ListedObject, ListPage, page_query, parse_page
+from initializers.sources.s3_listing import ListedObject, ListPage, key_ranges, page_query, parse_page
 
 NS = ' xmlns="http://s3.amazonaws.com/doc/2006-03-01/"'
 
@@ -76,3 +78,12 @@ def test_page_query():
     assert page_query("p/", None) == {"list-type": "2", "prefix": "p/", "encoding-type": "url", "max-keys": "1000"}
     assert page_query("p/", "tok", 1)["continuation-token"] == "tok"
     assert page_query("p/", "tok", 1)["max-keys"] == "1"
+
+
+@pytest.mark.parametrize("count", [1, 3, 8])
+def test_key_ranges_cover_every_folder_once_in_order(count: int):
+    folders = [f"p/{i:03d}/" for i in range(20)]
+    ranges = key_ranges(folders, count)
+    assert len(ranges) == min(count, len(folders)) and ranges[0][0] == folders[0] and ranges[-1][1] is None
+    assert all(end == following[0] for (_, end), following in itertools.pairwise(ranges))
+    assert key_ranges([], count) == [] and key_ranges(["only/"], count) == [("only/", None)]

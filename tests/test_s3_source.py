@@ -7,6 +7,7 @@ import json
 import os
 import signal
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -207,6 +208,26 @@ def test_a_key_that_would_escape_is_refused(seaweed: SeaweedFS, s3: Any, bucket:
     # The keys directly under the prefix are listed first, the folders' after: one may be complete, never partial.
     assert tree(tmp_path / "ws" / "out") in ({}, {"fine.txt": b"fine"})
     assert not (tmp_path / "ws" / "out" / ".initializer" / "manifest.json").exists()
+
+
+@pytest.mark.parametrize("top_folders", [3, 12], ids=["cut-one-level-down", "cut-at-the-top"])
+def test_a_listing_cut_into_ranges_lists_every_key_once(
+    seaweed: SeaweedFS, s3: Any, bucket: str, tmp_path: Path, top_folders: int
+):
+    keys = [f"ds/top-{i}.txt" for i in range(3)] + [
+        f"ds/f{folder:02d}/s{sub}/k{index:04d}.bin" for folder in range(top_folders) for sub in range(4)
+        for index in range(3000 // (top_folders * 4))
+    ]  # fmt: skip
+    keys.append("ds/f00/direct é+.txt")
+    with ThreadPoolExecutor(16) as pool:
+        list(pool.map(lambda key: s3.put_object(Bucket=bucket, Key=key, Body=key.encode()), keys))
+    with Relay(seaweed.endpoint) as relay:
+        result = fetch(seaweed, f"s3://{bucket}/ds", tmp_path / "out", endpoint=relay.endpoint)
+        listings = [path for method, path in relay.traffic.requests if "list-type=" in path]
+    assert result.code == 0, result.stdout
+    assert tree(tmp_path / "out") == {key.removeprefix("ds/"): key.encode() for key in keys}
+    assert sum("start-after=" in path for path in listings) == 8, "listed as 8 ranges"
+    assert manifest(tmp_path / "out")["total_files"] == len(keys)
 
 
 def test_keys_colliding_after_normalisation_are_refused(seaweed: SeaweedFS, s3: Any, bucket: str, tmp_path: Path):
