@@ -73,51 +73,36 @@ def parse_page(body: bytes) -> ListPage:
     namespace, _, name = root.tag.rpartition("}")
     if name != "ListBucketResult":
         raise ValueError(f"the listing answer is a <{name}>, not a <ListBucketResult>")
-    tag = _Tags(f"{namespace}}}" if namespace else "")
-    url_encoded = _text(root.find(tag.encoding)) == "url"  # S3 says so when it honoured encoding-type
+    tag = {local: f"{namespace}}}{local}" if namespace else local for local in _NAMES}  # spelled once a page
+    url_encoded = _text(root.find(tag["EncodingType"])) == "url"  # S3 says so when it honoured encoding-type
 
     def decoded(text: str) -> str:
         return unquote_plus(text) if url_encoded else text
 
     objects = []
-    for entry in root.iterfind(tag.contents):
+    for entry in root.iterfind(tag["Contents"]):
         values = {child.tag: child for child in entry}
-        key = values[tag.key].text or "" if tag.key in values else ""  # not stripped: a key may end in a space
-        restore = {child.tag: _text(child) for child in values.get(tag.restore_status, ())}
+        key = values[tag["Key"]].text or "" if tag["Key"] in values else ""  # not stripped: a key may end in a space
+        restore = {child.tag: _text(child) for child in values.get(tag["RestoreStatus"], ())}
         objects.append(
             ListedObject(
                 decoded(key),
-                int(_text(values.get(tag.size)) or 0),
-                _text(values.get(tag.etag)).strip('"'),
-                _text(values.get(tag.storage_class)) or "STANDARD",
-                restore.get(tag.restoring) == "false" and bool(restore.get(tag.restore_expiry)),
+                int(_text(values.get(tag["Size"])) or 0),
+                _text(values.get(tag["ETag"])).strip('"'),
+                _text(values.get(tag["StorageClass"])) or "STANDARD",
+                restore.get(tag["IsRestoreInProgress"]) == "false" and bool(restore.get(tag["RestoreExpiryDate"])),
             )
         )
-    folders = [decoded(element.text or "") for element in root.iterfind(f"{tag.common_prefixes}/{tag.prefix}")]
-    truncated = _text(root.find(tag.truncated)) == "true"
-    token = _text(root.find(tag.next_token)) if truncated else None
+    folders = [decoded(element.text or "") for element in root.iterfind(f"{tag['CommonPrefixes']}/{tag['Prefix']}")]
+    truncated = _text(root.find(tag["IsTruncated"])) == "true"
+    token = _text(root.find(tag["NextContinuationToken"])) if truncated else None
     if truncated and not token:
         raise ValueError("the listing is truncated but carries no NextContinuationToken")
     return ListPage(objects, token, folders)
 
 
-class _Tags:
-    """The element names of a listing, in its namespace (`{uri}` or none), spelled out once per page."""
-
-    def __init__(self, namespace: str) -> None:
-        self.encoding = namespace + "EncodingType"
-        self.contents = namespace + "Contents"
-        self.key = namespace + "Key"
-        self.size = namespace + "Size"
-        self.etag = namespace + "ETag"
-        self.storage_class = namespace + "StorageClass"
-        self.restore_status = namespace + "RestoreStatus"
-        self.restoring = namespace + "IsRestoreInProgress"
-        self.restore_expiry = namespace + "RestoreExpiryDate"
-        self.common_prefixes = namespace + "CommonPrefixes"
-        self.prefix = namespace + "Prefix"
-        self.truncated = namespace + "IsTruncated"
-        self.next_token = namespace + "NextContinuationToken"
+_NAMES = ("EncodingType", "Contents", "Key", "Size", "ETag", "StorageClass", "RestoreStatus", "IsRestoreInProgress",
+          "RestoreExpiryDate", "CommonPrefixes", "Prefix", "IsTruncated", "NextContinuationToken")  # fmt: skip
 
 
 def _text(element: ET.Element | None) -> str:
