@@ -93,15 +93,14 @@ class PlanIndex:
             ) from None
         parts = file.path.split("/")
         parents = ["/".join(parts[:depth]) for depth in range(1, len(parts))]
-        # A planned file at one of this file's folders, or planned files under this file's path as a folder
-        # ('/' sorts just before '0'). Each half on its own: SQLite scans the whole table for `path IN () OR ...`.
+        # Planned files under this file's path as a folder ('/' sorts just before '0'), or a planned file at one of
+        # this file's folders: one statement, each half on its own index search (SQLite scans the whole table for
+        # `path IN () OR ...`, and for an empty `IN ()`).
+        at_parents = f" UNION ALL SELECT path, locator FROM planned WHERE path IN ({','.join('?' * len(parents))})"
         clash = self._db.execute(
-            "SELECT path, locator FROM planned WHERE path > ? AND path < ? LIMIT 1", (file.path + "/", file.path + "0")
+            f"SELECT path, locator FROM planned WHERE path > ? AND path < ?{at_parents if parents else ''} LIMIT 1",
+            (file.path + "/", file.path + "0", *parents),
         ).fetchone()
-        if clash is None and parents:
-            clash = self._db.execute(
-                f"SELECT path, locator FROM planned WHERE path IN ({','.join('?' * len(parents))}) LIMIT 1", parents
-            ).fetchone()
         if clash is not None:
             folder = min(clash[0], file.path, key=len)
             raise FetchError(

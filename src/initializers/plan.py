@@ -70,7 +70,8 @@ def plan_files(
         listed += 1
         if ignore.ignores(file.path):
             continue
-        file = dataclasses.replace(file, path=safe_relative_path(file.path))
+        if (path := safe_relative_path(file.path)) != file.path:  # most names are already normal: no copy
+            file = dataclasses.replace(file, path=path)
         register(file)
         planned += 1
         yield file
