@@ -202,3 +202,22 @@ def test_a_cache_node_materialises_only_its_shard_reading_only_its_data_files(
     assert rows(tmp_path / "node" / "shard-1") == rows(tmp_path / "whole" / "shard-1")
     read = {path.split("/", 2)[2] for path in relay.traffic.object_gets() if "/data/" in path}
     assert read == overlapping and len(read) < len(tasks)
+
+
+def test_a_hub_model_split_over_two_shares_at_once(tmp_path: Path) -> None:
+    """The Hub's plan splits the same way: both shares resolve the one commit, each fetches its files."""
+    from devkit.hubserver import HubServer
+
+    files = {f"model-{i:02d}.safetensors": os.urandom(random.Random(i).randint(1, 300) * 1024) for i in range(10)}
+    files["config.json"] = b"{}"
+    with HubServer() as hub:
+        hub.add_repo("org/split", files)
+        env = {"STORAGE_URI": "hf://org/split", "OUTPUT_PATH": str(tmp_path / "m"), "HF_ENDPOINT": hub.endpoint,
+               "SHARD_COUNT": "2"}  # fmt: skip
+        shares = [start_program("model", {**env, "SHARD_INDEX": str(i)}) for i in range(2)]
+        results = [_finish(share) for share in shares]
+    assert [r.code for r in results] == [0, 0], [r.last for r in results]
+    assert all(r.named("share")[0]["files"] > 0 for r in results), "both shares had work"
+    assert {p.name: p.read_bytes() for p in (tmp_path / "m").iterdir() if p.is_file()} == files
+    manifest = json.loads((tmp_path / "m" / ".initializer" / "manifest.json").read_text())
+    assert manifest["total_files"] == 11 and manifest["source"]["shards"] == 2
