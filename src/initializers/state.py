@@ -65,7 +65,7 @@ class StateDir:
         self.root = Path(output_path).absolute()
         self.shared = self.root / STATE_DIR
         self.shard = shard
-        self.dir = self.shared / SHARDS / _share_name(*shard) if shard else self.shared
+        self.dir = self._share_path(shard[0]) if shard else self.shared
         self.tmp = self.dir / "tmp"
         #: A folder a source may keep its own bookkeeping in during a run; removed at the end of every run.
         self.staging = self.dir / "staging"
@@ -157,7 +157,7 @@ class StateDir:
     def record_share(self, record: dict[str, object]) -> None:
         """Say that this run's share is complete (on stable storage), and of which plan."""
         assert self.shard is not None
-        self.write_atomically(self.shared / SHARDS / f"{_share_name(*self.shard)}.json", [json.dumps(record).encode()])
+        self.write_atomically(self._share_path(self.shard[0], ".json"), [json.dumps(record).encode()])
 
     def share_records(self) -> dict[int, dict[str, object]]:
         """The records of this split's complete shares, by share number."""
@@ -165,21 +165,23 @@ class StateDir:
         records = {}
         for index in range(self.shard[1]):
             with contextlib.suppress(OSError, ValueError):
-                records[index] = json.loads(
-                    (self.shared / SHARDS / f"{_share_name(index, self.shard[1])}.json").read_text()
-                )
+                records[index] = json.loads(self._share_path(index, ".json").read_text())
         return records
 
     def remove_share_records(self) -> None:
         """The set is complete and its manifest written: the next round of shares starts from nothing."""
         assert self.shard is not None
         for index in range(self.shard[1]):
-            (self.shared / SHARDS / f"{_share_name(index, self.shard[1])}.json").unlink(missing_ok=True)
+            self._share_path(index, ".json").unlink(missing_ok=True)
 
     def share_journal(self, index: int) -> Iterator[DoneFile]:
         """What share `index` of this split has claimed as finished."""
+        return _journal_entries(self._share_path(index) / JOURNAL)
+
+    def _share_path(self, index: int, suffix: str = "") -> Path:
+        """Share `index` of this split: its folder, or with `suffix` its record beside it."""
         assert self.shard is not None
-        return _journal_entries(self.shared / SHARDS / _share_name(index, self.shard[1]) / JOURNAL)
+        return self.shared / SHARDS / f"{index}-of-{self.shard[1]}{suffix}"
 
     @contextlib.contextmanager
     def completing_set(self) -> Iterator[None]:
@@ -363,10 +365,6 @@ def boot_id() -> str:
         return Path(_BOOT_ID_PATH).read_text().strip()
     except OSError:
         return ""
-
-
-def _share_name(index: int, count: int) -> str:
-    return f"{index}-of-{count}"
 
 
 def _try_lock(fd: int, exclusive: bool) -> bool:
