@@ -7,6 +7,7 @@ import json
 import os
 import random
 import subprocess
+import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -89,6 +90,7 @@ def test_a_share_killed_mid_run_then_run_again_completes_the_set_fetching_only_w
         share_bytes = json.loads(line)["bytes"]
         while relay.traffic.body_bytes < share_bytes // 3:
             assert share.poll() is None
+            time.sleep(0.01)
         share.kill()
         share.wait()
         first_bytes = relay.traffic.body_bytes
