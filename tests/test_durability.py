@@ -7,6 +7,7 @@ import json
 import os
 import re
 import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
@@ -150,6 +151,7 @@ def test_a_withdrawn_manifest_still_counts_what_it_lists_as_done(
         process = start_program("dataset", env)
         while not (state / "manifest.withdrawn.json").exists():
             assert process.poll() is None, "the run ended before withdrawing the manifest"
+            time.sleep(0.01)
         process.kill()
         process.wait()
         assert not (state / "manifest.json").exists()
