@@ -135,9 +135,9 @@ def test_bad_shard_settings_exit_2(extra: dict[str, str], message: str, tmp_path
 
 def test_a_share_running_twice_at_once_is_refused(seaweed: SeaweedFS, objects: str, tmp_path: Path) -> None:
     with Relay(seaweed.endpoint) as relay:
-        relay.bytes_per_second = 256 * 1024
+        relay.bytes_per_second = 64 * 1024  # one object at a time: the share takes far longer than a second run's start
         env = _env(seaweed, relay.endpoint, objects, tmp_path / "out", SHARD_INDEX="0", SHARD_COUNT="2")
-        first = start_program("dataset", env)
+        first = start_program("dataset", {**env, "MAX_WORKERS": "1"})
         assert first.stdout is not None
         while '"event": "share"' not in first.stdout.readline():
             assert first.poll() is None

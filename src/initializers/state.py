@@ -382,8 +382,10 @@ def _holder(fd: int) -> str:
 
 
 def _name_holder(fd: int) -> None:
-    os.ftruncate(fd, 0)
-    os.pwrite(fd, f"{os.getpid()}@{socket.gethostname()}".encode(), 0)
+    """Write pid@host over the previous holder's name, then cut what is left of it: never empty for a reader."""
+    name = f"{os.getpid()}@{socket.gethostname()}".encode()
+    os.pwrite(fd, name, 0)
+    os.ftruncate(fd, len(name))
 
 
 def sync_filesystem(path: Path) -> None:
