@@ -230,6 +230,19 @@ def test_a_listing_cut_into_ranges_lists_every_key_once(
     assert manifest(tmp_path / "out")["total_files"] == len(keys)
 
 
+def test_one_large_folder_without_folders_is_listed_once(seaweed: SeaweedFS, s3: Any, bucket: str, tmp_path: Path):
+    keys = [f"ds/all/k{index:05d}" for index in range(2500)]
+    with ThreadPoolExecutor(16) as pool:
+        list(pool.map(lambda key: s3.put_object(Bucket=bucket, Key=key, Body=b"x"), keys))
+    with Relay(seaweed.endpoint) as relay:
+        result = fetch(seaweed, f"s3://{bucket}/ds", tmp_path / "out", endpoint=relay.endpoint)
+        listings = [path for method, path in relay.traffic.requests if "list-type=" in path]
+    assert result.code == 0, result.stdout
+    assert len(tree(tmp_path / "out")) == 2500
+    # the top's delimiter page, the folder's first delimiter page (no folders there), then its 3 pages once
+    assert len(listings) == 5, listings
+
+
 def test_keys_colliding_after_normalisation_are_refused(seaweed: SeaweedFS, s3: Any, bucket: str, tmp_path: Path):
     put_all(s3, bucket, {"ds/a/b.txt": b"1"})
     with Relay(seaweed.endpoint) as relay:

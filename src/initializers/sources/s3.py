@@ -113,15 +113,18 @@ class S3Source(Source):
                     yield RemoteFile(key.rsplit("/", 1)[-1], first.size, first.etag, key)
 
     def _listing(self, prefix: str) -> Iterator[ListedObject]:
-        """Every object under `prefix`, in key order. A listing is a chain of pages, one round trip each, so a large
-        one goes faster in parallel: the keys directly under `prefix` come with its folders (a delimiter listing),
-        and the keys below are cut at folders into ranges that are listed at once, a few pages ahead of the reader."""
+        """Every object under `prefix`: those directly under it first, then the folders' in key order. A listing is
+        a chain of pages, one round trip each, so a large one goes faster in parallel: the keys directly under
+        `prefix` come with its folders (a delimiter listing), and the keys below are cut at folders into ranges
+        that are listed at once, a few pages ahead of the reader."""
         folders: list[str] = []
         for page in self._pages(prefix, delimiter="/"):
             yield from page.objects
             folders.extend(page.folders)
-        if 0 < len(folders) < PARALLEL_LISTINGS:  # too few to cut evenly: cut at the folders one level down
-            below = [sub for folder in folders for page in self._pages(folder, delimiter="/") for sub in page.folders]
+        if 0 < len(folders) < PARALLEL_LISTINGS:
+            # Too few to cut evenly: cut at the folders one level down too, those a first page of each shows (a
+            # folder of a million files must not be listed twice to find out it has no folders).
+            below = [sub for folder in folders for sub in self._page(folder, None, delimiter="/").folders]
             folders = sorted({*folders, *below})
         ranges = [
             Lookahead(self._range(prefix, start, end), LISTING_AHEAD, f"listing-{index}")
