@@ -38,6 +38,7 @@ LOCK = "lock"
 _BOOT = "boot"  # a journal's header: the boot that wrote it
 _SYNCED = "synced"  # a checkpoint's marker: how many of the journal's bytes describe synced files
 _BOOT_ID_PATH = "/proc/sys/kernel/random/boot_id"
+_BOOKKEEPING = (b'{"' + _BOOT.encode() + b'"', b'{"' + _SYNCED.encode() + b'"')  # how the header and markers begin
 SHARDS = "shards"
 _LOCK_POLL_SECONDS = 0.5
 _LOCK_REPORT_SECONDS = 30.0  # how often a run waiting for another one says so
@@ -343,12 +344,13 @@ def _journal_entries(path: Path) -> Iterator[DoneFile]:
     except OSError:
         return
     with handle:
-        synced, same_boot = 0, False
+        synced, same_boot, this_boot = 0, False, boot_id()
         for line in handle:  # first pass: how far the last checkpoint reaches, and whose journal this is
-            with contextlib.suppress(ValueError, AttributeError):
-                record = json.loads(line)
-                synced = max(synced, record.get(_SYNCED, 0))
-                same_boot = same_boot or record.get(_BOOT) == boot_id()
+            if line.startswith(_BOOKKEEPING):  # file lines are parsed once, in the second pass
+                with contextlib.suppress(ValueError, AttributeError):
+                    record = json.loads(line)
+                    synced = max(synced, record.get(_SYNCED, 0))
+                    same_boot = same_boot or record.get(_BOOT) == this_boot
         handle.seek(0)
         offset = 0
         for line in handle:
