@@ -113,11 +113,9 @@ class PlanIndex:
         rows = self._db.execute(
             "SELECT p.*, f.size, f.mtime_ns FROM planned p LEFT JOIN finished f ON f.path = p.path ORDER BY p.path"
         )
-        for path, locator, size, version, algorithm, hexdigest, exact, _, done_size, mtime_ns in rows:
-            checksum = Checksum(algorithm, hexdigest) if algorithm else None
-            file = RemoteFile(path, size, version, locator, checksum, bool(exact))
-            done = None if done_size is None else DoneFile(path, done_size, version, mtime_ns)
-            yield file, done
+        for *planned, done_size, mtime_ns in rows:
+            file = _remote_file(*planned)
+            yield file, None if done_size is None else DoneFile(file.path, done_size, file.version, mtime_ns)
 
     # -- a plan split over several initializers -------------------------------------------------------------
 
@@ -138,10 +136,8 @@ class PlanIndex:
 
     def share(self, shard: int) -> Iterator[RemoteFile]:
         """The planned files of one share, in path order."""
-        rows = self._db.execute("SELECT * FROM planned WHERE shard = ? ORDER BY path", (shard,))
-        for path, locator, size, version, algorithm, hexdigest, exact, _ in rows:
-            yield RemoteFile(path, size, version, locator, Checksum(algorithm, hexdigest) if algorithm else None,
-                             bool(exact))  # fmt: skip
+        for row in self._db.execute("SELECT * FROM planned WHERE shard = ? ORDER BY path", (shard,)):
+            yield _remote_file(*row)
 
     def shares(self, count: int) -> list[tuple[int, int]]:
         """(files, bytes) of each of the `count` shares, by share number."""
@@ -177,3 +173,10 @@ class PlanIndex:
 
     def _locator(self, path: str) -> str:
         return self._db.execute("SELECT locator FROM planned WHERE path = ?", (path,)).fetchone()[0]
+
+
+def _remote_file(
+    path: str, locator: str, size: int, version: str, algorithm: str | None, hexdigest: str, exact: int, _shard: int
+) -> RemoteFile:
+    """A row of `planned` as the file it plans."""
+    return RemoteFile(path, size, version, locator, Checksum(algorithm, hexdigest) if algorithm else None, bool(exact))
