@@ -22,7 +22,7 @@ import subprocess
 import termios
 import threading
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from functools import partial
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -323,8 +323,6 @@ def _handler_for(relay: Relay) -> type[BaseHTTPRequestHandler]:
             body = self.rfile.read(length) if length else None
             if self._session_expired():
                 self._send_whole(400, [*self._own_headers(), ("Content-Type", "application/xml")], _EXPIRED, None)
-            elif relay.session_lifetime is not None and body and b"Action=AssumeRole" in body:
-                self._issue_short_session(body)
             elif isinstance(fault, StatusFault):
                 headers = [*self._own_headers(), ("Content-Type", fault.content_type), *fault.headers.items()]
                 self._send_whole(fault.status, headers, fault.body or b"", None)
@@ -341,8 +339,8 @@ def _handler_for(relay: Relay) -> type[BaseHTTPRequestHandler]:
                 upstream.request(self.command, self.path, body=body, headers=dict(self.headers.items()))
                 reply = upstream.getresponse()
                 headers = [(k, v) for k, v in reply.getheaders() if k.lower() not in _HOP_BY_HOP]
-                if self._is_listing() and self.command == "GET":
-                    self._send_whole(reply.status, headers, self._with_injected(reply.read()), fault)
+                if (rewrite := self._rewriting(body)) is not None:
+                    self._send_whole(reply.status, headers, rewrite(reply.read()), fault)
                 elif reply.getheader("Content-Length") is None and self.command != "HEAD":
                     self._send_whole(reply.status, headers, reply.read(), fault)
                 else:  # HEAD replies and bodies of a known length (none for redirects) pass as they are
@@ -358,17 +356,18 @@ def _handler_for(relay: Relay) -> type[BaseHTTPRequestHandler]:
             expires = relay.sessions_issued.get(found.group(1)) if found else None
             return expires is not None and time.time() >= expires
 
-        def _issue_short_session(self, body: bytes) -> None:
-            """Relay an AssumeRole reply with the session's Expiration moved to `session_lifetime` from now."""
+        def _rewriting(self, body: bytes | None) -> Callable[[bytes], bytes] | None:
+            """How the relay changes the server's answer to this request, if it does: listings get the injected
+            keys, AssumeRole replies a short session."""
+            if self._is_listing() and self.command == "GET":
+                return self._with_injected
+            if relay.session_lifetime is not None and body and b"Action=AssumeRole" in body:
+                return self._shortened_session
+            return None
+
+        def _shortened_session(self, answer: bytes) -> bytes:
+            """An AssumeRole reply with the session's Expiration moved to `session_lifetime` from now."""
             assert relay.session_lifetime is not None
-            upstream = http.client.HTTPConnection(relay.upstream_host, relay.upstream_port, timeout=60)
-            try:
-                upstream.request(self.command, self.path, body=body, headers=dict(self.headers.items()))
-                reply = upstream.getresponse()
-                answer = reply.read()
-                headers = [(k, v) for k, v in reply.getheaders() if k.lower() not in _HOP_BY_HOP]
-            finally:
-                upstream.close()
             expires = time.time() + relay.session_lifetime
             if key := re.search(rb"<AccessKeyId>([^<]+)</AccessKeyId>", answer):
                 relay.sessions_issued[key.group(1).decode()] = expires
@@ -376,7 +375,7 @@ def _handler_for(relay: Relay) -> type[BaseHTTPRequestHandler]:
                 answer = re.sub(
                     rb"<Expiration>[^<]*</Expiration>", f"<Expiration>{stamp}</Expiration>".encode(), answer
                 )
-            self._send_whole(reply.status, headers, answer, None)
+            return answer
 
         def _send_whole(
             self, status: int, headers: list[tuple[str, str]], body: bytes, fault: _ConnectionFault | None
