@@ -77,22 +77,33 @@ def parse_page(body: bytes) -> ListPage:
     url_encoded = _text(root.find(tag["EncodingType"])) == "url"  # S3 says so when it honoured encoding-type
 
     def decoded(text: str) -> str:
-        return unquote_plus(text) if url_encoded else text
+        return unquote_plus(text) if url_encoded and ("%" in text or "+" in text) else text
 
+    key_tag, size_tag, etag_tag, class_tag, restore_tag = (
+        tag[name] for name in ("Key", "Size", "ETag", "StorageClass", "RestoreStatus")
+    )
     objects = []
-    for entry in root.iterfind(tag["Contents"]):
-        values = {child.tag: child for child in entry}
-        key = values[tag["Key"]].text or "" if tag["Key"] in values else ""  # not stripped: a key may end in a space
-        restore = {child.tag: _text(child) for child in values.get(tag["RestoreStatus"], ())}
-        objects.append(
-            ListedObject(
-                decoded(key),
-                int(_text(values.get(tag["Size"])) or 0),
-                _text(values.get(tag["ETag"])).strip('"'),
-                _text(values.get(tag["StorageClass"])) or "STANDARD",
-                restore.get(tag["IsRestoreInProgress"]) == "false" and bool(restore.get(tag["RestoreExpiryDate"])),
-            )
-        )
+    for entry in root.iterfind(tag["Contents"]):  # one pass over each entry's children: this loop runs per object
+        key = etag = ""
+        size = 0
+        storage_class = "STANDARD"
+        restored = False
+        for child in entry:
+            name = child.tag
+            if name == key_tag:
+                key = child.text or ""  # not stripped: a key may end in a space
+            elif name == size_tag:
+                size = int(child.text or 0)
+            elif name == etag_tag:
+                etag = (child.text or "").strip().strip('"')
+            elif name == class_tag:
+                storage_class = _text(child) or "STANDARD"
+            elif name == restore_tag:
+                restore = {status.tag: _text(status) for status in child}
+                restored = restore.get(tag["IsRestoreInProgress"]) == "false" and bool(
+                    restore.get(tag["RestoreExpiryDate"])
+                )
+        objects.append(ListedObject(decoded(key), size, etag, storage_class, restored))
     folders = [decoded(element.text or "") for element in root.iterfind(f"{tag['CommonPrefixes']}/{tag['Prefix']}")]
     truncated = _text(root.find(tag["IsTruncated"])) == "true"
     token = _text(root.find(tag["NextContinuationToken"])) if truncated else None
