@@ -167,18 +167,19 @@ def test_the_job_completion_index_of_an_indexed_job_names_the_share(
 def test_shares_are_balanced_by_bytes(count: int, tmp_path: Path) -> None:
     sizes = [random.Random(11).choice([1, 10, 100, 1000, 10_000]) * random.Random(i).randint(1, 9) for i in range(2000)]
     index = PlanIndex(tmp_path / "index.sqlite")
-    for i, size in enumerate(sizes):
-        index.plan(RemoteFile(f"f/{i:05d}", size, "v", f"f/{i:05d}"))
+    index.plan([RemoteFile(f"f/{i:05d}", size, "v", f"f/{i:05d}") for i, size in enumerate(sizes)])
     index.assign_shards(count)
     shares = index.shares(count)
     assert sum(files for files, _ in shares) == 2000 and sum(size for _, size in shares) == sum(sizes)
     assert max(size for _, size in shares) <= max(1.1 * sum(sizes) / count, max(sizes))
     again = PlanIndex(tmp_path / "again.sqlite")
-    for i, size in reversed(list(enumerate(sizes))):  # listed in another order: split the same way
-        again.plan(RemoteFile(f"f/{i:05d}", size, "v", f"f/{i:05d}"))
-    again.assign_shards(count)
-    assert [[f.path for f in again.share(s)] for s in range(count)] == [[f.path for f in index.share(s)]
-                                                                          for s in range(count)]  # fmt: skip
+    again.plan([RemoteFile(f"f/{i:05d}", size, "v", f"f/{i:05d}") for i, size in reversed(list(enumerate(sizes)))])
+    again.assign_shards(count)  # listed in another order: split the same way
+
+    def split(plan: PlanIndex) -> list[list[str]]:
+        return [[file.path for batch in plan.share(share) for file in batch] for share in range(count)]
+
+    assert split(again) == split(index)
 
 
 def test_a_cache_node_materialises_only_its_shard_reading_only_its_data_files(

@@ -145,6 +145,20 @@ def test_plan_refuses_collisions_and_file_folder_clashes_whichever_comes_first()
     assert len(build_plan([_file("a/b0"), _file("a/b.c"), _file("a/b-")], IgnorePatterns([]), "s3://x")) == 3
 
 
+@pytest.mark.parametrize(
+    ("first", "last", "refusal"),
+    [("m", "m/x", "'m' would have to be both a file and a folder"),
+     ("m/x/y", "m/x", "'m/x' would have to be both a file and a folder"),
+     ("m/x", "m//x", "both map to 'm/x'")],
+)  # fmt: skip
+def test_plan_refuses_collisions_and_clashes_listed_thousands_of_files_apart(first: str, last: str, refusal: str):
+    """The plan is checked a batch at a time: a refusal must not depend on the two files sharing a batch."""
+    filler = [_file(f"f{i:05d}") for i in range(5000)]
+    with pytest.raises(FetchError, match=refusal):
+        build_plan([_file(first), *filler, _file(last)], IgnorePatterns([]), "s3://x")
+    assert len(build_plan([_file(first), *filler], IgnorePatterns([]), "s3://x")) == 5001
+
+
 def test_the_longest_name_filesystems_take_is_accepted():
     assert safe_relative_path("d/" + "x" * 255) == "d/" + "x" * 255
 

@@ -13,10 +13,11 @@ import heapq
 import sqlite3
 from collections.abc import Iterable, Iterator
 from pathlib import Path
+from typing import NoReturn
 
 from initializers.checksums import Checksum
 from initializers.errors import FetchError
-from initializers.plan import RemoteFile
+from initializers.plan import PLAN_BATCH, RemoteFile
 from initializers.state import DoneFile
 
 _SCHEMA = """
@@ -27,8 +28,11 @@ CREATE TABLE finished (path TEXT PRIMARY KEY, size INTEGER, version TEXT, mtime_
     WITHOUT ROWID;
 CREATE TABLE planned (path TEXT PRIMARY KEY, locator TEXT, size INTEGER, version TEXT, algorithm TEXT,
     hexdigest TEXT, exact_size INTEGER, shard INTEGER) WITHOUT ROWID;
+CREATE TABLE folders (path TEXT PRIMARY KEY) WITHOUT ROWID;
 """
 _BATCH_ROWS = 10_000
+#: The most values bound to one statement (SQLite builds before 3.32 take at most 999).
+_MOST_VALUES = 500
 
 
 class PlanIndex:
@@ -61,52 +65,75 @@ class PlanIndex:
             ((d.path, d.size, d.version, d.mtime_ns, in_manifest) for d in files),
         )
 
-    def finished_as(self, file: RemoteFile) -> tuple[DoneFile, bool] | None:
-        """The record of a finished file at this path and whether the manifest holds it, if its size and version
-        are what the source offers now."""
-        row = self._db.execute("SELECT * FROM finished WHERE path = ?", (file.path,)).fetchone()
-        if row is None or not file.matches(row[1], row[2]):
-            return None
-        return DoneFile(*row[:4]), bool(row[4])
+    def finished_among(self, files: list[RemoteFile]) -> dict[str, tuple[DoneFile, bool]]:
+        """The records of finished files at these paths, with whether the manifest holds each, for those whose size
+        and version are what the source offers now."""
+        offered = {file.path: file for file in files}
+        found = {}
+        for paths in _chunks(list(offered)):
+            for path, size, version, mtime_ns, in_manifest in self._db.execute(
+                f"SELECT * FROM finished WHERE path IN ({_marks(paths)})", paths
+            ):
+                if offered[path].matches(size, version):
+                    found[path] = (DoneFile(path, size, version, mtime_ns), bool(in_manifest))
+        return found
 
     # -- the plan -----------------------------------------------------------------------------------------
 
-    def plan(self, file: RemoteFile) -> None:
-        """Add a file to the plan, or refuse it when its path is taken, or clashes with a file or a folder."""
+    def plan(self, files: list[RemoteFile]) -> None:
+        """Add files to the plan, or refuse them when a path is taken twice, or would be both a file and a folder.
+
+        Checked a batch at a time, in a few statements, since a listing may hold millions of files: the folders
+        of every planned file are kept too, so a clash is a path found among the other kind.
+        """
         try:
-            self._db.execute(
+            self._db.executemany(
                 "INSERT INTO planned VALUES (?, ?, ?, ?, ?, ?, ?, NULL)",
                 (
-                    file.path,
-                    file.locator,
-                    file.size,
-                    file.version,
-                    file.checksum and file.checksum.algorithm,
-                    file.checksum and file.checksum.hexdigest,
-                    file.exact_size,
+                    (
+                        file.path,
+                        file.locator,
+                        file.size,
+                        file.version,
+                        file.checksum and file.checksum.algorithm,
+                        file.checksum and file.checksum.hexdigest,
+                        file.exact_size,
+                    )
+                    for file in files
                 ),
             )
         except sqlite3.IntegrityError:
-            raise FetchError(
-                f"source files {self._locator(file.path)!r} and {file.locator!r} both map to {file.path!r}; refusing "
-                "to let one silently overwrite the other"
-            ) from None
-        parts = file.path.split("/")
-        parents = ["/".join(parts[:depth]) for depth in range(1, len(parts))]
-        # Planned files under this file's path as a folder ('/' sorts just before '0'), or a planned file at one of
-        # this file's folders: one statement, each half on its own index search (SQLite scans the whole table for
-        # `path IN () OR ...`, and for an empty `IN ()`).
-        at_parents = f" UNION ALL SELECT path, locator FROM planned WHERE path IN ({','.join('?' * len(parents))})"
-        clash = self._db.execute(
-            f"SELECT path, locator FROM planned WHERE path > ? AND path < ?{at_parents if parents else ''} LIMIT 1",
-            (file.path + "/", file.path + "0", *parents),
-        ).fetchone()
-        if clash is not None:
-            folder = min(clash[0], file.path, key=len)
-            raise FetchError(
-                f"source files {clash[1]!r} and {file.locator!r} clash: {folder!r} would have to be both a file and "
-                "a folder"
-            )
+            self._refuse_collision(files)
+        folders = _folders(files)
+        self._db.executemany("INSERT OR IGNORE INTO folders VALUES (?)", ((folder,) for folder in folders))
+        for paths in _chunks([file.path for file in files]):
+            self._refuse_clash(self._db.execute(f"SELECT path FROM folders WHERE path IN ({_marks(paths)})", paths))
+        for paths in _chunks(folders):
+            self._refuse_clash(self._db.execute(f"SELECT path FROM planned WHERE path IN ({_marks(paths)})", paths))
+
+    def _refuse_collision(self, files: list[RemoteFile]) -> NoReturn:
+        for file in files:
+            taken = self._db.execute("SELECT locator FROM planned WHERE path = ?", (file.path,)).fetchone()
+            if taken is not None and taken[0] != file.locator:
+                raise FetchError(
+                    f"source files {taken[0]!r} and {file.locator!r} both map to {file.path!r}; refusing to let one "
+                    "silently overwrite the other"
+                )
+        raise FetchError(f"the source lists a file twice, among {files[0].locator!r} .. {files[-1].locator!r}")
+
+    def _refuse_clash(self, found: sqlite3.Cursor) -> None:
+        """Refuse the plan if `found` names a path that is both a planned file and the folder of another."""
+        row = found.fetchone()
+        if row is None:
+            return
+        (folder,) = row
+        (file,) = self._db.execute("SELECT locator FROM planned WHERE path = ?", (folder,)).fetchone()
+        (inside,) = self._db.execute(
+            "SELECT locator FROM planned WHERE path > ? AND path < ? LIMIT 1", (folder + "/", folder + "0")
+        ).fetchone()  # '/' sorts just before '0': the paths under the folder
+        raise FetchError(
+            f"source files {file!r} and {inside!r} clash: {folder!r} would have to be both a file and a folder"
+        )
 
     def planned(self) -> Iterator[tuple[RemoteFile, DoneFile | None]]:
         """Every planned file in path order, with its record in `finished` (None if it has none)."""
@@ -134,10 +161,11 @@ class PlanIndex:
                 batch.clear()
         self._db.executemany("UPDATE planned SET shard = ? WHERE path = ?", batch)
 
-    def share(self, shard: int) -> Iterator[RemoteFile]:
-        """The planned files of one share, in path order."""
-        for row in self._db.execute("SELECT * FROM planned WHERE shard = ? ORDER BY path", (shard,)):
-            yield _remote_file(*row)
+    def share(self, shard: int) -> Iterator[list[RemoteFile]]:
+        """The planned files of one share, in path order, in batches."""
+        rows = self._db.execute("SELECT * FROM planned WHERE shard = ? ORDER BY path", (shard,))
+        while batch := rows.fetchmany(PLAN_BATCH):
+            yield [_remote_file(*row) for row in batch]
 
     def shares(self, count: int) -> list[tuple[int, int]]:
         """(files, bytes) of each of the `count` shares, by share number."""
@@ -171,8 +199,29 @@ class PlanIndex:
         ).fetchone()
         return count, int(size)
 
-    def _locator(self, path: str) -> str:
-        return self._db.execute("SELECT locator FROM planned WHERE path = ?", (path,)).fetchone()[0]
+
+def _chunks(values: list[str]) -> Iterator[list[str]]:
+    for start in range(0, len(values), _MOST_VALUES):
+        yield values[start : start + _MOST_VALUES]
+
+
+def _marks(values: list[str]) -> str:
+    return ",".join("?" * len(values))
+
+
+def _folders(files: list[RemoteFile]) -> list[str]:
+    """Every folder the files are in, at every depth, once (files listed together mostly share theirs)."""
+    folders: set[str] = set()
+    last = None
+    for file in files:
+        folder = file.path.rpartition("/")[0]
+        if folder == last:
+            continue
+        last = folder
+        while folder and folder not in folders:
+            folders.add(folder)
+            folder = folder.rpartition("/")[0]
+    return sorted(folders)
 
 
 def _remote_file(

@@ -144,7 +144,7 @@ class _Todo:
     to fetch add up, before the file that would not fit.
     """
 
-    files: Iterator[RemoteFile]
+    batches: Iterator[list[RemoteFile]]
     index: PlanIndex
     state: StateDir
     progress: Progress
@@ -162,19 +162,21 @@ class _Todo:
 
     def __iter__(self) -> Iterator[RemoteFile]:
         free = self.state.free_space()
-        for file in self.files:
-            self.planned += 1
-            found = self.index.finished_as(file)
-            if found is not None and self.state.unchanged(found[0]) and self._intact(file):
-                self.done += 1
-                self.in_manifest += found[1]
-                continue
-            if not self._started:
-                self._start()
-            self._todo_bytes += file.size
-            self.state.check_free_space(self._todo_bytes, free)
-            self.progress.add_todo(file.size)
-            yield file
+        for batch in self.batches:
+            finished = self.index.finished_among(batch)
+            for file in batch:
+                self.planned += 1
+                found = finished.get(file.path)
+                if found is not None and self.state.unchanged(found[0]) and self._intact(file):
+                    self.done += 1
+                    self.in_manifest += found[1]
+                    continue
+                if not self._started:
+                    self._start()
+                self._todo_bytes += file.size
+                self.state.check_free_space(self._todo_bytes, free)
+                self.progress.add_todo(file.size)
+                yield file
         self.progress.listing_done = True
         if self.verify:
             verified = self.done - self.unverifiable

@@ -14,6 +14,8 @@ from initializers.patterns import IgnorePatterns
 STATE_DIR = ".initializer"
 #: The longest file or folder name ext4, XFS and NFS take (S3 keys may have longer segments).
 MAX_NAME_BYTES = 255
+#: The most files planned together: about a listing page.
+PLAN_BATCH = 1024
 
 
 @dataclass(frozen=True)
@@ -61,20 +63,27 @@ def safe_relative_path(name: str) -> str:
 
 
 def plan_files(
-    files: Iterable[RemoteFile], ignore: IgnorePatterns, source: str, register: Callable[[RemoteFile], None]
-) -> Iterator[RemoteFile]:
-    """Filter by ignore patterns, normalise and check every path, `register` each file (which refuses collisions
-    and file/folder clashes), and refuse an empty result; as a stream, so the first file is ready at once."""
+    files: Iterable[RemoteFile], ignore: IgnorePatterns, source: str, register: Callable[[list[RemoteFile]], None]
+) -> Iterator[list[RemoteFile]]:
+    """Filter by ignore patterns, normalise and check every path, `register` the files (which refuses collisions and
+    file/folder clashes) and refuse an empty result; as a stream of batches, each registered before it is passed on.
+    Batches grow from one file, so the first is ready at once, to PLAN_BATCH, over which the checks are shared."""
     listed = planned = 0
-    for file in files:
-        listed += 1
-        if ignore.ignores(file.path):
-            continue
-        if (path := safe_relative_path(file.path)) != file.path:  # most names are already normal: no copy
-            file = dataclasses.replace(file, path=path)
-        register(file)
-        planned += 1
-        yield file
+
+    def checked() -> Iterator[RemoteFile]:
+        nonlocal listed
+        for file in files:
+            listed += 1
+            if ignore.ignores(file.path):
+                continue
+            if (path := safe_relative_path(file.path)) != file.path:  # most names are already normal: no copy
+                file = dataclasses.replace(file, path=path)
+            yield file
+
+    for batch in _growing_batches(checked(), PLAN_BATCH):
+        register(batch)
+        planned += len(batch)
+        yield batch
     if not planned:
         if listed:
             raise FetchError(
@@ -82,3 +91,16 @@ def plan_files(
                 f"{','.join(ignore.patterns)!r}"
             )
         raise FetchError(f"nothing to download: {source} has no files")
+
+
+def _growing_batches(items: Iterable[RemoteFile], most: int) -> Iterator[list[RemoteFile]]:
+    """Lists of 1, 2, 4, ... up to `most` items, as they come."""
+    batch: list[RemoteFile] = []
+    size = 1
+    for item in items:
+        batch.append(item)
+        if len(batch) == size:
+            yield batch
+            batch, size = [], min(2 * size, most)
+    if batch:
+        yield batch

@@ -20,8 +20,8 @@ from initializers.state import StateDir
 
 
 def own_share(
-    planned: Iterator[RemoteFile], index: PlanIndex, shard: tuple[int, int], log: Any
-) -> Iterator[RemoteFile]:
+    planned: Iterator[list[RemoteFile]], index: PlanIndex, shard: tuple[int, int], log: Any
+) -> Iterator[list[RemoteFile]]:
     """This run's files: the whole listing goes into the index first, since the shares are balanced over all of it."""
     for _ in planned:
         pass
