@@ -17,7 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from bench import hf, iceberg, network, s3, scale, startup, volumes
-from bench.harness import Result, settings
+from bench.harness import SECONDS_ONLY, Result, settings
 
 HERE = Path(__file__).resolve().parent
 CHART_PYTHON = s3.PEERS / "python"  # matplotlib lives with the peers, never in the product's environment
@@ -55,16 +55,18 @@ def goals(results: dict[str, list[Result]], boot: dict[str, list[float]]) -> lis
             best = max(network.PEER_NAMES, key=lambda name: result.medians()[name])
             ratio = _ratio(result, "initializers", best)
             check(f"Network {label}: >= 2.0x the best peer ({best})", ratio, "{:.2f}x", lambda v: v >= 2.0)
-    scale = {result.title.split(" (")[0].removeprefix("Scale "): result for result in results.get("scale", [])}
-    if "100 k x 1 KiB" in scale:
-        large, small = scale["100 k x 1 KiB"], scale.get("10 k x 1 KiB")
+    scaled = {result.title.split(" (")[0].removeprefix("Scale "): result for result in results.get("scale", [])}
+    if "100 k x 1 KiB" in scaled:
+        large, small = scaled["100 k x 1 KiB"], scaled.get("10 k x 1 KiB")
         check("Scale 100 k (ext4): >= 1.0x s5cmd", _ratio(large, "initializers", "s5cmd"), "{:.2f}x",
               lambda v: v >= 1.0)  # fmt: skip
         check("Scale 100 k: peak RSS <= 100 MB", _rss(large, "initializers"), "{:.0f} MB", lambda v: v <= 100)
         if small is not None:
             growth = _rss(large, "initializers") / _rss(small, "initializers")
             check("Scale 100 k: peak RSS <= 1.2x the 10 k run's", growth, "{:.2f}x", lambda v: v <= 1.2)
-        check("Scale 100 k: re-run <= 2 s", _rerun(large), "{:.2f} s", lambda v: v <= 2)
+        listing = large.samples.get(f"{scale.LISTING_ALONE} {SECONDS_ONLY}")
+        floor = f" (s5cmd only listing the objects: {listing[0].seconds:.2f} s)" if listing else ""
+        check("Scale 100 k: re-run <= 2 s", _rerun(large), "{:.2f} s" + floor, lambda v: v <= 2)
     for result in results.get("s3", []):
         label = result.title.split(":")[0].removeprefix("S3 ")
         volume = "ext4" if result.title.endswith("(ext4)") else "tmpfs"

@@ -18,6 +18,10 @@ from devkit.programs import clean_env
 
 TIME = "/usr/bin/time"
 
+#: The rows of a table that give seconds rather than a rate: a contender's re-run over its complete output, and
+#: a part of the work timed alone.
+RERUN = "re-run"
+SECONDS_ONLY = "(seconds, median of 3)"
 #: A contender: given an empty output folder, the command and environment that fill it.
 Contender = Callable[[Path], tuple[list[str], dict[str, str]]]
 
@@ -81,8 +85,10 @@ def measure(
     found: Callable[[Path], int] = size_of,
     unit: str = "MB",
     discarding: Collection[str] = (),
+    timed: dict[str, Contender] | None = None,
 ) -> dict[str, list[Sample]]:
-    """Every contender once per round, in a rotating order; then `rerun` again on its complete output.
+    """Every contender once per round, in a rotating order; then `rerun` again on its complete output, and the
+    `timed` commands (a part of the work, such as a listing alone) for their seconds.
 
     `total` is the work in bytes (or another `unit` of a million things, e.g. rows), and `found` counts it in an
     output, so a contender that leaves anything out fails the benchmark instead of looking fast. Contenders in
@@ -109,9 +115,14 @@ def measure(
             )
     command, env = contenders[rerun](out)
     run_once(command, env, out_root)
-    samples[f"{rerun} re-run"] = [
+    samples[f"{rerun} {RERUN}"] = [
         Sample(statistics.median(run_once(command, env, out_root).seconds for _ in range(3)), 0, 0)
     ]
+    for name, contender in (timed or {}).items():
+        command, env = contender(out)
+        samples[f"{name} {SECONDS_ONLY}"] = [
+            Sample(statistics.median(run_once(command, env, out_root).seconds for _ in range(3)), 0, 0)
+        ]
     return samples
 
 
@@ -133,7 +144,7 @@ class Result:
         return {
             name: statistics.median(self.total / s.seconds / 1e6 for s in runs)
             for name, runs in self.samples.items()
-            if not name.endswith("re-run")
+            if not name.endswith((RERUN, SECONDS_ONLY))
         }
 
 
@@ -147,8 +158,11 @@ def table(title: str, total: int, samples: dict[str, list[Sample]], peer: str, u
     ]
     reference = statistics.median(total / s.seconds for s in samples[peer])
     for name, runs in samples.items():
-        if name.endswith("re-run"):
+        if name.endswith(RERUN):
             lines.append(f"| {name} (complete output, nothing to fetch) | {runs[0].seconds:.2f} s | | | |")
+            continue
+        if name.endswith(SECONDS_ONLY):
+            lines.append(f"| {name} | {runs[0].seconds:.2f} s | | | |")
             continue
         rates = [total / s.seconds / 1e6 for s in runs]
         cpu = statistics.median(s.cpu for s in runs) / (total / per_amount)

@@ -105,6 +105,11 @@ def s5cmd(server: SeaweedFS, dataset: DataSet, out: Path) -> tuple[list[str], di
     return command, _aws_env()
 
 
+def s5cmd_list(server: SeaweedFS, dataset: DataSet, _out: Path) -> tuple[list[str], dict[str, str]]:
+    """Only the listing of what `s5cmd` would fetch, its output discarded."""
+    return [str(PEERS / "s5cmd"), "--endpoint-url", server.endpoint, "ls", f"s3://{dataset.bucket}/*"], _aws_env()
+
+
 def awscli(server: SeaweedFS, dataset: DataSet, out: Path) -> tuple[list[str], dict[str, str]]:
     command = [str(PEERS / "aws"), "--endpoint-url", server.endpoint, "s3", "cp", "--recursive", "--only-show-errors",
                f"s3://{dataset.bucket}", str(out)]  # fmt: skip
