@@ -38,7 +38,7 @@ test: install
 lint: install
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
-	$(VENV)/bin/hadolint images/dataset-initializer/Dockerfile images/model-initializer/Dockerfile
+	$(VENV)/bin/hadolint images/Dockerfile
 
 # Both images, with podman (installed here if missing) or docker; on a local stand-in base unless BASE_IMAGE is set.
 images: install

@@ -1,8 +1,8 @@
 """`make images` and the image tests: build both images with podman (or docker), from a local stand-in base.
 
 No container registry is reachable here, so the base (Debian bookworm with Python 3.11, the host's CA bundle for
-the TLS-intercepting proxy) is made with mmdebstrap and imported once; the Dockerfiles take it as BASE_IMAGE and
-default to the official Python slim image everywhere else. Set BASE_IMAGE to build on another base.
+the TLS-intercepting proxy) is made with mmdebstrap and imported once; images/Dockerfile takes it as BASE_IMAGE and
+defaults to the official Python slim image everywhere else. Set BASE_IMAGE to build on another base.
 """
 
 from __future__ import annotations
@@ -67,7 +67,7 @@ def ensure_stand_in_base(runtime: str) -> str:
 def build(runtime: str, base: str, kind: str) -> str:
     subprocess.run(
         [runtime, "build", "-q", "--pull=never", "--network", "host", "--build-arg", f"BASE_IMAGE={base}",
-         "-t", tag(kind), "-f", str(REPO / "images" / f"{kind}-initializer" / "Dockerfile"), str(REPO)],
+         "--target", f"{kind}-initializer", "-t", tag(kind), "-f", str(REPO / "images" / "Dockerfile"), str(REPO)],
         check=True, env=engine_env(), stdout=subprocess.DEVNULL,
     )  # fmt: skip
     return tag(kind)
