@@ -132,6 +132,8 @@ def _assume_role(session: botocore.session.Session, role_arn: str, endpoint: str
     """Put refreshing credentials for ROLE_ARN, assumed with the base credentials, in front of the chain."""
     import botocore.credentials
 
+    from initializers.adapters.botocore import set_credentials
+
     fetcher = botocore.credentials.AssumeRoleCredentialFetcher(
         client_creator=lambda service, **credentials: session.create_client(
             service, endpoint_url=endpoint, **credentials
@@ -140,7 +142,7 @@ def _assume_role(session: botocore.session.Session, role_arn: str, endpoint: str
         role_arn=role_arn,
         extra_args={"RoleSessionName": "initializers"},
     )
-    # botocore offers no public setter for refreshable credentials; this is what its own providers produce.
-    session._credentials = botocore.credentials.DeferredRefreshableCredentials(
+    assumed = botocore.credentials.DeferredRefreshableCredentials(
         refresh_using=fetcher.fetch_credentials, method="assume-role"
     )
+    set_credentials(session, assumed)

@@ -83,7 +83,7 @@ class IcebergSource(Source):
         where = f"the table at {self._metadata_location}"
         if snapshot is None:
             raise FetchError(f"{where} has no snapshot, so no rows: nothing to download")
-        from pyiceberg.io.pyarrow import _read_all_delete_files
+        from initializers.adapters.pyiceberg import read_all_delete_files
 
         tasks = sorted(
             self._retrying(
@@ -91,9 +91,7 @@ class IcebergSource(Source):
             ),
             key=lambda t: t.file.file_path,
         )
-        deletes = self._retrying(
-            "read", f"the delete files of {where}", lambda: _read_all_delete_files(table.io, tasks)
-        )
+        deletes = self._retrying("read", f"the delete files of {where}", lambda: read_all_delete_files(table.io, tasks))
         live = [kept_rows(deletes.get(t.file.file_path), 0, t.file.record_count) for t in tasks]
         if not sum(live):
             raise FetchError(f"{where} has no rows at its current snapshot {snapshot.snapshot_id}: nothing to download")

@@ -17,17 +17,12 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 from pyiceberg.io import FileIO
-from pyiceberg.io.pyarrow import (
-    _combine_positional_deletes,
-    _get_column_projection_values,
-    _to_requested_schema,
-    pyarrow_to_schema,
-    schema_to_pyarrow,
-)
+from pyiceberg.io.pyarrow import pyarrow_to_schema, schema_to_pyarrow
 from pyiceberg.schema import prune_columns
 from pyiceberg.table import FileScanTask, Table
 from pyiceberg.types import ListType, MapType
 
+from initializers.adapters.pyiceberg import column_projection_values, combine_positional_deletes, to_requested_schema
 from initializers.errors import FetchError
 
 BATCH_ROWS = 65536
@@ -62,7 +57,7 @@ def kept_rows(deletes: list[pa.ChunkedArray] | None, start: int, stop: int) -> i
     """How many of the file's rows [start, stop) survive its positional deletes."""
     if not deletes:
         return stop - start
-    return len(_combine_positional_deletes(deletes, start, stop))
+    return len(combine_positional_deletes(deletes, start, stop))
 
 
 def reading_schema(table: Table) -> pa.Schema:
@@ -168,7 +163,7 @@ class PartWriter:
             downcast_ns_timestamp_to_us=self._downcast_ns,
             format_version=self._format_version,
         )
-        missing = _get_column_projection_values(
+        missing = column_projection_values(
             task.file, self._schema, self._schema, self._specs.get(task.file.spec_id), file_schema.field_ids
         )
         projection = prune_columns(file_schema, self._field_ids, select_full_types=False)
@@ -188,10 +183,10 @@ class PartWriter:
             for batch in batches:
                 first, position = position, position + batch.num_rows
                 if deletes:
-                    batch = batch.take(_combine_positional_deletes(deletes, first, position))
+                    batch = batch.take(combine_positional_deletes(deletes, first, position))
                 low, high = max(span.start - live, 0), min(span.stop - live, batch.num_rows)
                 if low < high:
-                    rows = _to_requested_schema(
+                    rows = to_requested_schema(
                         self._schema,
                         projection,
                         batch.slice(low, high - low),
