@@ -114,6 +114,8 @@ def configs(draw: st.DrawFn) -> Config:
             strategy = st.none() | st.sampled_from(codec.removeprefix("one of ").split(", "))
         else:
             strategy = st.none() | _text
+        if field.default is not None:  # a setting with a default is never None: unset means the default
+            strategy = strategy.filter(lambda value: value is not None)
         values[field.name] = draw(strategy)
     return Config(**values)
 

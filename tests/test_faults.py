@@ -247,7 +247,9 @@ def test_hub_rate_limits_on_the_api_are_waited_out(hub_relays: HubRelays, tmp_pa
 
 def test_a_malformed_hub_download_timeout_is_a_configuration_error(hub_relays: HubRelays, tmp_path: Path):
     result = hub_fetch(hub_relays, tmp_path / "out", HF_HUB_DOWNLOAD_TIMEOUT="soon")
-    assert result.code == 2 and "HF_HUB_DOWNLOAD_TIMEOUT: expected seconds, got 'soon'" in result.last["error"]
+    assert (
+        result.code == 2 and "HF_HUB_DOWNLOAD_TIMEOUT: expected a positive number, got 'soon'" in result.last["error"]
+    )
 
 
 def test_hub_persistent_failure_exits_1_with_nothing_complete(hub_relays: HubRelays, tmp_path: Path):

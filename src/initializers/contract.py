@@ -146,6 +146,8 @@ PATTERNS: Codec[tuple[str, ...]] = Codec(
 LOG_FORMAT = _choice("json", "console")
 REQUESTER = _choice("requester")
 LOG_LEVEL = _choice("debug", "info", "warning", "error")
+#: Seconds without a byte before a request is abandoned and retried, for every source.
+DEFAULT_READ_TIMEOUT = 60.0
 
 
 @dataclass(frozen=True)
@@ -212,10 +214,13 @@ class Config:
         "Most parallel transfers, at most 256 [default: per source, S3 and Hub: 64, from 8 up while it pays].",
         WORKERS,
     )
-    read_timeout: float | None = _setting(
+    read_timeout: float = _setting(
         "READ_TIMEOUT",
-        "Seconds without a byte before a request is abandoned and retried [default: 60].",
+        f"Seconds without a byte before a request is abandoned and retried [default: {DEFAULT_READ_TIMEOUT:g}]; "
+        "falls back to HF_HUB_DOWNLOAD_TIMEOUT.",
         POSITIVE_NUMBER,
+        default=DEFAULT_READ_TIMEOUT,
+        fallback_env=("HF_HUB_DOWNLOAD_TIMEOUT",),
     )
     shard_index: int | None = _setting(
         "SHARD_INDEX",

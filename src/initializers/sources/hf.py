@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 
 from initializers.checksums import GIT_SHA1, Checksum
 from initializers.contract import Config, Kind
-from initializers.errors import ConfigError, FetchError
+from initializers.errors import FetchError
 from initializers.plan import RemoteFile
 from initializers.retry import Retriable, retrying
 from initializers.sources.base import PART_SIZE, Sink, Source
@@ -25,8 +25,6 @@ from initializers.sources.http_get import RETRIABLE_STATUS, retriable
 from initializers.uris import HfLocation
 
 _T = TypeVar("_T")
-#: Seconds without a byte before a download read times out, unless READ_TIMEOUT or HF_HUB_DOWNLOAD_TIMEOUT says.
-DEFAULT_READ_TIMEOUT = 60.0
 
 
 class HfSource(Source):
@@ -40,7 +38,6 @@ class HfSource(Source):
         # Read by huggingface_hub at import time; users' own values win.
         os.environ.setdefault("HF_HOME", os.path.join(staging, "home"))
         os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
-        timeout = _read_timeout(config)
         import httpx2  # huggingface_hub's HTTP client: its transport errors are the network failures
         import huggingface_hub  # deferred: its import reads the variables above
 
@@ -48,10 +45,7 @@ class HfSource(Source):
         self._transport_errors = httpx2.TransportError
         self._api = huggingface_hub.HfApi(token=self._token)
         self._getter = HubGetter(
-            huggingface_hub.constants.ENDPOINT,
-            config.access_token,
-            self._repo,
-            timeout,
+            huggingface_hub.constants.ENDPOINT, config.access_token, self._repo, config.read_timeout
         )
         self.commit: str | None = None
 
@@ -165,16 +159,6 @@ class HfSource(Source):
             raise FetchError(f"the Hub refused a request for {repo}: {exc}") from None
         except (errors.LocalEntryNotFoundError, self._transport_errors) as exc:
             raise Retriable(f"cannot reach the Hub at {self._hub.constants.ENDPOINT}: {exc}") from None
-
-
-def _read_timeout(config: Config) -> float:
-    if config.read_timeout:
-        return config.read_timeout
-    raw = os.environ.get("HF_HUB_DOWNLOAD_TIMEOUT")
-    try:
-        return float(raw) if raw else DEFAULT_READ_TIMEOUT
-    except ValueError:
-        raise ConfigError(f"HF_HUB_DOWNLOAD_TIMEOUT: expected seconds, got {raw!r}") from None
 
 
 def _remote_file(entry: Any) -> RemoteFile:

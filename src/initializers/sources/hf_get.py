@@ -12,15 +12,13 @@ from __future__ import annotations
 import ssl
 from urllib.parse import urljoin, urlsplit
 
-from initializers import __version__
 from initializers.errors import FetchError
 from initializers.sources.base import Sink
 from initializers.sources.http1 import ProtocolError, Response
-from initializers.sources.http_get import RETRIABLE_STATUS, HttpGetter, retriable
+from initializers.sources.http_get import RETRIABLE_STATUS, USER_AGENT, HttpGetter, retriable
 
 _MAX_REDIRECTS = 10
 _REDIRECTS = frozenset({301, 302, 303, 307, 308})
-_USER_AGENT = f"initializers/{__version__}"
 
 
 def gated(repo: str) -> str:
@@ -46,8 +44,8 @@ class HubGetter:
         self._hub_origin = (hub.scheme, hub.netloc)
         self._token = token
         self._repo = repo  # "model OWNER/NAME", for messages
-        self._http = HttpGetter(ssl.create_default_context, timeout)  # 5 attempts, as for S3
-        self._headers = {"user-agent": _USER_AGENT, "accept-encoding": "identity"}
+        self._http = HttpGetter(ssl.create_default_context, timeout)
+        self._headers = {"user-agent": USER_AGENT, "accept-encoding": "identity"}
 
     def get(self, url: str, size: int, offset: int, length: int, where: str, sink: Sink) -> None:
         """Bytes [offset, offset + length) of the file at `url` into `sink`, resuming after transient failures."""

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any, TypeVar
 
+from initializers import __version__
 from initializers.retry import Retriable, retry_after, retrying
 from initializers.sources.base import Sink
 from initializers.sources.http1 import Connection, Proxy, Response
@@ -27,6 +28,8 @@ from initializers.sources.http1 import Connection, Proxy, Response
 _T = TypeVar("_T")
 _BUFFER_SIZE = 256 * 1024  # per thread; a loopback recv rarely returns more
 _PIPE_SIZE = 1 << 20
+#: What both sources' requests call themselves.
+USER_AGENT = f"initializers/{__version__}"
 RETRIABLE_STATUS = frozenset({408, 429, 500, 502, 503, 504})
 THROTTLING_STATUS = frozenset({429, 503})
 
@@ -43,7 +46,7 @@ def retriable(status: int, reason: str, retry_after_header: str | None, throttle
 class HttpGetter:
     """Per-thread connections, buffers and pipes; retries; bodies into sinks. Thread-safe."""
 
-    def __init__(self, ssl_context: Callable[[], ssl.SSLContext], timeout: float = 60.0) -> None:
+    def __init__(self, ssl_context: Callable[[], ssl.SSLContext], timeout: float) -> None:
         Proxy.check_environment()
         self._ssl_context = cache(ssl_context)  # loading a trust store costs ~20 ms: only once https is used
         self._timeout = timeout

@@ -32,7 +32,6 @@ from initializers.uris import S3Location
 if TYPE_CHECKING:
     from pyiceberg.io import FileIO
 
-DEFAULT_READ_TIMEOUT = 60.0
 S3_SCHEMES = ("s3", "s3a")
 _VERSION_HINT = "metadata/version-hint.text"  # what pyiceberg reads when METADATA_LOC names the table's folder
 
@@ -46,7 +45,7 @@ class TableStorage:
         self._settings = {
             "py-io-impl": "pyiceberg.io.pyarrow.PyArrowFileIO",
             "s3.connect-timeout": "10",
-            "s3.request-timeout": str(config.read_timeout or DEFAULT_READ_TIMEOUT),
+            "s3.request-timeout": str(config.read_timeout),
         }
         if config.endpoint:
             self._settings["s3.endpoint"] = str(checked_endpoint(config.endpoint))

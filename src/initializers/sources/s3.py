@@ -37,7 +37,6 @@ from initializers.uris import S3Location
 if TYPE_CHECKING:
     import botocore.session
 
-DEFAULT_READ_TIMEOUT = 60.0
 #: Key ranges listed at once, and how many objects each may list ahead of the reader.
 PARALLEL_LISTINGS = 8
 LISTING_AHEAD = 2000
@@ -77,7 +76,7 @@ class S3Source(Source):
             self.credentials,
             partial(ssl.create_default_context, cafile=ca_bundle),
             self._display,
-            timeout=config.read_timeout or DEFAULT_READ_TIMEOUT,
+            timeout=config.read_timeout,
             requester_pays=config.request_payer == "requester",
         )
 

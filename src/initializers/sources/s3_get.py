@@ -21,18 +21,17 @@ from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import quote, urlsplit
 
-from initializers import __version__, logs
+from initializers import logs
 from initializers.errors import FetchError
 from initializers.retry import Retriable
 from initializers.sources.base import Sink
 from initializers.sources.http1 import ProtocolError, Response
-from initializers.sources.http_get import RETRIABLE_STATUS, HttpGetter, retriable
+from initializers.sources.http_get import RETRIABLE_STATUS, USER_AGENT, HttpGetter, retriable
 from initializers.sources.sigv4 import GetSigner, SigningCredentials, canonical_query
 
 _MAX_LISTING_PAGE = 16 << 20  # a page of 1000 keys of 1 KiB each is about 1.3 MB
 #: A key whose botocore-built URL reveals the bucket's addressing (see ObjectEndpoint.from_object_url).
 PROBE_KEY = "initializers-probe"
-_USER_AGENT = f"initializers/{__version__}"
 _log = logs.get_logger("initializers.s3")
 #: Response headers that mean the ETag is not the MD5 of the content.
 _ENCRYPTION_HEADERS = ("x-amz-server-side-encryption-customer-algorithm", "x-amz-server-side-encryption")
@@ -101,7 +100,7 @@ class S3Getter:
         credentials: Callable[[], SigningCredentials | None],
         ssl_context: Callable[[], ssl.SSLContext],
         describe: Callable[[str], str],
-        timeout: float = 60.0,
+        timeout: float,
         requester_pays: bool = False,
     ) -> None:
         self._endpoint_in = endpoint_in
@@ -111,7 +110,7 @@ class S3Getter:
         self._credentials = credentials
         self._describe = describe
         self._http = HttpGetter(ssl_context, timeout)
-        self._common = {"user-agent": _USER_AGENT}
+        self._common = {"user-agent": USER_AGENT}
         if requester_pays:
             self._common["x-amz-request-payer"] = "requester"
 
