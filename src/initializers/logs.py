@@ -16,7 +16,7 @@ from typing import Any
 
 def _structlog_without_rich() -> ModuleType:
     """structlog imports `rich` whenever it is installed (pyiceberg brings it), only for pretty tracebacks that our
-    renderers never use: about 45 ms of every start-up. Hide it during that one import; later imports still find it.
+    renderers never use, at a cost to every start-up. Hide it during that one import; later imports still find it.
     """
     if "rich" in sys.modules:
         import structlog

@@ -1,8 +1,8 @@
 """AWS settings shared by the S3 and cache sources: static keys as given, anything else through botocore.
 
 Users' credential setups (static keys, AWS_* variables, profiles, web identity / IRSA, an assumed role)
-behave exactly as with boto3, because botocore resolves them. botocore's import and session cost ~0.1 s,
-so sources skip it when the contract's keys (or ANONYMOUS) and ENDPOINT leave it nothing to decide.
+behave exactly as with boto3, because botocore resolves them. botocore is slow to import and to set up, so
+sources skip it when the contract's keys (or ANONYMOUS) and ENDPOINT leave it nothing to decide.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from initializers.contract import Config
 from initializers.errors import ConfigError, FetchError
 from initializers.sources.sigv4 import SigningCredentials
 
-if TYPE_CHECKING:  # botocore's import costs ~0.1 s, which the cache source skips when keys are given
+if TYPE_CHECKING:  # botocore is imported only where it has something to resolve
     import botocore.credentials
     import botocore.session
 
@@ -68,8 +68,8 @@ def aws_session(config: Config, role_arn: str | None, role_variable: str) -> bot
 
     check_credential_settings(config, role_arn, role_variable)
     session = botocore.session.get_session()
-    # Listings carry a LastModified per key that we never read; botocore's dateutil parsing of it costs
-    # about 0.2 ms per key, more than the rest of the listing.
+    # Listings carry a LastModified per key that we never read, and botocore's dateutil parsing of it costs more
+    # than the rest of the listing.
     session.get_component("response_parser_factory").set_parser_defaults(timestamp_parser=str)
     if config.access_key_id and config.secret_access_key:
         session.set_credentials(config.access_key_id, config.secret_access_key)

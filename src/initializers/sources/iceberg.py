@@ -33,8 +33,8 @@ if TYPE_CHECKING:  # pyarrow and pyiceberg load only once the configuration is k
     from initializers.sources.iceberg_parts import Part, PartWriter
 
 _T = TypeVar("_T")
-#: pyarrow's allocator, unless the user chose one. Its default (jemalloc) keeps freed memory around: on 1 M and
-#: 5 M rows the system allocator peaked at 161 / 204 MB instead of 194 / 289 MB, at the same speed.
+#: pyarrow's allocator, unless the user chose one. Its default (jemalloc) keeps freed memory around, so the
+#: system allocator peaks lower, at the same speed.
 _ARROW_MEMORY_POOL = ("ARROW_DEFAULT_MEMORY_POOL", "system")
 #: Sent by Kubeflow for the cache cluster it would start; recorded in the manifest, not needed here.
 _RECORDED = ("head_cpu", "head_mem", "worker_cpu", "worker_mem", "train_job_name", "cache_image")
@@ -46,7 +46,7 @@ def shard_folder(index: int) -> str:
 
 class IcebergSource(Source):
     streams_ranges = False
-    default_workers = max_workers = 2  # CPU-bound decoding and encoding: one worker per core measured best here
+    default_workers = max_workers = 2  # CPU-bound decoding and encoding: about one worker per core
     owned_folders = "shard-*"
 
     def __init__(self, location: CacheLocation, config: Config) -> None:

@@ -53,7 +53,7 @@ class TableStorage:
             self._settings["s3.anonymous"] = "true"
         parts = urlsplit(metadata_location)
         self._metadata: tuple[S3Source, str] | None = None
-        # A region is always set: without one, pyarrow asks AWS for the bucket's region, a ~6 s stall per file.
+        # A region is always set: without one, pyarrow asks AWS for the bucket's region, a stall of seconds per file.
         self.region = region_setting(config) or "us-east-1"
         self._credentials: Callable[[], SigningCredentials | None]
         if parts.scheme.lower() in S3_SCHEMES:

@@ -26,7 +26,7 @@ from initializers.adapters.pyiceberg import column_projection_values, combine_po
 from initializers.errors import FetchError
 
 BATCH_ROWS = 65536
-#: pyarrow's default codec: shards are read once, by training; snappy encodes about twice as fast as zstd here.
+#: pyarrow's default codec: shards are read once, by training, and snappy encodes faster than zstd.
 _CODEC = "snappy"
 _READ_BUFFER = 1 << 20
 _COPY_CHUNK = 8 << 20

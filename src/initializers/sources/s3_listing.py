@@ -1,6 +1,6 @@
 """ListObjectsV2 as plain data: the query for one page and the parsing of its answer. Pure functions, no I/O.
 
-Parsing 1000 keys this way takes a few milliseconds; botocore's generic response parser took ~50 ms a page.
+A page is parsed in one pass with ElementTree; botocore's generic response parser costs many times more.
 """
 
 from __future__ import annotations

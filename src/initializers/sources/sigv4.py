@@ -1,8 +1,8 @@
 """AWS Signature Version 4 for bodiless S3 GETs (objects and listings), header-signed. Pure functions, no I/O.
 
 The S3 source signs its own requests because botocore spends milliseconds of CPU per request, which on
-small objects is the whole budget, and ~0.2 s to import and build a client, which on one large object is
-a fifth of the run; credentials still come from boto3's chain whenever they are not given as keys.
+small objects is the whole budget, and a noticeable part of a large object's run importing and building a
+client; credentials still come from boto3's chain whenever they are not given as keys.
 """
 
 from __future__ import annotations
