@@ -38,43 +38,49 @@ class Outcome:
     output_path: str
 
 
-def run(config: Config, kind: Kind, log: Any) -> Outcome:
-    """One run; SIGTERM, SIGINT and TIMEOUT stop it cleanly, naming what it was waiting for."""
-    phase: dict[str, Any] = {"waiting for": "the source to answer"}
+class _Waiting:
+    """What the run is waiting for, named when it is stopped: a step, or the files being transferred."""
 
-    def pending() -> str:
-        engine = phase.get("engine")
-        if engine is None:
-            return phase["waiting for"]
-        files = engine.in_flight()
+    def __init__(self) -> None:
+        self.step = "the source to answer"
+        self.transfers: TransferEngine | None = None
+
+    def current(self) -> str:
+        if self.transfers is None:
+            return self.step
+        files = self.transfers.in_flight()
         return f"{len(files)} files: {', '.join(files[:5])}{' ...' if len(files) > 5 else ''}"
 
-    with stoppable(config.timeout, pending):
-        return _run(config, kind, log, phase)
+
+def run(config: Config, kind: Kind, log: Any) -> Outcome:
+    """One run; SIGTERM, SIGINT and TIMEOUT stop it cleanly, naming what it was waiting for."""
+    waiting = _Waiting()
+    with stoppable(config.timeout, waiting.current):
+        return _run(config, kind, log, waiting)
 
 
-def _run(config: Config, kind: Kind, log: Any, phase: dict[str, Any]) -> Outcome:
+def _run(config: Config, kind: Kind, log: Any, waiting: _Waiting) -> Outcome:
     state = StateDir(config.output_dir(kind), plan_share(config, kind))
     source = open_source(config, kind, str(state.staging))
     try:
         uri = source.describe()["uri"]
         log.info("listing", source=uri, output_path=str(state.root))
 
-        def waiting(holder: str, seconds: float) -> None:
-            phase["waiting for"] = f"another initializer ({holder}) writing OUTPUT_PATH to finish"
+        def wait_for_holder(holder: str, seconds: float) -> None:
+            waiting.step = f"another initializer ({holder}) writing OUTPUT_PATH to finish"
             log.info(
                 "waiting for another initializer", holder=holder, waited_s=round(seconds), output_path=str(state.root)
             )
 
-        with state.session(waiting):
-            phase["waiting for"] = f"the listing of {uri}"
-            return _list_and_fetch(config, kind, log, phase, source, state)
+        with state.session(wait_for_holder):
+            waiting.step = f"the listing of {uri}"
+            return _list_and_fetch(config, kind, log, waiting, source, state)
     finally:
         source.close()
 
 
 def _list_and_fetch(
-    config: Config, kind: Kind, log: Any, phase: dict[str, Any], source: Source, state: StateDir
+    config: Config, kind: Kind, log: Any, waiting: _Waiting, source: Source, state: StateDir
 ) -> Outcome:
     started_at = datetime.now(UTC)
     previous = manifest.read_head(state.manifest_path)
@@ -95,13 +101,13 @@ def _list_and_fetch(
         ramp = Ramp(source.default_workers, config.max_workers or source.max_workers)
         with Progress(log, config.progress_interval or PROGRESS_INTERVAL_SECONDS) as progress:
             todo = _Todo(planned, index, state, progress, log, ramp, source, config.verify)
-            engine = phase["engine"] = TransferEngine(source, state, ramp, progress)
+            engine = waiting.transfers = TransferEngine(source, state, ramp, progress)
             listing = Lookahead(iter(todo), LISTING_LOOKAHEAD, "listing")
             try:
                 engine.fetch(listing)
             finally:
                 listing.close()
-        phase.pop("engine")
+        waiting.transfers = None
         described = source.describe()  # after listing: it now names the resolved version
         files = todo.planned  # this share's, when the plan is split
         total = files if state.shard is None else index.totals()[0]
@@ -119,7 +125,7 @@ def _list_and_fetch(
             stale = state.remove_stale(source.owned_folders, index.planned_paths(f"{source.owned_folders}/*"))
             if stale:
                 log.info("removed stale files", files=len(stale), first=stale[:5])
-        phase["waiting for"] = "the manifest to be written"
+        waiting.step = "the manifest to be written"
         index.add_finished(state.journal_files(), in_manifest=False)  # what this run finished, as it finished it
         with shares.completing(state, index, described, log) as complete:
             if not complete:  # other shares of the split plan are still due: the last one writes the manifest
