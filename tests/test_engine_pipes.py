@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from initializers.checksums import Checksum
-from initializers.engine import Cancelled, _OpenFile, _PartSink
+from initializers.engine import Cancelled, OpenFile, _PartSink
 from initializers.plan import RemoteFile
 from initializers.progress import Progress
 
@@ -19,7 +19,7 @@ BODY = os.urandom(300_000)  # more than a default 64 KiB pipe holds, less than a
 
 
 def sink_on(path: Path, flags: int, checksum: Checksum | None = None) -> tuple[_PartSink, Progress]:
-    target = _OpenFile(RemoteFile("f.bin", len(BODY) + 5, "v", "f.bin", checksum), str(path), 1)
+    target = OpenFile(RemoteFile("f.bin", len(BODY) + 5, "v", "f.bin", checksum), str(path), 1)
     target.fd = os.open(path, os.O_WRONLY | os.O_CREAT | flags, 0o600)
     if checksum is not None:
         target.hasher = hashlib.sha256()

@@ -13,6 +13,7 @@ import errno
 import os
 import threading
 import time
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from functools import partial
@@ -24,7 +25,7 @@ from initializers.concurrency import WINDOW_SECONDS, Ramp
 from initializers.errors import FetchError
 from initializers.plan import RemoteFile
 from initializers.progress import Progress
-from initializers.sources.base import Source
+from initializers.sources.base import Source, Storage
 from initializers.state import DoneFile, StateDir
 
 _STOP_GRACE_SECONDS = 2.0  # how long a stopped run waits for transfer threads to notice before cleaning up
@@ -36,7 +37,7 @@ class Cancelled(Exception):
 
 
 @dataclass
-class _OpenFile:
+class OpenFile:
     """A file being assembled in its temporary; the thread that lands its last part finishes it."""
 
     file: RemoteFile
@@ -53,7 +54,7 @@ class _OpenFile:
 class _PartSink:
     """Writes one range at its offset in the temporary; counts progress; notices cancellation."""
 
-    def __init__(self, target: _OpenFile, offset: int, progress: Progress, cancel: threading.Event) -> None:
+    def __init__(self, target: OpenFile, offset: int, progress: Progress, cancel: threading.Event) -> None:
         self._target = target
         self._offset = offset
         self._progress = progress
@@ -110,7 +111,10 @@ class _PartSink:
             left -= len(data)
 
 
-class TransferEngine:
+class TransferEngine(ABC):
+    """Parallel transfers into temporaries, each file verified and renamed into place by whichever thread completes
+    it; what a transfer is (a range of a stored file, a group of made files) is the subclass's."""
+
     def __init__(self, source: Source, state: StateDir, ramp: Ramp, progress: Progress) -> None:
         self._source = source
         self._state = state
@@ -120,7 +124,7 @@ class TransferEngine:
         self.cancel = threading.Event()
         self._next_lock = threading.Lock()
         #: Files with a temporary, guarded by `_open_changes`; once `_fenced`, no temporary is renamed into place.
-        self._open: dict[str, _OpenFile] = {}
+        self._open: dict[str, OpenFile] = {}
         self._open_changes = threading.Condition()
         self._renaming = 0
         self._fenced = False
@@ -134,7 +138,7 @@ class TransferEngine:
 
     def fetch(self, files: Iterable[RemoteFile]) -> None:
         """Fetch every file to its final path, or raise with nothing partial left at a final path."""
-        tasks = self._ranges(files) if self._source.streams_ranges else self._groups(files)
+        tasks = self._tasks(files)
         try:
             self._run_threads(tasks)
         except BaseException as exc:  # a signal or the deadline, raised in this thread: stop everyone, promptly
@@ -196,32 +200,9 @@ class TransferEngine:
         except OSError as exc:
             raise _disk_error(exc) from None
 
-    def _ranges(self, files: Iterable[RemoteFile]) -> Iterator[Callable[[], None]]:
-        """One task per range; cheap and I/O-free, since threads take turns at it; the first range to run opens
-        the temporary.
-
-        A file of up to two parts comes in one request: splitting it would save at most one part's time and lose
-        the check of its checksum as it streams in.
-        """
-        for file in files:
-            part_size = self._source.part_size  # per file: a source may learn late whether its server takes ranges
-            count = 1 if not part_size or file.size <= 2 * part_size else -(-file.size // part_size)
-            target = _OpenFile(file, self._state.temp_path(file.path), count)
-            if count == 1 and file.checksum is not None:
-                target.hasher = new_hasher(file.checksum, file.size)
-            for index in range(count):
-                offset = index * part_size if part_size else 0
-                yield partial(self._transfer_range, target, offset, min(part_size or file.size, file.size - offset))
-
-    def _groups(self, files: Iterable[RemoteFile]) -> Iterator[Callable[[], None]]:
-        """One task per group of files the source makes in one go (usually one file each)."""
-        groups: dict[str, list[_OpenFile]] = {}
-        for file in files:
-            groups.setdefault(self._source.made_with(file), []).append(
-                _OpenFile(file, self._state.temp_path(file.path), 1)
-            )
-        for group in groups.values():
-            yield partial(self._deliver, group)
+    @abstractmethod
+    def _tasks(self, files: Iterable[RemoteFile]) -> Iterator[Callable[[], None]]:
+        """The transfers, lazily: threads take turns pulling them, so making one must be cheap and I/O-free."""
 
     def _work(self, tasks: Iterator[Callable[[], None]], number: int) -> None:
         try:
@@ -245,45 +226,7 @@ class TransferEngine:
                 self._error = exc
         self.cancel.set()
 
-    def _deliver(self, group: list[_OpenFile]) -> None:
-        for target in group:
-            self._opened(target)  # so that a failure removes whatever the source left there
-        self._source.download_all([(target.file, target.temp) for target in group], self._counting)
-        for target in group:
-            self._finish(target)
-
-    def _transfer_range(self, target: _OpenFile, offset: int, length: int) -> None:
-        if target.fd < 0:
-            self._open_temp(target)
-        if length:
-            sink = _PartSink(target, offset, self._progress, self.cancel)
-            self._source.read(target.file, offset, length, sink)
-            if sink.written != length:
-                raise FetchError(
-                    f"{target.file.locator}: received {sink.written} bytes of range {offset}+{length}; "
-                    "the source ended early"
-                )
-        with target.lock:
-            target.parts_left -= 1
-            last = target.parts_left == 0
-        if last:
-            self._finish(target)
-
-    def _open_temp(self, target: _OpenFile) -> None:
-        with target.lock:
-            if target.fd >= 0:
-                return
-            self._opened(target)
-            target.fd = os.open(target.temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o666)
-            if target.parts_left > 1:
-                os.ftruncate(target.fd, target.file.size)
-
-    def _counting(self, count: int) -> None:
-        if self.cancel.is_set():
-            raise Cancelled
-        self._progress.add_bytes(count)
-
-    def _finish(self, target: _OpenFile) -> None:
+    def _finish(self, target: OpenFile) -> None:
         file = target.file
         if target.fd >= 0:
             os.close(target.fd)
@@ -312,7 +255,7 @@ class TransferEngine:
             self.finished_bytes += st.st_size
         self._progress.file_done()
 
-    def _verify_checksum(self, target: _OpenFile) -> None:
+    def _verify_checksum(self, target: OpenFile) -> None:
         expected = target.file.checksum
         if expected is None:
             return
@@ -334,7 +277,7 @@ class TransferEngine:
             raise FetchError(f"cannot create folder {parent!r}: a file of that name is in the way") from None
         self._made_dirs.add(parent)
 
-    def _opened(self, target: _OpenFile) -> None:
+    def _opened(self, target: OpenFile) -> None:
         with self._open_changes:
             if self._fenced:  # a thread that outlived the stop's grace: its temporary would outlive the cleanup
                 raise Cancelled
@@ -354,6 +297,56 @@ class TransferEngine:
                     os.close(target.fd)
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(target.temp)
+
+
+class RangeTransfers(TransferEngine):
+    """Stored files (S3, the Hub), fetched as byte ranges written at their offsets: many at once for a large file."""
+
+    def __init__(self, storage: Storage, state: StateDir, ramp: Ramp, progress: Progress) -> None:
+        super().__init__(storage, state, ramp, progress)
+        self._storage = storage
+
+    def _tasks(self, files: Iterable[RemoteFile]) -> Iterator[Callable[[], None]]:
+        """One task per range; the first range to run opens the temporary.
+
+        A file of up to two parts comes in one request: splitting it would save at most one part's time and lose
+        the check of its checksum as it streams in.
+        """
+        for file in files:
+            part_size = self._storage.part_size  # per file: a source may learn late whether its server takes ranges
+            count = 1 if not part_size or file.size <= 2 * part_size else -(-file.size // part_size)
+            target = OpenFile(file, self._state.temp_path(file.path), count)
+            if count == 1 and file.checksum is not None:
+                target.hasher = new_hasher(file.checksum, file.size)
+            for index in range(count):
+                offset = index * part_size if part_size else 0
+                yield partial(self._transfer_range, target, offset, min(part_size or file.size, file.size - offset))
+
+    def _transfer_range(self, target: OpenFile, offset: int, length: int) -> None:
+        if target.fd < 0:
+            self._open_temp(target)
+        if length:
+            sink = _PartSink(target, offset, self._progress, self.cancel)
+            self._storage.read(target.file, offset, length, sink)
+            if sink.written != length:
+                raise FetchError(
+                    f"{target.file.locator}: received {sink.written} bytes of range {offset}+{length}; "
+                    "the source ended early"
+                )
+        with target.lock:
+            target.parts_left -= 1
+            last = target.parts_left == 0
+        if last:
+            self._finish(target)
+
+    def _open_temp(self, target: OpenFile) -> None:
+        with target.lock:
+            if target.fd >= 0:
+                return
+            self._opened(target)
+            target.fd = os.open(target.temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o666)
+            if target.parts_left > 1:
+                os.ftruncate(target.fd, target.file.size)
 
 
 def _disk_error(exc: OSError, path: str | None = None) -> FetchError:

@@ -11,14 +11,15 @@ from initializers import manifest, shares
 from initializers.checksums import file_hexdigest
 from initializers.concurrency import Ramp
 from initializers.contract import Config, Kind
-from initializers.engine import TransferEngine
+from initializers.engine import RangeTransfers, TransferEngine
 from initializers.index import PlanIndex
 from initializers.lookahead import Lookahead
+from initializers.making import MadeFiles
 from initializers.patterns import IgnorePatterns
 from initializers.plan import RemoteFile, plan_files
 from initializers.progress import Progress
 from initializers.sources import open_source, plan_share
-from initializers.sources.base import Source
+from initializers.sources.base import Maker, Source, Storage
 from initializers.state import DoneFile, StateDir
 from initializers.stopping import stoppable
 
@@ -101,7 +102,7 @@ def _list_and_fetch(
         ramp = Ramp(source.default_workers, config.max_workers or source.max_workers)
         with Progress(log, config.progress_interval or PROGRESS_INTERVAL_SECONDS) as progress:
             todo = _Todo(planned, index, state, progress, log, ramp, source, config.verify)
-            engine = waiting.transfers = TransferEngine(source, state, ramp, progress)
+            engine = waiting.transfers = _engine(source, state, ramp, progress)
             listing = Lookahead(iter(todo), LISTING_LOOKAHEAD, "listing")
             try:
                 engine.fetch(listing)
@@ -210,7 +211,7 @@ class _Todo:
             already_done=self.done,
             workers=self.ramp.limit,
             max_workers=self.ramp.cap,
-            part_size=self.source.part_size,
+            part_size=self.source.part_size if isinstance(self.source, Storage) else None,
         )
 
 
@@ -269,6 +270,14 @@ class _WeightFallback:
                 ignore_patterns=",".join(self.patterns),
             )
             yield from held
+
+
+def _engine(source: Source, state: StateDir, ramp: Ramp, progress: Progress) -> TransferEngine:
+    """Stored files come as byte ranges; made ones (the cache source's) a group at a time."""
+    if isinstance(source, Storage):
+        return RangeTransfers(source, state, ramp, progress)
+    assert isinstance(source, Maker), f"{type(source).__name__} is neither a Storage nor a Maker"
+    return MadeFiles(source, state, ramp, progress)
 
 
 def _finished(file: RemoteFile, done: DoneFile | None) -> DoneFile:

@@ -1,9 +1,9 @@
-"""The contract every source fulfils: list what it has, and deliver any file, by ranges or whole.
+"""The contracts sources fulfil: list what they have, then deliver it.
 
-Everything else (filtering, safe paths, parallelism, temporaries, verification, the manifest) is the
-engine's, written once for all sources, in the spirit of rclone's one `Fs` interface. A source either
-streams byte ranges into a sink (`read`: S3, the Hub), or makes files at paths the engine chooses
-(`download_all`: the cache source, which cuts several shard parts from one pass over a data file).
+A `Storage` (S3, the Hub) holds files and reads any byte range of one into a sink, in the spirit of rclone's
+one `Fs` interface. A `Maker` (the cache source) makes the files it lists, several in one go (the shard parts
+cut from one pass over a data file), at paths it is given. Everything else (filtering, safe paths, parallelism,
+temporaries, verification, the manifest) is written once, against these contracts.
 """
 
 from __future__ import annotations
@@ -40,10 +40,8 @@ class Sink(Protocol):
 
 
 class Source(ABC):
-    #: True: the engine calls `read` for byte ranges; False: it calls `download_all` once per group of files.
-    streams_ranges: bool = True
-    #: Files larger than twice this are fetched as parallel ranges of this size; None: always in one range.
-    part_size: int | None = None
+    """What every source offers a run: a listing, a description for the manifest, and a way to be stopped."""
+
     #: Parallel transfers at the start; more while more raise throughput (see `concurrency`).
     default_workers: int = 8
     #: The most parallel transfers when MAX_WORKERS is not set: enough to fill a link of capped connections.
@@ -56,22 +54,9 @@ class Source(ABC):
     def list_files(self) -> Iterator[RemoteFile]:
         """Every file under the source root, with paths relative to it; raises FetchError when unreachable."""
 
-    def read(self, file: RemoteFile, offset: int, length: int, sink: Sink) -> None:
-        """Write bytes [offset, offset + length) of `file` into `sink`; raise FetchError on failure."""
-        raise NotImplementedError
-
     def checksum_at_rest(self, file: RemoteFile) -> Checksum | None:
         """A digest the whole stored file must hash to, for VERIFY: the one the listing vouches for."""
         return file.checksum
-
-    def made_with(self, file: RemoteFile) -> str:
-        """Files sharing this key are made in one go by `download_all` (the shard parts cut from one data file)."""
-        return file.path
-
-    def download_all(self, files: list[tuple[RemoteFile, str]], on_bytes: Callable[[int], None]) -> None:
-        """Leave each complete file of one group at its destination (on the same filesystem), reporting bytes
-        as they are written."""
-        raise NotImplementedError
 
     @abstractmethod
     def describe(self) -> dict[str, Any]:
@@ -83,3 +68,27 @@ class Source(ABC):
 
     def close(self) -> None:  # noqa: B027 - optional hook, most sources hold nothing
         """Release connections."""
+
+
+class Storage(Source):
+    """Files stored as they are, read by byte ranges (S3, the Hub)."""
+
+    #: Files larger than twice this are fetched as parallel ranges of this size; None: always in one range.
+    part_size: int | None = None
+
+    @abstractmethod
+    def read(self, file: RemoteFile, offset: int, length: int, sink: Sink) -> None:
+        """Write bytes [offset, offset + length) of `file` into `sink`; raise FetchError on failure."""
+
+
+class Maker(Source):
+    """Files made rather than copied (shard parts cut from a table's data files), several in one go."""
+
+    @abstractmethod
+    def made_with(self, file: RemoteFile) -> str:
+        """Files sharing this key are made together by one `make` (the shard parts cut from one data file)."""
+
+    @abstractmethod
+    def make(self, files: list[tuple[RemoteFile, str]], on_bytes: Callable[[int], None]) -> None:
+        """Leave each complete file of one group at its destination (on the same filesystem), reporting bytes
+        as they are written."""

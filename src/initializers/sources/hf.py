@@ -19,7 +19,7 @@ from initializers.contract import Config, Kind
 from initializers.errors import FetchError
 from initializers.plan import RemoteFile
 from initializers.retry import Retriable, retrying
-from initializers.sources.base import PART_SIZE, Sink, Source
+from initializers.sources.base import PART_SIZE, Sink, Storage
 from initializers.sources.hf_get import BAD_TOKEN, HubGetter, gated, not_found
 from initializers.sources.http_get import RETRIABLE_STATUS, retriable
 from initializers.uris import HfLocation
@@ -27,7 +27,7 @@ from initializers.uris import HfLocation
 _T = TypeVar("_T")
 
 
-class HfSource(Source):
+class HfSource(Storage):
     part_size = None  # PART_SIZE once a probe shows the server honours Range (the Hub's CDN does, olah does not)
 
     def __init__(self, location: HfLocation, config: Config, kind: Kind, staging: str) -> None:

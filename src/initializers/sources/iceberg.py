@@ -23,7 +23,7 @@ from initializers.errors import ConfigError, FetchError
 from initializers.plan import RemoteFile
 from initializers.retry import Retriable, retrying
 from initializers.sharding import cut, shard_sizes
-from initializers.sources.base import Source
+from initializers.sources.base import Maker
 from initializers.sources.iceberg_io import S3_SCHEMES, TableStorage
 from initializers.uris import CacheLocation
 
@@ -44,8 +44,7 @@ def shard_folder(index: int) -> str:
     return f"shard-{index}"
 
 
-class IcebergSource(Source):
-    streams_ranges = False
+class IcebergSource(Maker):
     default_workers = max_workers = 2  # CPU-bound decoding and encoding: about one worker per core
     owned_folders = "shard-*"
 
@@ -141,7 +140,7 @@ class IcebergSource(Source):
     def made_with(self, file: RemoteFile) -> str:
         return file.locator  # the data file: its parts are cut in one pass over it
 
-    def download_all(self, files: list[tuple[RemoteFile, str]], on_bytes: Callable[[int], None]) -> None:
+    def make(self, files: list[tuple[RemoteFile, str]], on_bytes: Callable[[int], None]) -> None:
         writer = self._writer
         assert writer is not None, "list_files runs first"
         parts = [(self._parts[file.path], destination) for file, destination in files]

@@ -28,7 +28,7 @@ from initializers.sources.aws import (
     shared_config_present,
     static_credentials,
 )
-from initializers.sources.base import PART_SIZE, Sink, Source
+from initializers.sources.base import PART_SIZE, Sink, Storage
 from initializers.sources.s3_get import OPEN, PROBE_KEY, GetRequest, ObjectEndpoint, S3Getter, is_plain_md5
 from initializers.sources.s3_listing import PAGE_SIZE, ListedObject, ListPage, key_ranges, page_query, parse_page
 from initializers.sources.sigv4 import SigningCredentials
@@ -42,7 +42,7 @@ PARALLEL_LISTINGS = 8
 LISTING_AHEAD = 2000
 
 
-class S3Source(Source):
+class S3Source(Storage):
     part_size = PART_SIZE
 
     def __init__(self, location: S3Location, config: Config, role: tuple[str | None, str] | None = None) -> None:
