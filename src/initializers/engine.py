@@ -132,9 +132,6 @@ class TransferEngine(ABC):
         self._error: BaseException | None = None
         self._tasks_ran_out = False
         self._thread_ended = threading.Event()
-        self.finished_files = 0
-        self.finished_bytes = 0
-        self._count_lock = threading.Lock()
 
     def fetch(self, files: Iterable[RemoteFile]) -> None:
         """Fetch every file to its final path, or raise with nothing partial left at a final path."""
@@ -250,10 +247,7 @@ class TransferEngine(ABC):
         with self._open_changes:
             self._open.pop(file.path, None)
         self._state.record_done(DoneFile(file.path, st.st_size, file.version, st.st_mtime_ns))
-        with self._count_lock:
-            self.finished_files += 1
-            self.finished_bytes += st.st_size
-        self._progress.file_done()
+        self._progress.file_done(st.st_size)
 
     def _verify_checksum(self, target: OpenFile) -> None:
         expected = target.file.checksum

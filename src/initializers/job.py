@@ -113,11 +113,11 @@ def _list_and_fetch(
         files = todo.planned  # this share's, when the plan is split
         total = files if state.shard is None else index.totals()[0]
         log.info(
-            "listed", files=files, already_done=todo.done, fetched=engine.finished_files, ignored=listed.count - total
+            "listed", files=files, already_done=todo.done, fetched=progress.files_done, ignored=listed.count - total
         )
         if state.shard is not None:
             described = {**described, **shares.described(index, state.shard)}
-        if not engine.finished_files and todo.in_manifest == files and manifest.describes(previous, described, total):
+        if not progress.files_done and todo.in_manifest == files and manifest.describes(previous, described, total):
             state.remove_journal()
             outcome = _outcome(index, 0, 0, started_at, state)
             log.info("up to date", files=outcome.files, bytes=outcome.bytes, manifest=str(state.manifest_path))
@@ -130,14 +130,14 @@ def _list_and_fetch(
         index.add_finished(state.journal_files(), in_manifest=False)  # what this run finished, as it finished it
         with shares.completing(state, index, described, log) as complete:
             if not complete:  # other shares of the split plan are still due: the last one writes the manifest
-                return _outcome(index, engine.finished_files, engine.finished_bytes, started_at, state)
+                return _outcome(index, progress.files_done, progress.files_done_bytes, started_at, state)
             totals = index.totals()
             entries = ((file, _finished(file, done)) for file, done in index.planned())
             state.write_manifest(
                 manifest.lines(kind, described, weights.patterns, started_at, datetime.now(UTC), totals, entries)
             )
         state.remove_journal()
-        return _outcome(index, engine.finished_files, engine.finished_bytes, started_at, state)
+        return _outcome(index, progress.files_done, progress.files_done_bytes, started_at, state)
     finally:
         index.close()
 

@@ -19,7 +19,8 @@ class Progress:
         self.total_bytes = 0
         self.listing_done = False
         self.files_done = 0
-        self.bytes_done = 0
+        self.files_done_bytes = 0
+        self.bytes_done = 0  # as they arrive, before their files are done
         self._interval = interval
         self._lock = threading.Lock()
         self._stopped = threading.Event()
@@ -44,9 +45,11 @@ class Progress:
         with self._lock:
             self.bytes_done += count
 
-    def file_done(self) -> None:
+    def file_done(self, size: int) -> None:
+        """A file is at its final path, `size` bytes as written."""
         with self._lock:
             self.files_done += 1
+            self.files_done_bytes += size
 
     @property
     def elapsed(self) -> float:
