@@ -10,11 +10,9 @@ from __future__ import annotations
 import base64
 import binascii
 import contextlib
-import hashlib
 import re
 import ssl
 import threading
-import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -22,6 +20,7 @@ from typing import Any
 from urllib.parse import quote, urlsplit
 
 from initializers import logs
+from initializers.checksums import CRC32, Checksum, new_hasher
 from initializers.errors import FetchError
 from initializers.retry import Retriable
 from initializers.sources.base import Sink
@@ -170,7 +169,7 @@ class S3Getter:
             self._raise_for_status(request.operation, self._describe(request.key), response)
         self._check_response(request, response, start, end, ranged)
         if not ranged:  # nothing kept yet: this response says what the bytes must hash to
-            download.check = _BodyCheck.of(response, request.etag or "")
+            download.check = _BodyCheck.of(response, request.etag or "", request.length)
         self._http.stream_body(response, sink, download.check.hasher if download.check else None)
         if request.offset + sink.written <= end:
             raise ProtocolError(f"the body ended {end + 1 - request.offset - sink.written} bytes early")
@@ -263,51 +262,36 @@ class _BodyCheck:
     which shows on many small objects."""
 
     name: str
+    expected: Checksum
     hasher: Any
-    expected: bytes
 
     @classmethod
-    def of(cls, response: Response, etag: str) -> _BodyCheck | None:
+    def of(cls, response: Response, etag: str, size: int) -> _BodyCheck | None:
         full_object = (response.header("x-amz-checksum-type") or "FULL_OBJECT").upper() == "FULL_OBJECT"
-        for algorithm, new in _CHECKSUMS:
+        for algorithm in _CHECKSUMS:
             value = response.header(f"x-amz-checksum-{algorithm}")
             if value and full_object and "-" not in value:  # "-N": a checksum of the parts' checksums
                 with contextlib.suppress(binascii.Error):
-                    return cls(algorithm.upper(), new(), base64.b64decode(value, validate=True))
+                    expected = Checksum(algorithm, base64.b64decode(value, validate=True).hex())
+                    return cls(algorithm.upper(), expected, new_hasher(expected, size))
         encrypted = response.header(_ENCRYPTION_HEADERS[0]) is not None or not (
             response.header(_ENCRYPTION_HEADERS[1]) or "AES256"
         ).startswith("AES256")
         if is_plain_md5(etag) and not encrypted:
-            return cls("MD5 (its ETag)", hashlib.md5(usedforsecurity=False), bytes.fromhex(etag))
+            expected = Checksum("md5", etag)
+            return cls("MD5 (its ETag)", expected, new_hasher(expected, size))
         return None
 
     def verify(self, where: str) -> None:
-        if self.hasher.digest() != self.expected:
+        if self.hasher.hexdigest() != self.expected.hexdigest:
             raise FetchError(
                 f"{where}: the {self.name} of the received bytes differs from the one S3 holds; the download is corrupt"
             )
 
 
-class _Crc32:
-    """zlib's CRC-32 with hashlib's interface; S3 sends it big-endian, base64-encoded."""
-
-    def __init__(self) -> None:
-        self._value = 0
-
-    def update(self, data: memoryview) -> None:
-        self._value = zlib.crc32(data, self._value)
-
-    def digest(self) -> bytes:
-        return self._value.to_bytes(4, "big")
-
-
 #: Full-object checksums S3 may hold that the standard library computes, cheapest first (CRC32C and CRC64NVME
 #: need native code: their objects fall back to the ETag's MD5).
-_CHECKSUMS: tuple[tuple[str, Callable[[], Any]], ...] = (
-    ("crc32", _Crc32),
-    ("sha1", hashlib.sha1),
-    ("sha256", hashlib.sha256),
-)
+_CHECKSUMS = (CRC32, "sha1", "sha256")
 
 
 @dataclass
