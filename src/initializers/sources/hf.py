@@ -71,7 +71,7 @@ class HfSource(Storage):
 
         files = [_remote_file(entry) for entry in self._retrying(f"listing {self.location}", resolve_and_list)]
         large = next((file for file in files if file.size > 2 * PART_SIZE), None)
-        if large is not None and self._getter.takes_ranges(self._url(large), self._display(large)):
+        if large is not None and self._getter.takes_ranges(self._url(large), self._uri_of(large)):
             self.part_size = PART_SIZE
         yield from files
 
@@ -106,7 +106,7 @@ class HfSource(Storage):
             return []
 
     def read(self, file: RemoteFile, offset: int, length: int, sink: Sink) -> None:
-        self._getter.get(self._url(file), file.size, offset, length, self._display(file), sink)
+        self._getter.get(self._url(file), file.size, offset, length, self._uri_of(file), sink)
 
     def _url(self, file: RemoteFile) -> str:
         return self._hub.hf_hub_url(self.location.repo_id, file.locator, repo_type=self.repo_type, revision=self.commit)
@@ -130,7 +130,8 @@ class HfSource(Storage):
 
         return retrying("list", what, translated)
 
-    def _display(self, file: RemoteFile) -> str:
+    def _uri_of(self, file: RemoteFile) -> str:
+        """The URI of a file, as messages name it."""
         return f"hf://{self.location.repo_id}/{file.path}"
 
     @contextlib.contextmanager

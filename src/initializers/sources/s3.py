@@ -52,8 +52,8 @@ class S3Source(Storage):
         role_arn, role_variable = role or (config.role_arn, "ROLE_ARN")
         check_credential_settings(config, role_arn, role_variable)
         static = static_credentials(config, role_arn)
-        settled = bool(self._endpoint_url and (config.anonymous or static) and not shared_config_present())
-        session = None if settled else aws_session(config, role_arn, role_variable)
+        nothing_to_resolve = bool(self._endpoint_url and (config.anonymous or static) and not shared_config_present())
+        session = None if nothing_to_resolve else aws_session(config, role_arn, role_variable)
         region = region_setting(config) or (session and session.get_config_variable("region")) or "us-east-1"
         #: The credentials each request is signed with, as of now. ANONYMOUS: none, unsigned requests; static keys:
         #: as given; else the chain's, which refresh themselves (assumed roles, web identity).
@@ -75,7 +75,7 @@ class S3Source(Storage):
             region,
             self.credentials,
             partial(ssl.create_default_context, cafile=ca_bundle),
-            self._display,
+            self._uri_of,
             timeout=config.read_timeout,
             requester_pays=config.request_payer == "requester",
         )
@@ -101,7 +101,7 @@ class S3Source(Storage):
             found = True
             if listed.archived:
                 raise FetchError(
-                    f"{self._display(listed.key)} is in the {listed.storage_class} storage class and has no restored "
+                    f"{self._uri_of(listed.key)} is in the {listed.storage_class} storage class and has no restored "
                     "copy: restore it first (S3 RestoreObject), or exclude it with IGNORE_PATTERNS"
                 )
             yield RemoteFile(listed.key[len(prefix) :], listed.size, listed.etag, listed.key)
@@ -160,7 +160,7 @@ class S3Source(Storage):
         delimiter: str | None = None,
         start_after: str | None = None,
     ) -> ListPage:
-        where = self._display(prefix)
+        where = self._uri_of(prefix)
         query = page_query(prefix, token, max_keys, delimiter, start_after)
         try:
             return parse_page(self._getter.get_listing_page(query, where))
@@ -187,7 +187,8 @@ class S3Source(Storage):
     def close(self) -> None:
         self._getter.close()
 
-    def _display(self, key: str) -> str:
+    def _uri_of(self, key: str) -> str:
+        """The URI of a key, as messages name it."""
         return f"s3://{self.location.bucket}/{key}"
 
 
