@@ -1,9 +1,9 @@
 """The transfer engine: parallel fetch into temporaries, verify, rename into place. Written once for every source.
 
-Work is a lazy stream of parts (a whole small file, or one range of a large one) pulled by threads whose
-number `concurrency.Ramp` decides as the run goes, so memory stays flat whatever the number or size of
-files. A file reaches its final path only after its last part has landed and its size and checksum are
-verified.
+Work is a lazy stream of tasks (here a whole small stored file or one range of a large one; in `making.py` a
+group of made files) pulled by threads whose number `concurrency.Ramp` decides as the run goes, so memory stays
+flat whatever the number or size of files. A file reaches its final path only after its last part has landed
+and its size and checksum are verified.
 """
 
 from __future__ import annotations
