@@ -8,6 +8,7 @@ BENCH_QUICK for smaller sets and one round).
 from __future__ import annotations
 
 import os
+import shlex
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -105,6 +106,12 @@ def s5cmd(server: SeaweedFS, dataset: DataSet, out: Path) -> tuple[list[str], di
     return command, _aws_env()
 
 
+def s5cmd_synced(server: SeaweedFS, dataset: DataSet, out: Path) -> tuple[list[str], dict[str, str]]:
+    """s5cmd, then `sync -f` on the output: its files on disk when it ends, as ours are when the manifest is written."""
+    command, env = s5cmd(server, dataset, out)
+    return ["sh", "-c", f"{shlex.join(command)} && sync -f {shlex.quote(str(out))}"], env
+
+
 def s5cmd_list(server: SeaweedFS, dataset: DataSet, _out: Path) -> tuple[list[str], dict[str, str]]:
     """Only the listing of what `s5cmd` would fetch, its output discarded."""
     return [str(PEERS / "s5cmd"), "--endpoint-url", server.endpoint, "ls", f"s3://{dataset.bucket}/*"], _aws_env()
@@ -136,6 +143,7 @@ def curl_ceiling(server: SeaweedFS, dataset: DataSet, out: Path) -> tuple[list[s
     return _python_peer("bench.peers.curl_ceiling", server, dataset, str(keys))
 
 
+SYNCED = "s5cmd + sync -f"
 CONTENDERS: dict[str, Command] = {
     "initializers": ours,
     "s5cmd": s5cmd,
@@ -157,7 +165,8 @@ def suite(rounds: int, out_root: Path, quick: bool, volume: str = "") -> list[Re
             dataset = QUICK_SETS[key] if quick else SETS[key]
             print(f"seeding {dataset.name} ...", flush=True)
             seed(server, dataset, out_root)
-            contenders = {name: partial(make, server, dataset) for name, make in CONTENDERS.items()}
+            makers = {**CONTENDERS, SYNCED: s5cmd_synced} if volume else CONTENDERS  # a disk: durability costs there
+            contenders = {name: partial(make, server, dataset) for name, make in makers.items()}
             samples = measure(
                 dataset.name[:2], contenders, dataset.total, out_root, rounds, "initializers",
                 discarding={"curl ceiling (bytes discarded)"},
