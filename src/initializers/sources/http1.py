@@ -20,6 +20,8 @@ from urllib.parse import unquote, urlsplit
 from initializers.errors import ConfigError
 
 _MAX_HEAD = 64 * 1024
+#: Seconds a connection may take to open (the read timeout bounds every wait after that), for every source.
+CONNECT_TIMEOUT = 10.0
 
 
 class ProtocolError(ConnectionError):
@@ -232,7 +234,8 @@ class Connection:
 
     def _connect(self) -> socket.socket:
         address = (self._proxy.host, self._proxy.port) if self._proxy else (self._host, self._port)
-        sock = self._sock = socket.create_connection(address, timeout=self._timeout)
+        sock = self._sock = socket.create_connection(address, timeout=min(CONNECT_TIMEOUT, self._timeout))
+        sock.settimeout(self._timeout)
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         if self._tls is not None:
             if self._proxy is not None:

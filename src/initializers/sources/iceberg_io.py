@@ -24,7 +24,7 @@ from initializers.sources.aws import (
     region_setting,
     static_credentials,
 )
-from initializers.sources.http1 import Proxy, proxy_url
+from initializers.sources.http1 import CONNECT_TIMEOUT, Proxy, proxy_url
 from initializers.sources.s3 import S3Source
 from initializers.sources.sigv4 import SigningCredentials
 from initializers.uris import S3Location
@@ -44,7 +44,7 @@ class TableStorage:
         check_credential_settings(config, *role)
         self._settings = {
             "py-io-impl": "pyiceberg.io.pyarrow.PyArrowFileIO",
-            "s3.connect-timeout": "10",
+            "s3.connect-timeout": str(CONNECT_TIMEOUT),
             "s3.request-timeout": str(config.read_timeout),
         }
         if config.endpoint:
