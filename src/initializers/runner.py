@@ -123,6 +123,7 @@ def run(
     shards: int = 1,
 ) -> dict[str, StepResult]:
     """Run the configured initializers in parallel into `workspace`; raise InitializerFailed if any step fails.
+    `on_line(step, line)` gets every line they print, one line at a time.
 
     With `shards` > 1, each step runs as that many initializers splitting its plan (SHARD_INDEX / SHARD_COUNT),
     named `<program>-<index>`, all writing the step's folder; a cache step is refused, since its shards belong
@@ -188,8 +189,16 @@ class _Child:
 def _wait(children: list[_Child], timeout: float, on_line: LineSink) -> dict[str, StepResult]:
     started = time.monotonic()
     results = {child.name: StepResult(child.name, None, 0.0) for child in children}
+    turn = threading.Lock()
+
+    def one_at_a_time(name: str, line: str) -> None:  # each child has a reader thread; callers need not be thread-safe
+        with turn:
+            on_line(name, line)
+
     readers = [
-        threading.Thread(target=_read, args=(child.name, child.process, results[child.name], on_line), daemon=True)
+        threading.Thread(
+            target=_read, args=(child.name, child.process, results[child.name], one_at_a_time), daemon=True
+        )
         for child in children
     ]
     for reader in readers:
