@@ -11,17 +11,28 @@ from pathlib import Path
 
 @contextlib.contextmanager
 def ext4(size_gb: int) -> Iterator[Path]:
-    """A fresh ext4 filesystem of `size_gb` GiB (sparse, in /var/tmp), mounted for the duration; needs root."""
+    """A fresh ext4 filesystem of `size_gb` GiB (sparse, in /var/tmp), mounted for the duration; needs root.
+
+    The loop device does direct I/O to its backing file, as a disk behind a PVC would be written: a buffered loop
+    device caches every page twice (ext4's, then the backing file's), and under that memory pressure identical
+    runs varied 3x in throughput and 4x in CPU.
+    """
     image = Path(tempfile.mkstemp(prefix="bench-ext4-", suffix=".img", dir="/var/tmp")[1])
     mount = Path(tempfile.mkdtemp(prefix="bench-ext4-"))
     try:
         subprocess.run(["truncate", "-s", f"{size_gb}G", str(image)], check=True)
-        subprocess.run(["mkfs.ext4", "-q", "-F", str(image)], check=True)
-        subprocess.run(["mount", "-o", "loop", str(image), str(mount)], check=True)
+        device = subprocess.run(
+            ["losetup", "--direct-io=on", "--find", "--show", str(image)], check=True, capture_output=True, text=True
+        ).stdout.strip()
         try:
-            yield mount
+            subprocess.run(["mkfs.ext4", "-q", "-F", device], check=True)
+            subprocess.run(["mount", device, str(mount)], check=True)
+            try:
+                yield mount
+            finally:
+                subprocess.run(["umount", str(mount)], check=False)
         finally:
-            subprocess.run(["umount", str(mount)], check=False)
+            subprocess.run(["losetup", "--detach", device], check=False)
     finally:
         image.unlink(missing_ok=True)
         mount.rmdir()
