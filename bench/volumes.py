@@ -14,8 +14,7 @@ def ext4(size_gb: int) -> Iterator[Path]:
     """A fresh ext4 filesystem of `size_gb` GiB (sparse, in /var/tmp), mounted for the duration; needs root.
 
     The loop device does direct I/O to its backing file, as a disk behind a PVC would be written: a buffered loop
-    device caches every page twice (ext4's, then the backing file's), and under that memory pressure identical
-    runs varied 3x in throughput and 4x in CPU.
+    device caches every page twice (ext4's, then the backing file's).
     """
     image = Path(tempfile.mkstemp(prefix="bench-ext4-", suffix=".img", dir="/var/tmp")[1])
     mount = Path(tempfile.mkdtemp(prefix="bench-ext4-"))
