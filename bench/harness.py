@@ -113,16 +113,15 @@ def measure(
                 f"  cpu {sample.cpu:5.2f} s  rss {sample.rss_mb:6.1f} MB",
                 flush=True,
             )
-    command, env = contenders[rerun](out)
-    run_once(command, env, out_root)
-    samples[f"{rerun} {RERUN}"] = [
-        Sample(statistics.median(run_once(command, env, out_root).seconds for _ in range(3)), 0, 0)
-    ]
-    for name, contender in (timed or {}).items():
+
+    def median_of_three(contender: Contender) -> list[Sample]:
         command, env = contender(out)
-        samples[f"{name} {SECONDS_ONLY}"] = [
-            Sample(statistics.median(run_once(command, env, out_root).seconds for _ in range(3)), 0, 0)
-        ]
+        return [Sample(statistics.median(run_once(command, env, out_root).seconds for _ in range(3)), 0, 0)]
+
+    run_once(*contenders[rerun](out), out_root)  # `out` holds the last round's last contender: make it ours, complete
+    samples[f"{rerun} {RERUN}"] = median_of_three(contenders[rerun])
+    for name, contender in (timed or {}).items():
+        samples[f"{name} {SECONDS_ONLY}"] = median_of_three(contender)
     return samples
 
 
