@@ -28,6 +28,11 @@ class _InitializerConfig:
     kind: ClassVar[Kind]
     scheme: ClassVar[str]
 
+    def __init_subclass__(cls, *, kind: Kind, scheme: str, **kwargs: Any) -> None:
+        """Each configuration names its kind and scheme where it is declared: `class X(..., kind=, scheme=)`."""
+        super().__init_subclass__(**kwargs)
+        cls.kind, cls.scheme = kind, scheme
+
     def __post_init__(self) -> None:
         if scheme_of(self.storage_uri, self.kind) != self.scheme:
             raise ConfigError(
@@ -48,27 +53,23 @@ _CONFIG_FIELDS = {f.name for f in fields(Config)}
 
 
 @dataclass
-class HuggingFaceDatasetInitializer(_InitializerConfig):
+class HuggingFaceDatasetInitializer(_InitializerConfig, kind=DATASET, scheme="hf"):
     ignore_patterns: list[str] | None = None
     access_token: str | None = None
-    kind: ClassVar[Kind] = DATASET
-    scheme: ClassVar[str] = "hf"
 
 
 @dataclass
-class S3DatasetInitializer(_InitializerConfig):
+class S3DatasetInitializer(_InitializerConfig, kind=DATASET, scheme="s3"):
     ignore_patterns: list[str] | None = None
     endpoint: str | None = None
     access_key_id: str | None = None
     secret_access_key: str | None = None
     region: str | None = None
     role_arn: str | None = None
-    kind: ClassVar[Kind] = DATASET
-    scheme: ClassVar[str] = "s3"
 
 
 @dataclass
-class DataCacheInitializer(_InitializerConfig):
+class DataCacheInitializer(_InitializerConfig, kind=DATASET, scheme="cache"):
     metadata_loc: str
     num_data_nodes: int
     head_cpu: str | None = None
@@ -76,8 +77,6 @@ class DataCacheInitializer(_InitializerConfig):
     worker_cpu: str | None = None
     worker_mem: str | None = None
     iam_role: str | None = None
-    kind: ClassVar[Kind] = DATASET
-    scheme: ClassVar[str] = "cache"
 
     def __post_init__(self) -> None:
         if self.num_data_nodes <= 1:
@@ -94,23 +93,19 @@ def _default_model_patterns() -> list[str]:
 
 
 @dataclass
-class HuggingFaceModelInitializer(_InitializerConfig):
+class HuggingFaceModelInitializer(_InitializerConfig, kind=MODEL, scheme="hf"):
     ignore_patterns: list[str] | None = field(default_factory=_default_model_patterns)
     access_token: str | None = None
-    kind: ClassVar[Kind] = MODEL
-    scheme: ClassVar[str] = "hf"
 
 
 @dataclass
-class S3ModelInitializer(_InitializerConfig):
+class S3ModelInitializer(_InitializerConfig, kind=MODEL, scheme="s3"):
     ignore_patterns: list[str] | None = field(default_factory=_default_model_patterns)
     endpoint: str | None = None
     access_key_id: str | None = None
     secret_access_key: str | None = None
     region: str | None = None
     role_arn: str | None = None
-    kind: ClassVar[Kind] = MODEL
-    scheme: ClassVar[str] = "s3"
 
 
 DatasetInitializer = HuggingFaceDatasetInitializer | S3DatasetInitializer | DataCacheInitializer

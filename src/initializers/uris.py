@@ -82,17 +82,18 @@ class HfLocation:
 
 @dataclass(frozen=True)
 class CacheLocation:
-    """`cache://SCHEMA/TABLE`: the Iceberg table Kubeflow's data cache names; its data is found via METADATA_LOC."""
+    """`cache://SCHEMA/TABLE`: the Iceberg table Kubeflow's data cache names. The name is only shown (messages, the
+    manifest): the table's data is found through METADATA_LOC."""
 
-    schema: str
-    table: str
+    table: str  # SCHEMA/TABLE
 
     @classmethod
     def parse(cls, uri: str) -> CacheLocation:
-        parts = uri.partition("://")[2].split("/")
+        table = uri.partition("://")[2]
+        parts = table.split("/")
         if len(parts) != 2 or not all(part.strip() for part in parts):
             raise ConfigError(f"STORAGE_URI: expected cache://SCHEMA/TABLE (two non-empty names), got {uri!r}")
-        return cls(*parts)
+        return cls(table)
 
     def __str__(self) -> str:
-        return f"cache://{self.schema}/{self.table}"
+        return f"cache://{self.table}"

@@ -109,22 +109,23 @@ class HubGetter:
                 url = urljoin(url, location)
                 continue
             if response.status not in (200, 206):
-                self._raise_for_status(response, where)
+                raise self._hub_failure(response, where)
             return response
         raise FetchError(f"{where}: more than {_MAX_REDIRECTS} redirects")
 
-    def _raise_for_status(self, response: Response, where: str) -> None:
+    def _hub_failure(self, response: Response, where: str) -> Exception:
+        """The Hub's error answer (its X-Error-Code and status) as the exception that says what to do."""
         response.read_all()
         code = response.header("x-error-code") or ""
         message = response.header("x-error-message") or response.reason
         if response.status in RETRIABLE_STATUS:
-            raise retriable(response.status, message, response.header("retry-after"))
+            return retriable(response.status, message, response.header("retry-after"))
         if code == "GatedRepo":
-            raise FetchError(gated(self._repo))
+            return FetchError(gated(self._repo))
         if code == "RepoNotFound":
-            raise FetchError(not_found(self._repo))
+            return FetchError(not_found(self._repo))
         if response.status == 401:
-            raise FetchError(BAD_TOKEN)
+            return FetchError(BAD_TOKEN)
         if code in ("EntryNotFound", "RevisionNotFound") or response.status == 404:
-            raise FetchError(f"{self._repo}: {where} is missing at the resolved commit ({code or 404})")
-        raise FetchError(f"the Hub answered {response.status} {message} for {where}")
+            return FetchError(f"{self._repo}: {where} is missing at the resolved commit ({code or 404})")
+        return FetchError(f"the Hub answered {response.status} {message} for {where}")

@@ -139,7 +139,7 @@ class S3Getter:
     def _get_listing_page_once(self, query: str, where: str) -> bytes:
         response = self._send(self._endpoint.path_prefix, query, {})
         if response.status != 200:
-            self._raise_for_status(LIST, where, response)
+            raise self._s3_failure(LIST, where, response)
         return response.read_all(_MAX_LISTING_PAGE)
 
     def _send(self, path: str, query: str, extra: dict[str, str]) -> Response:
@@ -166,7 +166,7 @@ class S3Getter:
             extra["x-amz-checksum-mode"] = "ENABLED"  # the object's own checksum, when it was stored with one
         response = self._send(self._endpoint.path(request.key), "", extra)
         if response.status not in (200, 206):
-            self._raise_for_status(request.operation, self._describe(request.key), response)
+            raise self._s3_failure(request.operation, self._describe(request.key), response)
         self._check_response(request, response, start, end, ranged)
         if not ranged:  # nothing kept yet: this response says what the bytes must hash to
             download.check = _BodyCheck.of(response, request.etag or "", request.length)
@@ -196,18 +196,19 @@ class S3Getter:
                 f"{response.length}; the object changed, run again"
             )
 
-    def _raise_for_status(self, operation: Operation, where: str, response: Response) -> None:
-        """S3's answer in its own words (its error Code and Message), as a message that says what to do."""
+    def _s3_failure(self, operation: Operation, where: str, response: Response) -> Exception:
+        """S3's error answer (its Code and Message) as the exception that says what to do; a wrong region is
+        corrected here, and retried."""
         body = response.read_all().decode(errors="replace")
         code = _xml_field(body, "Code") or response.reason
         message = _xml_field(body, "Message") or ""
         region = response.header("x-amz-bucket-region") or _xml_field(body, "Region")
         if region and region != self.region and (response.status == 301 or code in _WRONG_REGION):
             self._relocate(region)
-            raise Retriable(f"{response.status} {code}: the bucket is in {region}")
+            return Retriable(f"{response.status} {code}: the bucket is in {region}")
         if response.status in RETRIABLE_STATUS or code in ("SlowDown", "RequestTimeout", "InternalError"):
-            raise retriable(response.status, code, response.header("retry-after"), throttled=code == "SlowDown")
-        raise FetchError(s3_error(operation, where, response.status, code, message))
+            return retriable(response.status, code, response.header("retry-after"), throttled=code == "SlowDown")
+        return FetchError(s3_error(operation, where, response.status, code, message))
 
     def _relocate(self, region: str) -> None:
         """Send everything from now on to the bucket's own region (once: threads redirected together agree)."""
