@@ -61,10 +61,6 @@ class _PartSink:
         self._cancel = cancel
         self.written = 0
 
-    @property
-    def needs_bytes(self) -> bool:
-        return self._target.hasher is not None
-
     def write(self, data: memoryview) -> None:
         if self._cancel.is_set():
             raise Cancelled
@@ -88,27 +84,6 @@ class _PartSink:
         if self._target.hasher is not None:
             assert self._target.file.checksum is not None
             self._target.hasher = new_hasher(self._target.file.checksum, self._target.file.size)
-
-    def write_from_pipe(self, pipe_fd: int, count: int) -> None:
-        if self._cancel.is_set():
-            raise Cancelled
-        fd, position, left = self._target.fd, self._offset + self.written, count
-        if self._target.hasher is None:
-            try:
-                with self._target.write_lock:
-                    while left:
-                        moved = os.splice(pipe_fd, fd, left, offset_dst=position)
-                        left, position = left - moved, position + moved
-            except OSError as exc:
-                if exc.errno != errno.EINVAL:  # EINVAL: a filesystem that cannot splice; go through memory
-                    raise _disk_error(exc, self._target.file.path) from None
-            self.written += count - left
-            self._progress.add_bytes(count - left)
-        while left:  # the bytes must pass through the hasher, or the filesystem cannot take them from a pipe
-            data = os.read(pipe_fd, left)
-            assert data, "the pipe holds the bytes spliced into it"
-            self.write(memoryview(data))
-            left -= len(data)
 
 
 class TransferEngine(ABC):

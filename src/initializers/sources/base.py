@@ -26,17 +26,10 @@ class Sink(Protocol):
     def written(self) -> int:
         """Bytes accepted so far: a source resuming after a dropped connection starts at offset + written."""
 
-    @property
-    def needs_bytes(self) -> bool:
-        """The sink checks what it is given (a digest): the bytes must come through memory, never a pipe."""
-
     def write(self, data: memoryview) -> None: ...
 
     def rewind(self) -> None:
         """Start the range over: a server ignored a resume request and sends it all again."""
-
-    def write_from_pipe(self, pipe_fd: int, count: int) -> None:
-        """Write the `count` bytes waiting in a pipe (spliced from a socket), without them passing through Python."""
 
 
 class Source(ABC):

@@ -11,7 +11,6 @@ from __future__ import annotations
 import base64
 import contextlib
 import os
-import select
 import socket
 import ssl
 from dataclasses import dataclass
@@ -118,11 +117,6 @@ class Response:
     def header(self, name: str) -> str | None:
         return self.headers.get(name)
 
-    @property
-    def can_splice(self) -> bool:
-        """The body can move from the socket to a pipe in the kernel: plain TCP, Linux, a declared length."""
-        return self.length is not None and self._connection.can_splice
-
     def readinto(self, buffer: memoryview) -> int:
         """Read the next bytes of the body; 0 at its end. Raises ProtocolError when the connection drops early."""
         if self._ended:
@@ -142,20 +136,6 @@ class Response:
         if self._chunked and self._remaining == 0:
             self._connection.read_line()  # the CRLF after the chunk's data
         return count
-
-    def read_buffered(self, buffer: memoryview) -> int:
-        """Body bytes that arrived with the head (already in memory); 0 once none are left. Only before splicing."""
-        if not self._remaining:
-            return 0
-        count = self._connection.read_pending(buffer[: min(len(buffer), self._remaining)])
-        return self._consumed(count) if count else 0
-
-    def splice_into(self, pipe_fd: int, limit: int) -> int:
-        """Move the next body bytes (at most `limit`) from the socket into a pipe without copying them through
-        user space; 0 at the end of the body. Only when `can_splice`, after `read_buffered` returned 0."""
-        if not self._remaining:
-            return 0
-        return self._consumed(self._connection.splice_into(pipe_fd, min(limit, self._remaining)))
 
     def read_all(self, limit: int = _MAX_HEAD) -> bytes:
         """The whole (small) body, for error replies and listings; past `limit` the rest is dropped."""
@@ -286,11 +266,7 @@ class Connection:
             headers["connection"] = "close"
         return Response(self, int(parts[1]), parts[2] if len(parts) > 2 else "", headers)
 
-    @property
-    def can_splice(self) -> bool:
-        return self._tls is None and hasattr(os, "splice")
-
-    def read_pending(self, view: memoryview) -> int:
+    def _read_pending(self, view: memoryview) -> int:
         count = min(len(view), len(self._pending))
         view[:count] = self._pending[:count]
         self._pending = self._pending[count:]
@@ -298,21 +274,9 @@ class Connection:
 
     def read_into(self, view: memoryview) -> int:
         if self._pending:
-            return self.read_pending(view)
+            return self._read_pending(view)
         assert self._sock is not None
         return self._sock.recv_into(view)
-
-    def splice_into(self, pipe_fd: int, limit: int) -> int:
-        assert self._sock is not None and not self._pending
-        sock = self._sock
-        while True:
-            try:
-                return os.splice(sock.fileno(), pipe_fd, limit)
-            except BlockingIOError:  # the socket is non-blocking (it has a timeout): wait for data, as recv does
-                poller = select.poll()
-                poller.register(sock, select.POLLIN)
-                if not poller.poll(self._timeout * 1000):
-                    raise TimeoutError("timed out") from None
 
     def read_line(self) -> bytes:
         """One CRLF-terminated line of chunk framing, without its CRLF."""

@@ -1,21 +1,15 @@
 """Streaming GETs on our HTTP/1.1 connections, written once for the S3 and Hub sources.
 
 Each transfer thread keeps one keep-alive connection per origin (the Hub redirects to a CDN, S3 has one).
-A body goes into the engine's sink through a reused per-thread buffer, or, on plain HTTP when nothing needs
-to see the bytes, from the socket to the file inside the kernel (`os.splice`): one copy less. Transient
-failures are retried under the one retry policy (`retry.py`); callers resume from the bytes their sink
-already holds.
+A body goes into the engine's sink through a reused per-thread buffer. Transient failures are retried under the
+one retry policy (`retry.py`); callers resume from the bytes their sink already holds.
 """
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
-import os
 import ssl
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
 from functools import cache
 from typing import Any, TypeVar
 
@@ -26,7 +20,6 @@ from initializers.sources.http1 import Connection, Proxy, Response
 
 _T = TypeVar("_T")
 _BUFFER_SIZE = 256 * 1024  # per thread; a loopback recv rarely returns more
-_PIPE_SIZE = 1 << 20
 #: What both sources' requests call themselves.
 USER_AGENT = f"initializers/{__version__}"
 RETRIABLE_STATUS = frozenset({408, 429, 500, 502, 503, 504})
@@ -43,7 +36,7 @@ def retriable(status: int, reason: str, retry_after_header: str | None, throttle
 
 
 class HttpGetter:
-    """Per-thread connections, buffers and pipes; retries; bodies into sinks. Thread-safe."""
+    """Per-thread connections and buffers; retries; bodies into sinks. Thread-safe."""
 
     def __init__(self, ssl_context: Callable[[], ssl.SSLContext], timeout: float) -> None:
         Proxy.check_environment()
@@ -51,7 +44,6 @@ class HttpGetter:
         self._timeout = timeout
         self._local = threading.local()
         self._connections: set[Connection] = set()
-        self._pipes: set[_Pipe] = set()
         self._lock = threading.Lock()
         self._interrupted = False
 
@@ -65,27 +57,12 @@ class HttpGetter:
 
     def stream_body(self, response: Response, sink: Sink, digest: Any = None) -> None:
         """The rest of the body into `sink` (and `digest`, a hashlib object, when given)."""
-        if digest is None and not sink.needs_bytes and response.can_splice:
-            self._splice_body(response, sink)
-            return
         buffer = self._buffer()
         while count := response.readinto(buffer):
             view = buffer[:count]
             sink.write(view)
             if digest is not None:
                 digest.update(view)
-
-    def _splice_body(self, response: Response, sink: Sink) -> None:
-        buffer = self._buffer()
-        while count := response.read_buffered(buffer):  # what arrived with the head is in memory already
-            sink.write(buffer[:count])
-        pipe = self._pipe()
-        try:
-            while count := response.splice_into(pipe.write_fd, pipe.size):
-                sink.write_from_pipe(pipe.read_fd, count)
-        except BaseException:
-            self._drop_pipe()  # it may still hold bytes of this body
-            raise
 
     def interrupt(self) -> None:
         """Abort every open connection, from another thread: blocked reads fail now instead of at their timeout."""
@@ -98,9 +75,6 @@ class HttpGetter:
         with self._lock:
             for connection in self._connections:
                 connection.close()
-            for pipe in self._pipes:
-                pipe.close()
-            self._pipes.clear()
 
     def _connection(self, scheme: str, netloc: str) -> Connection:
         mine: dict[tuple[str, str], Connection] = self._local.__dict__.setdefault("connections", {})
@@ -119,44 +93,8 @@ class HttpGetter:
         for connection in self._local.__dict__.get("connections", {}).values():
             connection.close()
 
-    def _pipe(self) -> _Pipe:
-        pipe = getattr(self._local, "pipe", None)
-        if pipe is None:
-            pipe = self._local.pipe = _Pipe.open()
-            with self._lock:
-                self._pipes.add(pipe)
-        return pipe
-
-    def _drop_pipe(self) -> None:
-        pipe = getattr(self._local, "pipe", None)
-        if pipe is not None:
-            pipe.close()
-            self._local.pipe = None
-            with self._lock:
-                self._pipes.discard(pipe)
-
     def _buffer(self) -> memoryview:
         buffer = getattr(self._local, "buffer", None)
         if buffer is None:
             buffer = self._local.buffer = memoryview(bytearray(_BUFFER_SIZE))
         return buffer
-
-
-@dataclass(frozen=True)
-class _Pipe:
-    """A thread's pipe for splicing bodies, as large as the system allows an unprivileged process (1 MiB)."""
-
-    read_fd: int
-    write_fd: int
-    size: int
-
-    @classmethod
-    def open(cls) -> _Pipe:
-        read_fd, write_fd = os.pipe2(os.O_CLOEXEC)
-        with contextlib.suppress(OSError):  # a lower /proc/sys/fs/pipe-max-size only means more, smaller moves
-            fcntl.fcntl(write_fd, fcntl.F_SETPIPE_SZ, _PIPE_SIZE)
-        return cls(read_fd, write_fd, fcntl.fcntl(write_fd, fcntl.F_GETPIPE_SZ))
-
-    def close(self) -> None:
-        os.close(self.read_fd)
-        os.close(self.write_fd)

@@ -195,8 +195,6 @@ class S3Source(Storage):
 class _Discard:
     """A sink that keeps nothing but the count: for a request whose answer matters, not its bytes."""
 
-    needs_bytes = True
-
     def __init__(self) -> None:
         self.written = 0
 
@@ -205,9 +203,6 @@ class _Discard:
 
     def rewind(self) -> None:
         self.written = 0
-
-    def write_from_pipe(self, pipe_fd: int, count: int) -> None:
-        raise AssertionError("needs_bytes: never given a pipe")
 
 
 def _aws_endpoint(
