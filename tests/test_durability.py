@@ -32,9 +32,11 @@ def objects(s3: Any, bucket: str) -> str:
     return f"s3://{bucket}/d"
 
 
-def _traced(env: dict[str, str], trace: Path) -> list[tuple[str, str]]:
-    """Run the dataset program under strace; its successful syncs and renames, in the order they returned."""
-    syscalls = "trace=syncfs,fsync,fdatasync,rename,renameat,renameat2"
+def _traced(
+    env: dict[str, str], trace: Path, syscalls: str = "trace=syncfs,fsync,fdatasync,rename,renameat,renameat2"
+) -> list[tuple[str, str]]:
+    """Run the dataset program under strace; its successful `syscalls` (syncs and renames), in the order they
+    returned."""
     done = subprocess.run(["strace", "-f", "-qq", "-e", syscalls, "-o", str(trace), *command("dataset")],
                           env=clean_env(env), capture_output=True, text=True, timeout=300)  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
@@ -67,6 +69,17 @@ def test_every_file_is_on_stable_storage_before_the_manifest_claims_it(
         "the filesystem is synced after the last file, before the manifest"
     )
     assert any(i < manifest and calls[i][0] == "fsync" for i in range(manifest)), "the manifest itself is synced"
+
+
+def test_each_range_of_a_large_file_starts_its_writeback_as_it_lands(
+    seaweed: SeaweedFS, objects: str, tmp_path: Path
+) -> None:
+    env = {**seaweed.env(), "STORAGE_URI": objects, "OUTPUT_PATH": str(tmp_path / "out")}
+    calls = _traced(env, tmp_path / "trace", "trace=sync_file_range")
+    started = sorted((int(offset), int(length)) for _fd, offset, length, _flags in (a.split(", ") for _, a in calls))
+    part = 8 << 20  # the S3 source's part size: d/big.bin (40 MiB) comes in five ranges, the small files whole
+    assert started == [(offset, part) for offset in range(0, 40 << 20, part)]
+    assert {a.split(", ")[3] for _, a in calls} == {"SYNC_FILE_RANGE_WRITE"}
 
 
 def test_verify_fetches_again_a_file_changed_behind_the_manifests_back(

@@ -26,7 +26,7 @@ from initializers.errors import FetchError
 from initializers.plan import RemoteFile
 from initializers.progress import Progress
 from initializers.sources.base import Source, Storage
-from initializers.state import DoneFile, StateDir
+from initializers.state import DoneFile, StateDir, start_writeback
 
 _STOP_GRACE_SECONDS = 2.0  # how long a stopped run waits for transfer threads to notice before cleaning up
 _log = logs.get_logger("initializers.engine")
@@ -302,6 +302,11 @@ class RangeTransfers(TransferEngine):
                     f"{target.file.locator}: received {sink.written} bytes of range {offset}+{length}; "
                     "the source ended early"
                 )
+            if length < target.file.size:  # a part of a large file: its bytes head for the disk while others arrive
+                try:
+                    start_writeback(target.fd, offset, length)
+                except OSError as exc:
+                    raise _disk_error(exc, target.file.path) from None
         with target.lock:
             target.parts_left -= 1
             last = target.parts_left == 0
