@@ -16,6 +16,7 @@ import pytest
 from devkit.programs import clean_env, command, run_program, start_program
 from devkit.relay import Relay
 from devkit.seaweed import SeaweedFS
+from initializers.sources.base import PART_SIZE
 from initializers.state import DoneFile, StateDir, boot_id
 from initializers.termination import PATH_VARIABLE
 
@@ -77,8 +78,8 @@ def test_each_range_of_a_large_file_starts_its_writeback_as_it_lands(
     env = {**seaweed.env(), "STORAGE_URI": objects, "OUTPUT_PATH": str(tmp_path / "out")}
     calls = _traced(env, tmp_path / "trace", "trace=sync_file_range")
     started = sorted((int(offset), int(length)) for _fd, offset, length, _flags in (a.split(", ") for _, a in calls))
-    part = 8 << 20  # the S3 source's part size: d/big.bin (40 MiB) comes in five ranges, the small files whole
-    assert started == [(offset, part) for offset in range(0, 40 << 20, part)]
+    # d/big.bin (40 MiB) comes in five ranges of the S3 source's part size, the small files whole
+    assert started == [(offset, PART_SIZE) for offset in range(0, 40 << 20, PART_SIZE)]
     assert {a.split(", ")[3] for _, a in calls} == {"SYNC_FILE_RANGE_WRITE"}
 
 

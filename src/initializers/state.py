@@ -394,9 +394,7 @@ def sync_filesystem(path: Path) -> None:
     """syncfs(2): everything written to the filesystem holding `path`, data and names, onto stable storage."""
     fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
-        if _libc.syncfs(fd) != 0:
-            error = ctypes.get_errno()
-            raise OSError(error, f"syncfs: {os.strerror(error)}", str(path))
+        _call_libc("syncfs", fd, path=str(path))
     finally:
         os.close(fd)
 
@@ -404,9 +402,14 @@ def sync_filesystem(path: Path) -> None:
 def start_writeback(fd: int, offset: int, length: int) -> None:
     """sync_file_range(2) with SYNC_FILE_RANGE_WRITE: start writing these bytes back to disk, without waiting, so
     that the checkpoint's syncfs finds little left to write (a no-op where nothing is written back, as on tmpfs)."""
-    if _libc.sync_file_range(fd, ctypes.c_int64(offset), ctypes.c_int64(length), _SYNC_FILE_RANGE_WRITE) != 0:
+    _call_libc("sync_file_range", fd, ctypes.c_int64(offset), ctypes.c_int64(length), _SYNC_FILE_RANGE_WRITE)
+
+
+def _call_libc(name: str, *args: object, path: str | None = None) -> None:
+    """A libc call Python's `os` lacks; its failure as the OSError `os` would raise."""
+    if getattr(_libc, name)(*args) != 0:
         error = ctypes.get_errno()
-        raise OSError(error, f"sync_file_range: {os.strerror(error)}")
+        raise OSError(error, f"{name}: {os.strerror(error)}", path)
 
 
 _libc = ctypes.CDLL(None, use_errno=True)
