@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from initializers.checksums import Checksum
 from initializers.errors import FetchError
@@ -18,9 +17,9 @@ MAX_NAME_BYTES = 255
 PLAN_BATCH = 1024
 
 
-@dataclass(frozen=True)
-class RemoteFile:
-    """One file a source offers, at a path relative to the source root."""
+class RemoteFile(NamedTuple):
+    """One file a source offers, at a path relative to the source root (a named tuple: one is made per listed file,
+    and no immutable record is cheaper to make)."""
 
     path: str
     size: int
@@ -77,7 +76,7 @@ def plan_files(
             if ignore.ignores(file.path):
                 continue
             if (path := safe_relative_path(file.path)) != file.path:  # most names are already normal: no copy
-                file = dataclasses.replace(file, path=path)
+                file = file._replace(path=path)
             yield file
 
     for batch in _growing_batches(checked(), PLAN_BATCH):

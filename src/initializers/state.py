@@ -25,8 +25,8 @@ import stat
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from initializers.errors import ConfigError, FetchError
 from initializers.plan import STATE_DIR
@@ -44,9 +44,9 @@ _LOCK_POLL_SECONDS = 0.5
 _LOCK_REPORT_SECONDS = 30.0  # how often a run waiting for another one says so
 
 
-@dataclass(frozen=True)
-class DoneFile:
-    """A file at its final path, as we left it: valid while its size and mtime are unchanged."""
+class DoneFile(NamedTuple):
+    """A file at its final path, as we left it: valid while its size and mtime are unchanged (a tuple, as
+    `RemoteFile` is: one is made per file a re-run finds)."""
 
     path: str
     size: int

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
+from typing import NamedTuple
 from urllib.parse import unquote_plus
 
 PAGE_SIZE = 1000  # the most S3 returns per page
@@ -16,8 +17,9 @@ PAGE_SIZE = 1000  # the most S3 returns per page
 ARCHIVED = frozenset({"GLACIER", "DEEP_ARCHIVE"})
 
 
-@dataclass(frozen=True)
-class ListedObject:
+class ListedObject(NamedTuple):
+    """One entry of a page (a named tuple, cheap to make: a listing makes one per object)."""
+
     key: str
     size: int
     etag: str  # without quotes
@@ -83,27 +85,15 @@ def parse_page(body: bytes) -> ListPage:
         tag[name] for name in ("Key", "Size", "ETag", "StorageClass", "RestoreStatus")
     )
     objects = []
-    for entry in root.iterfind(tag["Contents"]):  # one pass over each entry's children: this loop runs per object
-        key = etag = ""
-        size = 0
-        storage_class = "STANDARD"
+    for entry in root.iterfind(tag["Contents"]):  # runs per object: lookups by plain tag name are done in C
+        storage_class = (entry.findtext(class_tag) or "").strip() or "STANDARD"
         restored = False
-        for child in entry:
-            name = child.tag
-            if name == key_tag:
-                key = child.text or ""  # not stripped: a key may end in a space
-            elif name == size_tag:
-                size = int(child.text or 0)
-            elif name == etag_tag:
-                etag = (child.text or "").strip().strip('"')
-            elif name == class_tag:
-                storage_class = _text(child) or "STANDARD"
-            elif name == restore_tag:
-                restore = {status.tag: _text(status) for status in child}
-                restored = restore.get(tag["IsRestoreInProgress"]) == "false" and bool(
-                    restore.get(tag["RestoreExpiryDate"])
-                )
-        objects.append(ListedObject(decoded(key), size, etag, storage_class, restored))
+        if storage_class in ARCHIVED and (restore := entry.find(restore_tag)) is not None:
+            status = {child.tag: _text(child) for child in restore}
+            restored = status.get(tag["IsRestoreInProgress"]) == "false" and bool(status.get(tag["RestoreExpiryDate"]))
+        key = entry.findtext(key_tag) or ""  # not stripped: a key may end in a space
+        etag = (entry.findtext(etag_tag) or "").strip().strip('"')
+        objects.append(ListedObject(decoded(key), int(entry.findtext(size_tag) or 0), etag, storage_class, restored))
     folders = [decoded(element.text or "") for element in root.iterfind(f"{tag['CommonPrefixes']}/{tag['Prefix']}")]
     truncated = _text(root.find(tag["IsTruncated"])) == "true"
     token = _text(root.find(tag["NextContinuationToken"])) if truncated else None
