@@ -65,6 +65,8 @@ def _print_version(ctx: click.Context, _param: click.Parameter, value: bool) -> 
 
 def run(kind: Kind, options: dict[str, Any]) -> int:
     """Parse, configure logging, run; every outcome ends in one log line that says what happened."""
+    import gc
+
     from initializers import job, logs, termination, workspace_owner  # deferred: --help stays fast
 
     hints = Config.typo_hints(os.environ)
@@ -82,6 +84,9 @@ def run(kind: Kind, options: dict[str, Any]) -> int:
         log.warning("running as root", reason=stayed_root_because)
     for given, meant in hints.items():
         log.warning("unknown variable", variable=given, hint=f"did you mean {meant}?")
+    # What the imports made lives as long as the process: the cyclic collector, which a listing's allocations
+    # run again and again, need not walk it every time.
+    gc.freeze()
     try:
         outcome = job.run(config, kind, log)
     except (InitializerError, Stopped) as exc:
