@@ -30,6 +30,13 @@ def test_objects_and_the_last_page(namespace: str):
     assert parse_page(body) == ListPage([ListedObject("a/b.bin", 12, "abc"), ListedObject("a/c.bin", 0, "def-2")], None)
 
 
+def test_each_field_of_an_entry_as_servers_vary_it():
+    """A key keeps its spaces, an ETag loses its quotes and padding, and an entry without a storage class (some
+    servers leave it out) is STANDARD."""
+    contents = "<Contents><Size> 7 </Size><ETag>\n &quot;e1&quot; </ETag><Key> a b </Key></Contents>"
+    assert parse_page(answer(contents)).objects == [ListedObject(" a b ", 7, "e1", "STANDARD", False)]
+
+
 def test_storage_classes_and_restored_copies():
     def archived(storage: str, restore: str = "") -> bool:
         contents = (
