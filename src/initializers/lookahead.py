@@ -1,4 +1,4 @@
-"""An iterator run in a thread of its own, a bounded number of items ahead of whoever consumes it.
+"""Iterators run in threads of their own, a bounded number of items ahead of whoever consumes them.
 
 The listing goes on while files transfer: the first file starts as soon as it is listed, and the transfer
 threads never wait on a listing page while the listing is ahead of them; the bound keeps memory flat.
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import queue
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Generic, TypeVar
 
 _T = TypeVar("_T")
@@ -16,26 +16,37 @@ _END = object()
 
 
 class Lookahead(Generic[_T]):
-    """Items travel in batches: a queue operation per item would cost more lock traffic than the item's work."""
+    """Items travel in batches: a queue operation per item would cost more lock traffic than the item's work.
 
-    def __init__(self, items: Iterator[_T], depth: int, name: str, batch: int = 64) -> None:
+    Given several iterators, each runs in a thread of its own, all at once, into the one bounded queue: their
+    items come in the order they are ready, so no iterator waits for another to be consumed first.
+    """
+
+    def __init__(self, items: Iterator[_T] | Sequence[Iterator[_T]], depth: int, name: str, batch: int = 64) -> None:
+        producers = [items] if isinstance(items, Iterator) else list(items)
         self._queue: queue.Queue[object] = queue.Queue(max(1, depth // batch))
         self._batch = batch
         self._current: Iterator[_T] = iter(())
         self._closed = threading.Event()
         self._error: BaseException | None = None
-        self._finished = False
-        self._thread = threading.Thread(target=self._produce, args=(items,), name=name, daemon=True)
-        self._thread.start()
+        self._running = len(producers)
+        self._threads = [
+            threading.Thread(
+                target=self._produce, args=(producer,), name=f"{name}-{index}" if index else name, daemon=True
+            )
+            for index, producer in enumerate(producers)
+        ]
+        for thread in self._threads:
+            thread.start()
 
     def __iter__(self) -> Iterator[_T]:
         return self
 
     def __next__(self) -> _T:
-        """The next item; StopIteration at the end; the producer's exception, raised here, if it failed."""
+        """The next item; StopIteration at the end; a producer's exception, raised here, as soon as it failed."""
         for item in self._current:
             return item
-        while not self._finished:
+        while self._running:
             try:
                 batch = self._queue.get(timeout=0.2)
             except queue.Empty:
@@ -43,8 +54,10 @@ class Lookahead(Generic[_T]):
                     break
                 continue
             if batch is _END:
-                self._finished = True
-                break
+                self._running -= 1
+                if self._error is not None:
+                    break
+                continue
             self._current = iter(batch)  # type: ignore[call-overload]
             return next(self._current)
         if self._error is not None:
@@ -52,10 +65,11 @@ class Lookahead(Generic[_T]):
         raise StopIteration
 
     def close(self) -> None:
-        """Stop the producer at its next item (a daemon thread: one blocked in the network does not hold the
+        """Stop the producers at their next item (daemon threads: one blocked in the network does not hold the
         process)."""
         self._closed.set()
-        self._thread.join(1.0)
+        for thread in self._threads:
+            thread.join(1.0)
 
     def _produce(self, items: Iterator[_T]) -> None:
         batch: list[_T] = []
@@ -69,7 +83,8 @@ class Lookahead(Generic[_T]):
                         return
                     batch = []
         except BaseException as exc:  # handed to the consumer, raised in its thread
-            self._error = exc
+            if self._error is None:
+                self._error = exc
         if batch:
             self._put(batch)
         self._put(_END)

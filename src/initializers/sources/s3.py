@@ -37,7 +37,7 @@ from initializers.uris import S3Location
 if TYPE_CHECKING:
     import botocore.session
 
-#: Key ranges listed at once, and how many objects each may list ahead of the reader.
+#: Key ranges listed at once, and how many objects they may list ahead of the reader, together.
 PARALLEL_LISTINGS = 8
 LISTING_AHEAD = 2000
 
@@ -112,10 +112,10 @@ class S3Source(Storage):
                     yield RemoteFile(key.rsplit("/", 1)[-1], first.size, first.etag, key)
 
     def _listing(self, prefix: str) -> Iterator[ListedObject]:
-        """Every object under `prefix`: those directly under it first, then the folders' in key order. A listing is
-        a chain of pages, one round trip each, so a large one goes faster in parallel: the keys directly under
-        `prefix` come with its folders (a delimiter listing), and the keys below are cut at folders into ranges
-        that are listed at once, a few pages ahead of the reader."""
+        """Every object under `prefix`: those directly under it first, then the folders'. A listing is a chain of
+        pages, one round trip each, so a large one goes faster in parallel: the keys directly under `prefix` come
+        with its folders (a delimiter listing), and the keys below are cut at folders into ranges that are all
+        listed at once, their objects passed on as they come, a bounded number ahead of the reader."""
         folders: list[str] = []
         for page in self._pages(prefix, delimiter="/"):
             yield from page.objects
@@ -125,16 +125,12 @@ class S3Source(Storage):
             # folder of a million files must not be listed twice to find out it has no folders).
             below = [sub for folder in folders for sub in self._page(folder, None, delimiter="/").folders]
             folders = sorted({*folders, *below})
-        ranges = [
-            Lookahead(self._range(prefix, start, end), LISTING_AHEAD, f"listing-{index}")
-            for index, (start, end) in enumerate(key_ranges(folders, PARALLEL_LISTINGS))
-        ]
+        ranges = [self._range(prefix, start, end) for start, end in key_ranges(folders, PARALLEL_LISTINGS)]
+        listed = Lookahead(ranges, LISTING_AHEAD, "s3-listing")
         try:
-            for listed in ranges:
-                yield from listed
+            yield from listed
         finally:
-            for listed in ranges:
-                listed.close()
+            listed.close()
 
     def _range(self, prefix: str, start: str, end: str | None) -> Iterator[ListedObject]:
         """The keys in [start, end) below a folder of `prefix` (those directly under it come with its folders)."""

@@ -1,0 +1,73 @@
+"""Lookahead: iterators run in threads of their own, a bounded number of items ahead of the consumer."""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from initializers.lookahead import Lookahead
+
+
+def test_one_iterator_keeps_its_order():
+    ahead = Lookahead(iter(range(1000)), depth=128, name="test")
+    assert list(ahead) == list(range(1000))
+
+
+def test_several_iterators_run_at_once_and_none_waits_for_another_to_be_consumed():
+    second_consumed = threading.Event()
+
+    def first() -> Iterator[str]:
+        yield "first-0"
+        # Were the iterators consumed one after the other, the second's items would not come before this one ends.
+        if not second_consumed.wait(10):
+            raise AssertionError("the second iterator's items were held back behind the first")
+        yield "first-1"
+
+    ahead = Lookahead([first(), iter([f"second-{i}" for i in range(300)])], depth=128, name="test", batch=16)
+    got = []
+    try:
+        for item in ahead:
+            got.append(item)
+            if item == "second-299":
+                second_consumed.set()
+    finally:
+        ahead.close()
+    assert sorted(got) == sorted(["first-0", "first-1", *(f"second-{i}" for i in range(300))])
+    assert got.index("second-299") < got.index("first-1")
+
+
+def test_a_failing_iterator_fails_the_consumer_while_the_others_still_run():
+    def failing() -> Iterator[int]:
+        yield 1
+        raise ValueError("page 2 is not XML")
+
+    ahead = Lookahead([itertools.count(), failing()], depth=128, name="test")
+    try:
+        with pytest.raises(ValueError, match="page 2 is not XML"):
+            for _ in ahead:
+                pass
+    finally:
+        ahead.close()
+
+
+def test_endless_iterators_stay_a_bounded_number_of_items_ahead():
+    produced = [0, 0]
+
+    def counting(index: int) -> Iterator[int]:
+        for value in itertools.count():
+            produced[index] += 1
+            yield value
+
+    ahead = Lookahead([counting(0), counting(1)], depth=128, name="test", batch=16)
+    try:
+        time.sleep(0.5)  # ample time to run far ahead, were they not held back
+        # the queue (128 // 16 batches of 16), plus one batch each producer holds while it waits for room, plus the
+        # item it was adding
+        assert sum(produced) <= 128 + 2 * (16 + 1)
+        assert next(ahead) == 0
+    finally:
+        ahead.close()
