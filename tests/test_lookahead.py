@@ -13,7 +13,7 @@ from initializers.lookahead import Lookahead
 
 
 def test_one_iterator_keeps_its_order():
-    ahead = Lookahead(iter(range(1000)), depth=128, name="test")
+    ahead = Lookahead([iter(range(1000))], depth=128, name="test")
     assert list(ahead) == list(range(1000))
 
 

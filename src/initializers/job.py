@@ -103,7 +103,7 @@ def _list_and_fetch(
         with Progress(log, config.progress_interval or PROGRESS_INTERVAL_SECONDS) as progress:
             todo = _Todo(planned, index, state, progress, log, ramp, source, config.verify)
             engine = waiting.transfers = _engine(source, state, ramp, progress)
-            listing = Lookahead(iter(todo), LISTING_LOOKAHEAD, "listing")
+            listing = Lookahead([iter(todo)], LISTING_LOOKAHEAD, "listing")
             try:
                 engine.fetch(listing)
             finally:

@@ -18,12 +18,11 @@ _END = object()
 class Lookahead(Generic[_T]):
     """Items travel in batches: a queue operation per item would cost more lock traffic than the item's work.
 
-    Given several iterators, each runs in a thread of its own, all at once, into the one bounded queue: their
-    items come in the order they are ready, so no iterator waits for another to be consumed first.
+    Each iterator runs in a thread of its own, all at once, into the one bounded queue: with several, their items
+    come in the order they are ready, so no iterator waits for another to be consumed first.
     """
 
-    def __init__(self, items: Iterator[_T] | Sequence[Iterator[_T]], depth: int, name: str, batch: int = 64) -> None:
-        producers = [items] if isinstance(items, Iterator) else list(items)
+    def __init__(self, producers: Sequence[Iterator[_T]], depth: int, name: str, batch: int = 64) -> None:
         self._queue: queue.Queue[object] = queue.Queue(max(1, depth // batch))
         self._batch = batch
         self._current: Iterator[_T] = iter(())
@@ -31,9 +30,7 @@ class Lookahead(Generic[_T]):
         self._error: BaseException | None = None
         self._running = len(producers)
         self._threads = [
-            threading.Thread(
-                target=self._produce, args=(producer,), name=f"{name}-{index}" if index else name, daemon=True
-            )
+            threading.Thread(target=self._produce, args=(producer,), name=f"{name}-{index}", daemon=True)
             for index, producer in enumerate(producers)
         ]
         for thread in self._threads:
