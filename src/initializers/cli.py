@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import os
 import sys
 from typing import Any, NoReturn
@@ -65,8 +66,6 @@ def _print_version(ctx: click.Context, _param: click.Parameter, value: bool) -> 
 
 def run(kind: Kind, options: dict[str, Any]) -> int:
     """Parse, configure logging, run; every outcome ends in one log line that says what happened."""
-    import gc
-
     from initializers import job, logs, termination, workspace_owner  # deferred: --help stays fast
 
     hints = Config.typo_hints(os.environ)
