@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import hashlib
 import re
 import sys
 from collections.abc import Iterator
@@ -27,8 +28,10 @@ def s3(seaweed: SeaweedFS) -> Any:
 
 @pytest.fixture
 def bucket(request: pytest.FixtureRequest, s3: Any) -> str:
-    """A fresh bucket per test, named after it."""
-    name = re.sub(r"[^a-z0-9-]+", "-", request.node.name.lower()).strip("-")[:50] + f"-{id(request) % 10000}"
+    """A fresh bucket per test, named after it. Parametrized cases share the first 50 characters of their names, so
+    a digest of the whole test id tells them apart (an object address modulo 10000, as before, repeats)."""
+    readable = re.sub(r"[^a-z0-9-]+", "-", request.node.name.lower()).strip("-")[:50]
+    name = f"{readable}-{hashlib.sha256(request.node.nodeid.encode()).hexdigest()[:8]}"
     s3.create_bucket(Bucket=name)
     return name
 
