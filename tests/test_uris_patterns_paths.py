@@ -113,6 +113,25 @@ def test_a_safe_path_never_escapes_the_root(name: str):
     assert resolved.startswith("/root/") and ".." not in path.split("/")
 
 
+@given(st.lists(st.sampled_from(["a", "é", ".", "/", "..", ".initializer", "\0", "x" * 90]), max_size=12).map("".join))
+def test_a_path_is_its_own_segments_normalised_or_refused(name: str):
+    """Whatever shortcut a common name takes, the result is the name's non-empty, non-`.` segments, or a refusal."""
+    segments = [s for s in name.split("/") if s not in ("", ".")]
+    try:
+        path = safe_relative_path(name)
+    except FetchError:
+        assert (
+            not segments
+            or segments[0] == ".initializer"
+            or ".." in segments
+            or "\0" in name
+            or any(len(s.encode()) > 255 for s in segments)
+            or name.startswith("/")
+        )
+        return
+    assert path == "/".join(segments)
+
+
 def _file(path: str, size: int = 1) -> RemoteFile:
     return RemoteFile(path, size, "v", "key/" + path)
 

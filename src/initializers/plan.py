@@ -42,6 +42,8 @@ def safe_relative_path(name: str) -> str:
     state folder are refused, because writing them would escape or corrupt the destination; so are names no
     filesystem takes (a segment over 255 bytes), which would otherwise fail at the rename, mid-run.
     """
+    if _is_plain(name) and len(name.encode()) <= MAX_NAME_BYTES:
+        return name  # already normal, and too short for any segment to be too long: the common case, not split
     if "\0" in name:
         raise FetchError(f"refusing source file {name!r}: its name contains a NUL byte")
     if name.startswith("/"):
@@ -59,6 +61,18 @@ def safe_relative_path(name: str) -> str:
             "filesystems allow in a name"
         )
     return "/".join(segments)
+
+
+def _is_plain(name: str) -> bool:
+    """Not absolute, no NUL, and no empty, `.`, `..` or dot-led segment (so not the state folder either)."""
+    return (
+        bool(name)
+        and name[0] not in "./"
+        and "/." not in name
+        and "//" not in name
+        and not name.endswith("/")
+        and "\0" not in name
+    )
 
 
 def plan_files(
