@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from initializers.concurrency import Ramp
+from initializers.sources.base import PART_SIZE
 
 
 def feed(ramp: Ramp, throughput_of: dict[int, float], windows: int, cpu_share: float = 0.2) -> list[int]:
@@ -45,3 +46,39 @@ def test_no_growth_while_nothing_arrives():
     # Waiting for a listing, or for the first bytes: nothing to measure a doubling against.
     ramp = Ramp(8, 64)
     assert feed(ramp, {8: 0.0}, 10) == [8] * 10
+
+
+KiB, MiB = 1 << 10, 1 << 20
+
+
+def test_part_sized_tasks_run_one_per_stream_and_smaller_ones_many_per_stream():
+    ramp = Ramp(8, 64)
+    assert ramp.workers == 8  # nothing started yet: tasks are taken to be a part each
+    for _ in range(100):
+        ramp.task_started(PART_SIZE)
+    assert ramp.workers == 8
+    for _ in range(100):
+        ramp.task_started(2 * MiB)
+    assert ramp.workers == 8 * 4
+    for _ in range(100):
+        ramp.task_started(64 * KiB)
+    assert ramp.workers == 64  # round trips bound them, not bytes: as many as the cap allows
+
+
+def test_the_cap_holds_whatever_the_task_size():
+    ramp = Ramp(8, 2)
+    for _ in range(100):
+        ramp.task_started(1 * KiB)
+    assert ramp.workers == 2
+
+
+def test_the_workers_follow_the_tasks_from_small_files_to_a_large_files_ranges():
+    ramp = Ramp(8, 64)
+    for _ in range(1000):
+        ramp.task_started(3 * KiB)  # a repository's small files, listed first
+    assert ramp.workers == 64
+    ranges = 0
+    while ramp.workers > 8:
+        ramp.task_started(PART_SIZE)
+        ranges += 1
+    assert ranges <= 40  # a large file's first few ranges bring it back to one transfer per stream

@@ -4,12 +4,18 @@ On a real network each connection is capped (S3 and the Hub's CDN serve tens of 
 every request pays a round trip, so throughput grows with connections until the link, the server or
 our CPU is the limit; on loopback our CPU is the limit from the start. Neither count can be known in
 advance, so the engine measures: every window it reports the bytes delivered and the CPU the process
-used, and the ramp answers with the number of transfers for the next window.
+used, and the ramp answers with the number of streams for the next window.
+
+A stream is a part's worth of bytes. Tasks smaller than that (small files) are bound by round trips, not
+bytes: as many more of them run at once as would move a part's bytes together, up to the cap. Many requests
+in flight also cost a server less per request, loopback included.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+from initializers.sources.base import PART_SIZE
 
 #: Seconds between decisions: long enough to average many requests, short enough to ramp within a second.
 WINDOW_SECONDS = 0.25
@@ -21,19 +27,32 @@ _BUSY_CPU = 0.5
 #: After settling, another doubling is tried every this many windows, in case the regime changed (small files
 #: following large ones, a listing that caught up).
 _PROBE_EVERY = 8
+#: Tasks the running mean of task sizes mostly reflects: enough to smooth a mix, few enough to follow a change
+#: (small files listed first, a large file's ranges next).
+_TASK_HORIZON = 16
 
 
 @dataclass
 class Ramp:
     """The limit for each window, from the throughput and CPU share measured in the one before."""
 
-    limit: int
-    cap: int
+    limit: int  # streams
+    cap: int  # transfers
     _trial: tuple[int, float] | None = None  # (limit, throughput) before the doubling being tried
     _windows_to_probe: int = 1
+    _task_bytes: float = PART_SIZE  # running mean of the sizes of the tasks started
 
     def __post_init__(self) -> None:
         self.limit = max(1, min(self.limit, self.cap))
+
+    @property
+    def workers(self) -> int:
+        """Transfers to run at once: `limit` streams, each as many tasks as move a part's bytes together."""
+        return min(self.cap, self.limit * max(1, round(PART_SIZE / max(self._task_bytes, 1.0))))
+
+    def task_started(self, size: int) -> None:
+        """A task of `size` bytes was handed to a transfer: it moves the running mean that sizes `workers`."""
+        self._task_bytes += (size - self._task_bytes) / _TASK_HORIZON
 
     def observe(self, throughput: float, cpu_share: float) -> int:
         """Throughput (bytes per second) and CPU share (cores) of the window just ended; returns the new limit."""

@@ -211,7 +211,8 @@ class Config:
     cache_image: str | None = _setting("CACHE_IMAGE", "Accepted from Kubeflow and recorded; not needed.")
     max_workers: int | None = _setting(
         "MAX_WORKERS",
-        "Most parallel transfers, at most 256 [default: per source, S3 and Hub: 64, from 8 up while it pays].",
+        "Most parallel transfers, at most 256 [default: per source, S3 and Hub: 64, from 8 up while it pays, small "
+        "files many at once].",
         WORKERS,
     )
     read_timeout: float = _setting(

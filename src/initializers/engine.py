@@ -17,7 +17,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any
+from typing import Any, NamedTuple
 
 from initializers import logs
 from initializers.checksums import file_hexdigest, new_hasher
@@ -34,6 +34,13 @@ _log = logs.get_logger("initializers.engine")
 
 class Cancelled(Exception):
     """Raised inside a transfer thread once another thread has failed or the run is being stopped."""
+
+
+class Task(NamedTuple):
+    """One unit of work, and the bytes it moves (for made files, the estimate): the ramp sizes concurrency by it."""
+
+    size: int
+    run: Callable[[], None]
 
 
 @dataclass
@@ -106,7 +113,9 @@ class TransferEngine(ABC):
         self._made_dirs: set[str] = set()
         self._error: BaseException | None = None
         self._tasks_ran_out = False
-        self._thread_ended = threading.Event()
+        #: Set when a thread ends, or when smaller tasks call for more threads than run.
+        self._wake = threading.Event()
+        self._started_for = 0  # the number of threads `_start_threads` last started up to
 
     def fetch(self, files: Iterable[RemoteFile]) -> None:
         """Fetch every file to its final path, or raise with nothing partial left at a final path."""
@@ -126,31 +135,31 @@ class TransferEngine(ABC):
             raise self._error
         self._checkpoint()
 
-    def _run_threads(self, tasks: Iterator[Callable[[], None]]) -> None:
-        """Keep `ramp.limit` threads pulling tasks, re-deciding the limit every window, until the tasks run out."""
+    def _run_threads(self, tasks: Iterator[Task]) -> None:
+        """Keep `ramp.workers` threads pulling tasks, re-deciding the limit every window, until the tasks run out."""
         self._start_threads(tasks)
         before = (time.monotonic(), time.process_time(), self._progress.bytes_done)
         while any(thread.is_alive() for thread in self._threads):
-            self._thread_ended.wait(max(0.0, before[0] + WINDOW_SECONDS - time.monotonic()))  # signals interrupt it
-            self._thread_ended.clear()
+            self._wake.wait(max(0.0, before[0] + WINDOW_SECONDS - time.monotonic()))  # signals interrupt it
+            self._wake.clear()
             now = (time.monotonic(), time.process_time(), self._progress.bytes_done)
             elapsed = now[0] - before[0]
-            if elapsed < WINDOW_SECONDS:
-                continue
-            throughput, cpu_share = (now[2] - before[2]) / elapsed, (now[1] - before[1]) / elapsed
-            limit = self._ramp.limit
-            if self._ramp.observe(throughput, cpu_share) != limit:
-                _log.debug("workers", workers=self._ramp.limit, was=limit, mb_s=round(throughput / 1e6, 1),
-                           cpu_share=round(cpu_share, 2))  # fmt: skip
-            before = now
-            self._checkpoint()
+            if elapsed >= WINDOW_SECONDS:
+                throughput, cpu_share = (now[2] - before[2]) / elapsed, (now[1] - before[1]) / elapsed
+                limit = self._ramp.limit
+                if self._ramp.observe(throughput, cpu_share) != limit:
+                    _log.debug("streams", streams=self._ramp.limit, was=limit, workers=self._ramp.workers,
+                               mb_s=round(throughput / 1e6, 1), cpu_share=round(cpu_share, 2))  # fmt: skip
+                before = now
+                self._checkpoint()
             if self._error is None and not self._tasks_ran_out:
                 self._start_threads(tasks)
 
-    def _start_threads(self, tasks: Iterator[Callable[[], None]]) -> None:
-        """Threads numbered below the limit run (again); one numbered above it ends after its current task."""
+    def _start_threads(self, tasks: Iterator[Task]) -> None:
+        """Threads numbered below `ramp.workers` run (again); one numbered above it ends after its current task."""
+        self._started_for = self._ramp.workers
         # Daemon threads: a thread stuck in a read must not keep a stopped process alive.
-        for number in range(self._ramp.limit):
+        for number in range(self._started_for):
             if number < len(self._threads) and self._threads[number].is_alive():
                 continue
             thread = threading.Thread(target=self._work, args=(tasks, number), name=f"transfer-{number}", daemon=True)
@@ -173,24 +182,28 @@ class TransferEngine(ABC):
             raise _disk_error(exc) from None
 
     @abstractmethod
-    def _tasks(self, files: Iterable[RemoteFile]) -> Iterator[Callable[[], None]]:
+    def _tasks(self, files: Iterable[RemoteFile]) -> Iterator[Task]:
         """The transfers, lazily: threads take turns pulling them, so making one must be cheap and I/O-free."""
 
-    def _work(self, tasks: Iterator[Callable[[], None]], number: int) -> None:
+    def _work(self, tasks: Iterator[Task], number: int) -> None:
         try:
-            while self._error is None and number < self._ramp.limit:
+            while self._error is None and number < self._ramp.workers:
                 with self._next_lock:
                     task = next(tasks, None)
+                    if task is not None:
+                        self._ramp.task_started(task.size)
                 if task is None:
                     self._tasks_ran_out = True
                     return
-                task()
+                if self._ramp.workers > self._started_for:  # smaller tasks: more of them may run at once
+                    self._wake.set()
+                task.run()
         except OSError as exc:
             self._fail(_disk_error(exc) if exc.errno in (errno.ENOSPC, errno.EDQUOT) else exc)
         except BaseException as exc:
             self._fail(exc)
         finally:
-            self._thread_ended.set()
+            self._wake.set()
 
     def _fail(self, exc: BaseException) -> None:
         with self._next_lock:
@@ -275,7 +288,7 @@ class RangeTransfers(TransferEngine):
         super().__init__(storage, state, ramp, progress)
         self._storage = storage
 
-    def _tasks(self, files: Iterable[RemoteFile]) -> Iterator[Callable[[], None]]:
+    def _tasks(self, files: Iterable[RemoteFile]) -> Iterator[Task]:
         """One task per range; the first range to run opens the temporary.
 
         A file of up to two parts comes in one request: splitting it would save at most one part's time and lose
@@ -289,7 +302,8 @@ class RangeTransfers(TransferEngine):
                 target.hasher = new_hasher(file.checksum, file.size)
             for index in range(count):
                 offset = index * part_size if part_size else 0
-                yield partial(self._transfer_range, target, offset, min(part_size or file.size, file.size - offset))
+                length = min(part_size or file.size, file.size - offset)
+                yield Task(length, partial(self._transfer_range, target, offset, length))
 
     def _transfer_range(self, target: OpenFile, offset: int, length: int) -> None:
         if target.fd < 0:

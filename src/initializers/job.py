@@ -209,7 +209,7 @@ class _Todo:
         self.log.info(
             "fetching",
             already_done=self.done,
-            workers=self.ramp.limit,
+            workers=self.ramp.workers,
             max_workers=self.ramp.cap,
             part_size=self.source.part_size if isinstance(self.source, Storage) else None,
         )

@@ -3,11 +3,11 @@ temporaries, verification and renames, with a group of files made in one go as t
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from functools import partial
 
 from initializers.concurrency import Ramp
-from initializers.engine import Cancelled, OpenFile, TransferEngine
+from initializers.engine import Cancelled, OpenFile, Task, TransferEngine
 from initializers.plan import RemoteFile
 from initializers.progress import Progress
 from initializers.sources.base import Maker
@@ -21,7 +21,7 @@ class MadeFiles(TransferEngine):
         super().__init__(maker, state, ramp, progress)
         self._maker = maker
 
-    def _tasks(self, files: Iterable[RemoteFile]) -> Iterator[Callable[[], None]]:
+    def _tasks(self, files: Iterable[RemoteFile]) -> Iterator[Task]:
         """One task per group of files the source makes in one go (usually one file each)."""
         groups: dict[str, list[OpenFile]] = {}
         for file in files:
@@ -29,7 +29,7 @@ class MadeFiles(TransferEngine):
                 OpenFile(file, self._state.temp_path(file.path), 1)
             )
         for group in groups.values():
-            yield partial(self._deliver, group)
+            yield Task(sum(target.file.size for target in group), partial(self._deliver, group))
 
     def _deliver(self, group: list[OpenFile]) -> None:
         for target in group:
