@@ -112,9 +112,10 @@ def _entry_lines(handle: TextIO) -> Iterator[Any]:
         if text.endswith(_CLOSING.rstrip()):
             text = text[: -len(_CLOSING.rstrip())].rstrip()
         try:
-            yield from json.loads("[" + text.rstrip(",") + "]")
+            entries = json.loads("[" + text.rstrip(",") + "]")
         except ValueError:
-            yield from _parsed_one_by_one(lines)
+            entries = list(_parsed_one_by_one(lines))
+        yield from entries
 
 
 def _parsed_one_by_one(lines: list[str]) -> Iterator[Any]:
