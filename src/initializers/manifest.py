@@ -22,6 +22,7 @@ from initializers.state import DoneFile
 FORMAT = 2
 _OPENING = '"files": ['
 _CLOSING = "]}\n"
+_CLOSING_TEXT = _CLOSING.rstrip()  # the last line, as it reads without its newline
 
 
 def lines(
@@ -108,9 +109,7 @@ def _entry_lines(handle: TextIO) -> Iterator[Any]:
     """The entries after the opening line, a chunk of whole lines at a time; a chunk that does not parse (a damaged
     line) is parsed again line by line, so only the damaged lines are lost."""
     while lines := handle.readlines(_CHUNK_BYTES):
-        text = "".join(lines).rstrip()
-        if text.endswith(_CLOSING.rstrip()):
-            text = text[: -len(_CLOSING.rstrip())].rstrip()
+        text = "".join(lines).rstrip().removesuffix(_CLOSING_TEXT).rstrip()
         try:
             entries = json.loads("[" + text.rstrip(",") + "]")
         except ValueError:
@@ -121,7 +120,7 @@ def _entry_lines(handle: TextIO) -> Iterator[Any]:
 def _parsed_one_by_one(lines: list[str]) -> Iterator[Any]:
     for line in lines:
         text = line.rstrip("\n").rstrip(",")
-        if text and text != _CLOSING.rstrip("\n"):
+        if text and text != _CLOSING_TEXT:
             try:
                 yield json.loads(text)
             except ValueError:
