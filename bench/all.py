@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from bench import hf, iceberg, network, s3, scale, startup, volumes
+from bench import hf, iceberg, memory, network, s3, scale, startup, volumes
 from bench.harness import SECONDS_ONLY, Result, settings
 
 HERE = Path(__file__).resolve().parent
@@ -96,7 +96,12 @@ def goals(results: dict[str, list[Result]], boot: dict[str, list[float]]) -> lis
 
 
 def render(
-    results: dict[str, list[Result]], boot: dict[str, list[float]], rounds: int, out_root: Path, seconds: float
+    results: dict[str, list[Result]],
+    boot: dict[str, list[float]],
+    rounds: int,
+    out_root: Path,
+    seconds: float,
+    memory_note: str,
 ) -> str:
     met = goals(results, boot)
     lines = [
@@ -107,7 +112,8 @@ def render(
         f"outputs written under {out_root} (tmpfs) unless a table says ext4 (a loop device); the whole run took "
         f"{seconds / 60:.0f} min. Servers on loopback, behind the network emulator where a table says so "
         "(SeaweedFS for S3 and Iceberg data, our "
-        "Hub server); the machine is shared, so read the ratios, not the absolute figures. Peak RSS by GNU time.",
+        "Hub server); the machine is shared, so read the ratios, not the absolute figures. Peak RSS by GNU time."
+        + (f" Memory: {memory_note}." if memory_note else ""),
         "",
         "## Goals",
         "",
@@ -135,15 +141,16 @@ def chart(results: dict[str, list[Result]], target: Path) -> None:
 def main() -> None:
     rounds, out_root, quick = settings()
     started = time.monotonic()
-    boot = startup.measure_startup(startup.rounds())
-    results = {"network": network.suite(rounds, out_root, quick), "scale": scale.suite(rounds, out_root, quick),
-               "s3": s3.suite(rounds, out_root, quick)}  # fmt: skip
-    with volumes.ext4(8) as disk:
-        results["s3"] += s3.suite(rounds, disk, quick, volume="ext4")
-    results["hf"] = hf.suite(rounds, out_root, quick)
-    results["iceberg"] = iceberg.suite(rounds, out_root, quick)
+    with memory.as_on_a_node(out_root) as memory_note:
+        boot = startup.measure_startup(startup.rounds())
+        results = {"network": network.suite(rounds, out_root, quick), "scale": scale.suite(rounds, out_root, quick),
+                   "s3": s3.suite(rounds, out_root, quick)}  # fmt: skip
+        with volumes.ext4(8) as disk:
+            results["s3"] += s3.suite(rounds, disk, quick, volume="ext4")
+        results["hf"] = hf.suite(rounds, out_root, quick)
+        results["iceberg"] = iceberg.suite(rounds, out_root, quick)
     shutil.rmtree(out_root, ignore_errors=True)
-    report = render(results, boot, rounds, out_root, time.monotonic() - started)
+    report = render(results, boot, rounds, out_root, time.monotonic() - started, memory_note)
     print("\n" + report)
     if not quick or os.environ.get("BENCH_WRITE") == "1":
         (HERE / "results.md").write_text(report)

@@ -14,6 +14,7 @@ from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from pathlib import Path
 
+from bench.memory import as_on_a_node
 from devkit.programs import clean_env
 
 TIME = "/usr/bin/time"
@@ -45,9 +46,12 @@ def settings() -> tuple[int, Path, bool]:
 def run_alone(suite: Callable[[int, Path, bool], list[Result]]) -> None:
     """One suite on its own (`make bench-s3` ...): its tables printed, its scratch space removed."""
     rounds, out_root, quick = settings()
-    results = suite(rounds, out_root, quick)
+    with as_on_a_node(out_root) as memory_note:
+        results = suite(rounds, out_root, quick)
     shutil.rmtree(out_root, ignore_errors=True)
     print("\n" + "\n".join(result.markdown() for result in results))
+    if memory_note:
+        print(f"Memory: {memory_note}.")
 
 
 def run_once(command: list[str], env: dict[str, str], scratch: Path) -> Sample:
