@@ -4,8 +4,9 @@ Some hypervisors (here: virtio-balloon free page reporting) take back the guest'
 their release. The next write into the page cache then faults on the host for every page it touches, which costs
 a writer several times the page cache's own price, inside the kernel's per-file lock. Each benchmark round starts
 by deleting the last round's output, so whether a contender writes into reclaimed pages or reused ones is a coin
-flip that dwarfs the differences between tools, while a ceiling that discards its bytes never pays. Nodes that
-users run on keep their freed pages, so the benchmarks hold the reporting off while they run, and say so.
+flip that dwarfs the differences between tools, while a ceiling that discards its bytes never pays. Most nodes
+users run on (bare metal, cloud VMs without ballooning) keep their freed pages, so the benchmarks hold the
+reporting off while they run, and say so.
 """
 
 from __future__ import annotations
