@@ -94,3 +94,14 @@ def test_key_ranges_cover_every_folder_once_in_order(count: int):
     assert len(ranges) == min(count, len(folders)) and ranges[0][0] == folders[0] and ranges[-1][1] is None
     assert all(end == following[0] for (_, end), following in itertools.pairwise(ranges))
     assert key_ranges([], count) == [] and key_ranges(["only/"], count) == [("only/", None)]
+
+
+@pytest.mark.parametrize("count", [1, 3, 8])
+def test_key_ranges_after_a_key_start_just_after_it_and_cut_only_at_later_folders(count: int):
+    folders = [f"p/{i:03d}/" for i in range(20)]
+    after = "p/007/k.bin"  # the last key listed so far, inside folder 007
+    ranges = key_ranges(folders, count, after)
+    assert len(ranges) == min(count, 13) and ranges[0][0] == after and ranges[-1][1] is None
+    assert all(end == following[0] for (_, end), following in itertools.pairwise(ranges))
+    assert all(start > after for start, _ in ranges[1:])
+    assert key_ranges([], count, after) == [(after, None)]

@@ -39,6 +39,8 @@ if TYPE_CHECKING:
 
 #: Key ranges listed at once, and how many objects they may list ahead of the reader, together.
 PARALLEL_LISTINGS = 8
+#: Pages listed as one chain before the rest is cut into ranges: as many as the ranges may list past their ends.
+CHAINED_PAGES = PARALLEL_LISTINGS
 LISTING_AHEAD = 2000
 
 
@@ -112,12 +114,26 @@ class S3Source(Storage):
                     yield RemoteFile(key.rsplit("/", 1)[-1], first.size, first.etag, key)
 
     def _listing(self, prefix: str) -> Iterator[ListedObject]:
-        """Every object under `prefix`: those directly under it first, then the folders'. A listing is a chain of
-        pages, one round trip each, so a large one goes faster in parallel: the keys directly under `prefix` come
-        with its folders (a delimiter listing), and the keys below are cut at folders into ranges that are all
-        listed at once, their objects passed on as they come, a bounded number ahead of the reader."""
+        """Every object under `prefix`. A listing is a chain of pages, one round trip each, so a large one goes
+        faster in parallel; but cutting it costs a delimiter listing to find the folders to cut at, and each range
+        lists up to a page past its end. So the first CHAINED_PAGES pages are listed as a chain, which is all a
+        listing of that size costs; only what follows a listing still truncated then is cut into ranges."""
+        last: str | None = None
+        for count, page in enumerate(self._pages(prefix), 1):
+            yield from page.objects
+            if page.next_token is None:
+                return
+            last = page.objects[-1].key if page.objects else last
+            if count == CHAINED_PAGES:
+                break
+        yield from self._listing_in_ranges(prefix, last)
+
+    def _listing_in_ranges(self, prefix: str, after: str | None) -> Iterator[ListedObject]:
+        """The objects after `after`: those directly under `prefix` come with its folders (a delimiter listing), and
+        the keys below are cut at folders into ranges that are all listed at once, their objects passed on as they
+        come, a bounded number ahead of the reader."""
         folders: list[str] = []
-        for page in self._pages(prefix, delimiter="/"):
+        for page in self._pages(prefix, delimiter="/", start_after=after):
             yield from page.objects
             folders.extend(page.folders)
         if 0 < len(folders) < PARALLEL_LISTINGS:
@@ -125,8 +141,9 @@ class S3Source(Storage):
             # folder of a million files must not be listed twice to find out it has no folders).
             below = [sub for folder in folders for sub in self._page(folder, None, delimiter="/").folders]
             folders = sorted({*folders, *below})
-        ranges = [self._range(prefix, start, end) for start, end in key_ranges(folders, PARALLEL_LISTINGS)]
-        listed = Lookahead(ranges, LISTING_AHEAD, "s3-listing")
+        inside_a_folder = after is not None and "/" in after[len(prefix) :]  # the rest of its folder comes first
+        cuts = key_ranges(folders, PARALLEL_LISTINGS, after if inside_a_folder else None)
+        listed = Lookahead([self._range(prefix, start, end) for start, end in cuts], LISTING_AHEAD, "s3-listing")
         try:
             yield from listed
         finally:

@@ -59,10 +59,15 @@ def page_query(
     return query
 
 
-def key_ranges(folders: list[str], count: int) -> list[tuple[str, str | None]]:
+def key_ranges(folders: list[str], count: int, after: str | None = None) -> list[tuple[str, str | None]]:
     """Up to `count` contiguous ranges of keys, [start, end) with None for no end, that together cover every key
-    from the first folder on: cut at folders spread evenly over the (sorted) list, so ranges can be listed apart."""
-    cuts = sorted({folders[len(folders) * index // count] for index in range(count)}) if folders else []
+    from the first folder on, or from just after `after` when given: cut at folders spread evenly over the (sorted)
+    list of those that sort after it, so ranges can be listed apart."""
+    later = [folder for folder in folders if after is None or folder > after]
+    at_folders = count - (after is not None)
+    cuts = sorted({later[len(later) * index // at_folders] for index in range(at_folders)}) if later else []
+    if after is not None:
+        cuts.insert(0, after)
     return [(start, cuts[index + 1] if index + 1 < len(cuts) else None) for index, start in enumerate(cuts)]
 
 
