@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from initializers.concurrency import Ramp
+from initializers.concurrency import MAX_PART_SIZE, Ramp
 from initializers.sources.base import PART_SIZE
 
 
@@ -82,3 +82,34 @@ def test_the_workers_follow_the_tasks_from_small_files_to_a_large_files_ranges()
         ramp.task_started(PART_SIZE)
         ranges += 1
     assert ranges <= 40  # a large file's first few ranges bring it back to one transfer per stream
+
+
+def test_capped_connections_get_the_smallest_ranges():
+    # A real network: 8 connections of 8 MB/s each. Small ranges spread a file over many of them.
+    ramp = Ramp(8, 64)
+    ramp.observe(8 * 8e6, 0.2)
+    assert ramp.part_size == PART_SIZE
+
+
+def test_many_small_files_at_once_are_not_taken_for_fast_connections():
+    ramp = Ramp(8, 64)
+    for _ in range(100):
+        ramp.task_started(64 * KiB)
+    ramp.observe(400e6, 0.9)  # 400 MB/s, but over 64 connections: 6 MB/s each
+    assert ramp.part_size == PART_SIZE
+
+
+def test_fast_connections_get_larger_ranges_in_whole_mib_up_to_the_largest():
+    ramp = Ramp(8, 64)
+    ramp.observe(8 * 100e6, 0.9)  # loopback: each connection moves 100 MB/s
+    assert PART_SIZE < ramp.part_size < MAX_PART_SIZE and ramp.part_size % MiB == 0
+    ramp.observe(8 * 2e9, 0.9)
+    assert ramp.part_size == MAX_PART_SIZE
+
+
+def test_a_window_with_nothing_delivered_keeps_the_range_size():
+    ramp = Ramp(8, 64)
+    ramp.observe(8 * 100e6, 0.9)
+    sized = ramp.part_size
+    ramp.observe(0.0, 0.1)  # waiting for the next listing page
+    assert ramp.part_size == sized

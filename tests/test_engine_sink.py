@@ -20,7 +20,7 @@ SHA256 = Checksum("sha256", hashlib.sha256(BODY).hexdigest())
 
 
 def sink_on(path: Path, checksum: Checksum | None = None) -> tuple[_PartSink, Progress]:
-    target = OpenFile(RemoteFile("f.bin", len(BODY) + 5, "v", "f.bin", checksum), str(path), 1)
+    target = OpenFile(RemoteFile("f.bin", len(BODY) + 5, "v", "f.bin", checksum), str(path))
     target.fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o600)
     if checksum is not None:
         target.hasher = hashlib.sha256()

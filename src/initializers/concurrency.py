@@ -9,6 +9,10 @@ used, and the ramp answers with the number of streams for the next window.
 A stream is a part's worth of bytes. Tasks smaller than that (small files) are bound by round trips, not
 bytes: as many more of them run at once as would move a part's bytes together, up to the cap. Many requests
 in flight also cost a server less per request, loopback included.
+
+The ramp also sizes the ranges of large files from the rate one connection achieved: capped connections get
+`PART_SIZE` ranges, so a file spreads over many of them; fast ones get larger ranges, up to `MAX_PART_SIZE`,
+so that fewer requests carry the same bytes (less CPU for us and for the server).
 """
 
 from __future__ import annotations
@@ -30,6 +34,11 @@ _PROBE_EVERY = 8
 #: Tasks the running mean of task sizes mostly reflects: enough to smooth a mix, few enough to follow a change
 #: (small files listed first, a large file's ranges next).
 _TASK_HORIZON = 16
+#: The largest range a fast connection gets: a file of a few hundred MB still spreads over several streams.
+MAX_PART_SIZE = 32 << 20
+#: A range lasts about this long at the rate one connection achieved: long against a request's round trip and its
+#: fixed cost, short enough that a file's last ranges keep few streams waiting.
+_PART_SECONDS = 0.25
 
 
 @dataclass
@@ -41,6 +50,7 @@ class Ramp:
     _trial: tuple[int, float] | None = None  # (limit, throughput) before the doubling being tried
     _windows_to_probe: int = 1
     _task_bytes: float = PART_SIZE  # running mean of the sizes of the tasks started
+    part_size: int = PART_SIZE  # the range size a connection's measured rate calls for, in whole MiB
 
     def __post_init__(self) -> None:
         self.limit = max(1, min(self.limit, self.cap))
@@ -56,6 +66,9 @@ class Ramp:
 
     def observe(self, throughput: float, cpu_share: float) -> int:
         """Throughput (bytes per second) and CPU share (cores) of the window just ended; returns the new limit."""
+        if throughput > 0:  # a window with nothing delivered (a listing, the first bytes) says nothing of the rate
+            per_transfer = int(throughput / self.workers * _PART_SECONDS)
+            self.part_size = min(MAX_PART_SIZE, max(PART_SIZE, per_transfer >> 20 << 20))
         if self._trial is not None:
             limit_before, throughput_before = self._trial
             self._trial = None

@@ -49,7 +49,8 @@ class OpenFile:
 
     file: RemoteFile
     temp: str
-    parts_left: int
+    parts_pending: int = 0  # ranges handed out whose bytes have not all landed
+    all_handed_out: bool = False  # the file's last range is among them
     fd: int = -1
     hasher: Any = None  # in-stream digest, when the file arrives in one part and has a checksum
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -149,7 +150,8 @@ class TransferEngine(ABC):
                 limit = self._ramp.limit
                 if self._ramp.observe(throughput, cpu_share) != limit:
                     _log.debug("streams", streams=self._ramp.limit, was=limit, workers=self._ramp.workers,
-                               mb_s=round(throughput / 1e6, 1), cpu_share=round(cpu_share, 2))  # fmt: skip
+                               part_mib=self._ramp.part_size >> 20, mb_s=round(throughput / 1e6, 1),
+                               cpu_share=round(cpu_share, 2))  # fmt: skip
                 before = now
                 self._checkpoint()
             if self._error is None and not self._tasks_ran_out:
@@ -292,22 +294,38 @@ class RangeTransfers(TransferEngine):
         """One task per range; the first range to run opens the temporary.
 
         A file of up to two parts comes in one request: splitting it would save at most one part's time and lose
-        the check of its checksum as it streams in.
+        the check of its checksum as it streams in. Each range of a larger file is sized when it is handed out,
+        from the rate connections achieve by then.
         """
         for file in files:
-            part_size = self._storage.part_size  # per file: a source may learn late whether its server takes ranges
-            count = 1 if not part_size or file.size <= 2 * part_size else -(-file.size // part_size)
-            target = OpenFile(file, self._state.temp_path(file.path), count)
-            if count == 1 and file.checksum is not None:
-                target.hasher = new_hasher(file.checksum, file.size)
-            for index in range(count):
-                offset = index * part_size if part_size else 0
-                length = min(part_size or file.size, file.size - offset)
+            target = OpenFile(file, self._state.temp_path(file.path))
+            part_size = self._part_size()
+            if not part_size or file.size <= 2 * part_size:
+                target.parts_pending, target.all_handed_out = 1, True
+                if file.checksum is not None:
+                    target.hasher = new_hasher(file.checksum, file.size)
+                yield Task(file.size, partial(self._transfer_range, target, 0, file.size))
+                continue
+            offset = 0
+            while offset < file.size:
+                length = min(self._part_size() or file.size, file.size - offset)
+                with target.lock:
+                    target.parts_pending += 1
+                    target.all_handed_out = offset + length == file.size
                 yield Task(length, partial(self._transfer_range, target, offset, length))
+                offset += length
+
+    def _part_size(self) -> int | None:
+        """The storage's part size, grown to what one connection's measured rate calls for; None: whole files only.
+
+        Asked per file and per range: a source may learn late whether its server takes ranges.
+        """
+        advised = self._storage.part_size
+        return max(advised, self._ramp.part_size) if advised else None
 
     def _transfer_range(self, target: OpenFile, offset: int, length: int) -> None:
         if target.fd < 0:
-            self._open_temp(target)
+            self._open_temp(target, ranged=length < target.file.size)
         if length:
             sink = _PartSink(target, offset, self._progress, self.cancel)
             self._storage.read(target.file, offset, length, sink)
@@ -322,18 +340,18 @@ class RangeTransfers(TransferEngine):
                 except OSError as exc:
                     raise _disk_error(exc, target.file.path) from None
         with target.lock:
-            target.parts_left -= 1
-            last = target.parts_left == 0
+            target.parts_pending -= 1
+            last = target.parts_pending == 0 and target.all_handed_out
         if last:
             self._finish(target)
 
-    def _open_temp(self, target: OpenFile) -> None:
+    def _open_temp(self, target: OpenFile, ranged: bool) -> None:
         with target.lock:
             if target.fd >= 0:
                 return
             self._opened(target)
             target.fd = os.open(target.temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o666)
-            if target.parts_left > 1:
+            if ranged:
                 os.ftruncate(target.fd, target.file.size)
 
 

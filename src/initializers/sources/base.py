@@ -15,7 +15,8 @@ from typing import Any, Protocol
 from initializers.checksums import Checksum
 from initializers.plan import RemoteFile
 
-#: The size of the ranges a large file is fetched in, as AWS advises for parallel GETs; the Hub's CDN is alike.
+#: The size of the ranges a large file is fetched in over capped connections, as AWS advises for parallel GETs (the
+#: Hub's CDN is alike); faster connections get larger ones (`concurrency`).
 PART_SIZE = 8 << 20
 
 
@@ -66,7 +67,7 @@ class Source(ABC):
 class Storage(Source):
     """Files stored as they are, read by byte ranges (S3, the Hub)."""
 
-    #: Files larger than twice this are fetched as parallel ranges of this size; None: always in one range.
+    #: Files larger than twice this are fetched as parallel ranges of at least this size; None: always in one range.
     part_size: int | None = None
 
     @abstractmethod

@@ -1,0 +1,83 @@
+"""A large file's ranges are sized as they are handed out: when the ramp's range size changes mid-file, the ranges
+still tile the file exactly, the file is finished once, after its last range, and its checksum is verified (pure
+engine logic, over an in-memory storage)."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from initializers.checksums import Checksum
+from initializers.concurrency import Ramp
+from initializers.engine import RangeTransfers
+from initializers.errors import FetchError
+from initializers.plan import RemoteFile
+from initializers.progress import Progress
+from initializers.sources.base import Sink, Storage
+from initializers.state import StateDir
+
+KiB = 1 << 10
+SMALL, LARGE = 64 * KiB, 256 * KiB
+
+
+class InMemory(Storage):
+    """One stored file; after its first range is served the ramp calls for larger ranges, as a fast stream would."""
+
+    part_size = SMALL
+
+    def __init__(self, body: bytes, ramp: Ramp) -> None:
+        self.body = body
+        self.ramp = ramp
+        self.ranges: list[tuple[int, int]] = []
+        self._lock = threading.Lock()
+
+    def list_files(self) -> Iterator[RemoteFile]:
+        raise NotImplementedError  # the engine is handed its files
+
+    def describe(self) -> dict[str, Any]:
+        return {}
+
+    def read(self, file: RemoteFile, offset: int, length: int, sink: Sink) -> None:
+        with self._lock:
+            self.ranges.append((offset, length))
+            self.ramp.part_size = LARGE
+        sink.write(memoryview(self.body)[offset : offset + length])
+
+
+def fetch(tmp_path: Path, body: bytes, checksum: Checksum) -> tuple[InMemory, StateDir]:
+    ramp = Ramp(4, 4)
+    ramp.part_size = 0  # the storage's own part size rules until the first range is served
+    storage = InMemory(body, ramp)
+    state = StateDir(str(tmp_path / "out"))
+    with state.session(lambda holder, seconds: None):
+        state.restart_journal([])
+        engine = RangeTransfers(storage, state, ramp, Progress(None, 60.0))
+        engine.fetch([RemoteFile("weights.bin", len(body), "v1", "weights.bin", checksum)])
+        state.close_journal()
+    return storage, state
+
+
+def test_ranges_sized_as_they_are_handed_out_tile_the_file_and_finish_it_once(tmp_path: Path):
+    body = os.urandom(3 * 1024 * KiB + 5)
+    storage, state = fetch(tmp_path, body, Checksum("sha256", hashlib.sha256(body).hexdigest()))
+    assert (tmp_path / "out" / "weights.bin").read_bytes() == body
+    ranges = sorted(storage.ranges)
+    assert [offset for offset, _ in ranges] == [0] + [offset + length for offset, length in ranges[:-1]]
+    assert sum(length for _, length in ranges) == len(body)
+    lengths = {length for _, length in ranges[:-1]}
+    assert SMALL in lengths and LARGE in lengths, "the range size changed while the file was being fetched"
+    assert [done.path for done in state.journal_files()] == ["weights.bin"]
+    assert not list(state.tmp.iterdir()), "no temporary is left behind"
+
+
+def test_a_file_assembled_from_ranges_of_several_sizes_is_still_verified(tmp_path: Path):
+    body = os.urandom(2 * 1024 * KiB)
+    with pytest.raises(FetchError, match="checksum mismatch"):
+        fetch(tmp_path, body, Checksum("sha256", hashlib.sha256(b"other bytes").hexdigest()))
+    assert not (tmp_path / "out" / "weights.bin").exists()
