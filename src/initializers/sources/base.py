@@ -67,7 +67,8 @@ class Source(ABC):
 class Storage(Source):
     """Files stored as they are, read by byte ranges (S3, the Hub)."""
 
-    #: Files larger than twice this are fetched as parallel ranges of at least this size; None: always in one range.
+    #: The smallest range a large file is fetched in (connections measured fast get larger ones); a file of up to
+    #: two ranges comes whole. None: always in one range.
     part_size: int | None = None
 
     @abstractmethod
