@@ -100,6 +100,7 @@ def render(
     boot: dict[str, list[float]],
     rounds: int,
     out_root: Path,
+    out_filesystem: str,
     seconds: float,
     memory_note: str,
 ) -> str:
@@ -109,8 +110,8 @@ def render(
         "",
         f"`make bench` on {platform.node() or 'this machine'}: {os.cpu_count()} cores, {platform.python_version()}, "
         f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; {rounds} interleaved rounds per data set, medians; "
-        f"outputs written under {out_root} (tmpfs) unless a table says ext4 (a loop device); the whole run took "
-        f"{seconds / 60:.0f} min. Servers on loopback, behind the network emulator where a table says so "
+        f"outputs written under {out_root} ({out_filesystem}) unless a table says ext4 (a loop device); the whole run "
+        f"took {seconds / 60:.0f} min. Servers on loopback, behind the network emulator where a table says so "
         "(SeaweedFS for S3 and Iceberg data, our "
         "Hub server); the machine is shared, so read the ratios, not the absolute figures. Peak RSS by GNU time."
         + (f" Memory: {memory_note}." if memory_note else ""),
@@ -141,6 +142,7 @@ def chart(results: dict[str, list[Result]], target: Path) -> None:
 def main() -> None:
     rounds, out_root, quick = settings()
     started = time.monotonic()
+    out_filesystem = volumes.filesystem(out_root)
     with memory.as_on_a_node(out_root) as memory_note:
         boot = startup.measure_startup(startup.rounds())
         results = {"network": network.suite(rounds, out_root, quick), "scale": scale.suite(rounds, out_root, quick),
@@ -150,7 +152,7 @@ def main() -> None:
         results["hf"] = hf.suite(rounds, out_root, quick)
         results["iceberg"] = iceberg.suite(rounds, out_root, quick)
     shutil.rmtree(out_root, ignore_errors=True)
-    report = render(results, boot, rounds, out_root, time.monotonic() - started, memory_note)
+    report = render(results, boot, rounds, out_root, out_filesystem, time.monotonic() - started, memory_note)
     print("\n" + report)
     if not quick or os.environ.get("BENCH_WRITE") == "1":
         (HERE / "results.md").write_text(report)

@@ -38,7 +38,7 @@ def settings() -> tuple[int, Path, bool]:
     """BENCH_ROUNDS, BENCH_OUT (the output filesystem) and BENCH_QUICK (fewer rounds, smaller sets)."""
     quick = os.environ.get("BENCH_QUICK", "") not in ("", "0")
     rounds = int(os.environ.get("BENCH_ROUNDS", "1" if quick else "5"))
-    out_root = Path(os.environ.get("BENCH_OUT", "/tmp/initializers-bench"))
+    out_root = Path(os.environ.get("BENCH_OUT", "/dev/shm/initializers-bench"))  # tmpfs, as the goals name it
     out_root.mkdir(parents=True, exist_ok=True)
     return rounds, out_root, quick
 

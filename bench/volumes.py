@@ -35,3 +35,10 @@ def ext4(size_gb: int) -> Iterator[Path]:
     finally:
         image.unlink(missing_ok=True)
         mount.rmdir()
+
+
+def filesystem(path: Path) -> str:
+    """The type of the filesystem holding `path` (tmpfs, ext2/ext3 for ext4, ...), as `stat -f` names it."""
+    return subprocess.run(
+        ["stat", "-f", "-c", "%T", str(path)], check=True, capture_output=True, text=True
+    ).stdout.strip()
