@@ -10,7 +10,7 @@ from typing import Any, NoReturn
 import click
 
 from initializers import __version__
-from initializers.contract import Config, Kind
+from initializers.contract import Config, Kind, Setting
 from initializers.errors import ConfigError, InitializerError, Stopped
 
 EXIT_OK, EXIT_FETCH_FAILED, EXIT_BAD_CONFIG = 0, 1, 2
@@ -24,27 +24,12 @@ _EPILOG = (
 
 
 def build_command(kind: Kind) -> click.Command:
-    params: list[click.Parameter] = [
-        click.Option([setting.option, name], default=None, help=f"{setting.help} [{setting.env}]", metavar="TEXT")
-        for name, setting in Config.settings()
-    ]
-
     def callback(**options: str | None) -> NoReturn:
-        _exit_now(run(kind, options))
+        exit_now(run(kind, options))
 
     return click.Command(
         name=kind.program,
-        params=[
-            *params,
-            click.Option(
-                ["--version"],
-                is_flag=True,
-                expose_value=False,
-                is_eager=True,
-                callback=_print_version,
-                help="Show the version and exit.",
-            ),
-        ],
+        params=options_for(Config.settings()),
         callback=callback,
         help=f"Fetch a {kind.name} into OUTPUT_PATH [default: {kind.default_output_path}], completely or not at all.",
         epilog=_EPILOG,
@@ -52,7 +37,24 @@ def build_command(kind: Kind) -> click.Command:
     )
 
 
-def _exit_now(code: int) -> NoReturn:
+def options_for(settings: list[tuple[str, Setting]]) -> list[click.Parameter]:
+    """An option per setting (its raw text, parsed later with the variables), and --version."""
+    params: list[click.Parameter] = [
+        click.Option([setting.option, name], default=None, help=f"{setting.help} [{setting.env}]", metavar="TEXT")
+        for name, setting in settings
+    ]
+    version = click.Option(
+        ["--version"],
+        is_flag=True,
+        expose_value=False,
+        is_eager=True,
+        callback=_print_version,
+        help="Show the version and exit.",
+    )
+    return [*params, version]
+
+
+def exit_now(code: int) -> NoReturn:
     """Exit without unwinding the interpreter. By now every file is complete, synced and closed, or removed; tearing
     down the imported modules (pyarrow and pyiceberg above all) would only cost CPU."""
     sys.stdout.flush()
@@ -75,7 +77,7 @@ def run(kind: Kind, options: dict[str, Any]) -> int:
         config = Config.from_env(os.environ, options)
     except ConfigError as exc:
         logs.configure(None, None, secrets=())
-        return _failed(logs.get_logger(kind.program), _with_hints(str(exc), hints), exc.exit_code)
+        return failed(logs.get_logger(kind.program), _with_hints(str(exc), hints), exc.exit_code)
     logs.configure(config.log_format, config.log_level, config.secrets())
     log = logs.get_logger(kind.program)
     switched, stayed_root_because = workspace_owner.adopt(config.output_dir(kind))
@@ -93,11 +95,11 @@ def run(kind: Kind, options: dict[str, Any]) -> int:
     try:
         outcome = job.run(config, kind, log)
     except (InitializerError, Stopped) as exc:
-        return _failed(log, _with_hints(str(exc), hints), exc.exit_code)
+        return failed(log, _with_hints(str(exc), hints), exc.exit_code)
     except OSError as exc:
-        return _failed(log, f"{exc.strerror or exc}{f' ({exc.filename})' if exc.filename else ''}", EXIT_FETCH_FAILED)
+        return failed(log, f"{exc.strerror or exc}{f' ({exc.filename})' if exc.filename else ''}", EXIT_FETCH_FAILED)
     except Exception:
-        return _failed(log, "internal error; please report it with this log", EXIT_FETCH_FAILED, traceback=True)
+        return failed(log, "internal error; please report it with this log", EXIT_FETCH_FAILED, traceback=True)
     termination.leave(
         f"done: {outcome.files} files, {outcome.bytes} bytes in {outcome.output_path} "
         f"({outcome.fetched_files} fetched in {outcome.seconds:.1f} s)"
@@ -115,7 +117,7 @@ def run(kind: Kind, options: dict[str, Any]) -> int:
     return EXIT_OK
 
 
-def _failed(log: Any, error: str, exit_code: int, traceback: bool = False) -> int:
+def failed(log: Any, error: str, exit_code: int, traceback: bool = False) -> int:
     """The last log line and the termination message of a failed run; returns its exit code."""
     from initializers import termination
 

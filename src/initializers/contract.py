@@ -169,6 +169,37 @@ def _setting(env: str, help: str, codec: Codec[Any] = TEXT, default: Any = None,
     return field(default=default, metadata={"setting": Setting(env, help, codec, **extra)})
 
 
+def settings_of(schema: type) -> list[tuple[str, Setting]]:
+    """(field name, setting) for every variable a schema declares with `_setting`, in declaration order."""
+    return [(f.name, f.metadata["setting"]) for f in dataclasses.fields(schema)]
+
+
+def parse_settings(
+    settings: list[tuple[str, Setting]], env: Mapping[str, str], options: Mapping[str, str | None] | None = None
+) -> dict[str, Any]:
+    """{field name: parsed value} for the settings given as variables or raw option values; an option given wins
+    over its variable. `Config` is the contract; a separate program (the cache server) declares its own few."""
+    values: dict[str, Any] = {}
+    for name, setting in settings:
+        option = (options or {}).get(name)
+        if option is not None:
+            source, raw = setting.option, option
+        else:
+            source, raw = next(
+                ((var, env[var]) for var in (setting.env, *setting.fallback_env) if var in env), (None, None)
+            )
+        if raw is None or (setting.codec.empty_means_unset and not raw.strip()):
+            continue
+        try:
+            values[name] = setting.codec.parse(raw)
+        except ConfigError:
+            raise  # a codec's own, more precise message
+        except ValueError:
+            shown = "***" if setting.secret else repr(raw)
+            raise ConfigError(f"{source}: expected {setting.codec.expected}, got {shown}") from None
+    return values
+
+
 @dataclass(frozen=True)
 class Config:
     """One run's configuration. `None` means "not given": defaults that depend on the kind apply later."""
@@ -273,30 +304,12 @@ class Config:
     @staticmethod
     def settings() -> list[tuple[str, Setting]]:
         """(field name, setting) for every variable of the contract, in declaration order."""
-        return [(f.name, f.metadata["setting"]) for f in dataclasses.fields(Config)]
+        return settings_of(Config)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str], options: Mapping[str, str | None] | None = None) -> Config:
         """Parse the contract from variables and raw option values; an option given wins over its variable."""
-        values: dict[str, Any] = {}
-        for name, setting in cls.settings():
-            option = (options or {}).get(name)
-            if option is not None:
-                source, raw = setting.option, option
-            else:
-                source, raw = next(
-                    ((var, env[var]) for var in (setting.env, *setting.fallback_env) if var in env), (None, None)
-                )
-            if raw is None or (setting.codec.empty_means_unset and not raw.strip()):
-                continue
-            try:
-                values[name] = setting.codec.parse(raw)
-            except ConfigError:
-                raise  # a codec's own, more precise message
-            except ValueError:
-                shown = "***" if setting.secret else repr(raw)
-                raise ConfigError(f"{source}: expected {setting.codec.expected}, got {shown}") from None
-        return cls(**values)
+        return cls(**parse_settings(cls.settings(), env, options))
 
     def to_env(self) -> dict[str, str]:
         """The variables that reproduce this configuration: `Config.from_env(c.to_env()) == c`."""

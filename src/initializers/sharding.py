@@ -26,6 +26,14 @@ def shard_sizes(total: int, shards: int) -> list[int]:
     return [base + (1 if index < extra else 0) for index in range(shards)]
 
 
+def shard_range(total: int, shards: int, index: int) -> tuple[int, int]:
+    """Rows [start, stop) of shard `index` when `total` rows laid end to end are cut as `shard_sizes` cuts them:
+    the ceiling of total / shards for the first `total % shards` shards, the floor for the rest."""
+    base, extra = divmod(total, shards)
+    start = index * base + min(index, extra)
+    return start, start + base + (1 if index < extra else 0)
+
+
 def cut(row_counts: Sequence[int], shards: int) -> list[Piece]:
     """Lay the inputs end to end and cut the sequence into balanced shards; inputs without rows give no pieces.
 
