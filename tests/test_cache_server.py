@@ -11,6 +11,7 @@ import json
 import os
 import signal
 import subprocess
+import sys
 import threading
 from collections import Counter
 from collections.abc import Iterator
@@ -21,6 +22,7 @@ import pyarrow as pa
 import pyarrow.flight as flight
 import pyarrow.parquet as pq
 import pytest
+import yaml
 from pyiceberg.table import StaticTable
 
 from devkit.flight import CacheServer, read_partition
@@ -154,6 +156,18 @@ def test_concurrent_readers_each_get_their_own_partition(server: CacheServer, ta
     assert not failures
     assert pa.concat_tables([results[i] for i in range(total)]).equals(whole)
     assert all(results[i].equals(results[i + total]) for i in range(total))
+
+
+def test_the_deploy_examples_trainer_reads_its_partition(server: CacheServer, tables: dict[str, Any]) -> None:
+    """deploy/cache-flight.yaml's trainer script as it is, its Service name pointed at this server."""
+    job = yaml.safe_load((Path(__file__).resolve().parents[1] / "deploy" / "cache-flight.yaml").read_text())
+    script = job["spec"]["template"]["spec"]["containers"][0]["command"][-1]
+    script = script.replace("{os.environ['TRAIN_JOB_NAME']}-cache-service:50051", f"127.0.0.1:{server.port}")
+    for index in range(2):
+        done = subprocess.run([sys.executable, "-c", script], env={**os.environ, "JOB_COMPLETION_INDEX": str(index)},
+                              capture_output=True, text=True, timeout=60)  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        assert done.stdout == f"partition {index} of 2: {4598 - index} rows\n"
 
 
 @pytest.mark.parametrize(

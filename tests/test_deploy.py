@@ -11,7 +11,8 @@ import pytest
 import yaml
 
 from devkit import images
-from initializers.contract import Config
+from initializers.cache_server import DEFAULT_PORT, ServerConfig
+from initializers.contract import Config, settings_of
 
 DEPLOY = Path(__file__).resolve().parents[1] / "deploy"
 VALIDATE = str(Path(sys.executable).parent / "kubernetes-validate")
@@ -22,7 +23,8 @@ def validate(*paths: Path) -> subprocess.CompletedProcess[str]:
 
 
 def test_core_manifests_are_valid():
-    manifests = ("job.yaml", "secret.yaml", "shared-initializer.yaml", "indexed-job.yaml", "cache-shards.yaml")
+    manifests = ("job.yaml", "secret.yaml", "shared-initializer.yaml", "indexed-job.yaml", "cache-shards.yaml",
+                 "cache-flight.yaml")  # fmt: skip
     result = validate(*(DEPLOY / name for name in manifests))
     assert result.returncode == 0, result.stdout + result.stderr
 
@@ -79,8 +81,9 @@ def _pod_specs() -> list[tuple[str, dict[str, Any]]]:
 
 def test_every_pod_in_deploy_meets_the_restricted_pod_security_profile():
     specs = _pod_specs()
-    # job.yaml, the two HPO trials, the runtime's two initializer jobs, the indexed job, the cache-sharded trainer
-    assert len(specs) == 7
+    # job.yaml, the two HPO trials, the runtime's two initializer jobs, the indexed job, the cache-sharded trainer,
+    # the trainer reading the cache over Flight from its sidecar
+    assert len(specs) == 8
     assert {name: restricted_violations(pod) for name, pod in specs} == {name: [] for name, _ in specs}
 
 
@@ -158,3 +161,26 @@ def test_the_cache_sharded_trainer_materialises_its_own_shard():
     assert "job-completion-index" in env["SHARD_INDEX"]["valueFrom"]["fieldRef"]["fieldPath"]
     config = Config.from_env({"NUM_DATA_NODES": env["NUM_DATA_NODES"]["value"], "SHARD_INDEX": "2"})
     assert config.shard(count_implied=config.data_nodes()) == (2, 4)
+
+
+def test_the_flight_trainer_reads_from_its_own_sidecar_under_kubeflows_service_name():
+    job = yaml.safe_load((DEPLOY / "cache-flight.yaml").read_text())
+    pod = job["spec"]["template"]["spec"]
+    initializer, server = pod["initContainers"]
+    assert initializer["image"] == server["image"] == images.tag("dataset")
+    assert "restartPolicy" not in initializer and server["restartPolicy"] == "Always"  # a native sidecar, after it
+    assert server["command"] == ["cache-server"]
+    env = {variable["name"]: variable["value"] for variable in server["env"]}
+    assert set(env) <= {s.env for _, s in settings_of(ServerConfig)}
+    config = ServerConfig.from_env(env)
+    initialized = {v["name"]: v["value"] for v in initializer["env"]}["OUTPUT_PATH"]
+    assert config.output_path == initialized and config.port == DEFAULT_PORT
+    assert (
+        server["ports"][0]["containerPort"] == config.port and server["startupProbe"]["tcpSocket"]["port"] == "flight"
+    )
+    assert server["volumeMounts"][0]["readOnly"] is True
+    (trainer,) = pod["containers"]
+    job_name = {variable["name"]: variable["value"] for variable in trainer["env"]}["TRAIN_JOB_NAME"]
+    (alias,) = pod["hostAliases"]
+    assert alias == {"ip": config.advertised(), "hostnames": [f"{job_name}-cache-service"]}
+    assert f"total = {job['spec']['completions']}" in trainer["command"][-1]

@@ -90,7 +90,7 @@ class ServerConfig:
 
 def run(options: Mapping[str, str | None]) -> int:
     """Parse, open the table, serve until a stop signal; every outcome ends in one log line that says what happened."""
-    from initializers import logs
+    from initializers import logs, workspace_owner
 
     try:
         config = ServerConfig.from_env(os.environ, options)
@@ -99,6 +99,9 @@ def run(options: Mapping[str, str | None]) -> int:
         return failed(logs.get_logger(PROGRAM), str(exc), EXIT_BAD_CONFIG)
     logs.configure(config.log_format, config.log_level, secrets=())
     log = logs.get_logger(PROGRAM)
+    switched, _ = workspace_owner.adopt(config.output_path)  # in the image, started as root: read as its owner
+    if switched:
+        log.info("running as the workspace's user", uid=switched.uid, gid=switched.gid, groups=list(switched.groups))
     try:
         from initializers.cache_flight import CacheFlightServer
     except ImportError as exc:
