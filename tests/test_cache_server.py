@@ -290,3 +290,15 @@ def test_the_partition_rule_as_a_pure_function() -> None:
     assert partition_of([b"6", b"7"]) == (6, 7)
     with pytest.raises(ValueError, match="out of range"):
         partition_of([b"7", b"7"])
+
+
+def test_the_readme_lists_the_servers_variables_as_its_schema_declares_them() -> None:
+    from initializers.cache_server import ServerConfig
+    from initializers.contract import settings_of
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    section = readme.split("### Reading a cache")[1].split("\n#")[0]
+    rows = [line.split("|")[1] for line in section.splitlines() if line.startswith("| `")]
+    listed = {name.strip(" `") for row in rows for name in row.replace(", or", ",").split(",")}
+    declared = {name for _, setting in settings_of(ServerConfig) for name in (setting.env, *setting.fallback_env)}
+    assert listed == declared

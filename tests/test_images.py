@@ -48,13 +48,19 @@ def folder() -> Iterator[Path]:
     shutil.rmtree(parent, ignore_errors=True)
 
 
+def image_argv(
+    runtime: str, image: str, folder: Path, env: dict[str, str], options: list[str] = (), command: list[str] = ()
+) -> list[str]:
+    argv = [runtime, "run", "--rm", "--network", "host", f"--volume={folder}:/workspace"]
+    argv += [f"--env={name}={value}" for name, value in env.items()]
+    return [*argv, *options, image, *command]
+
+
 def run_image(
     runtime: str, image: str, folder: Path, env: dict[str, str], options: list[str] = (), command: list[str] = ()
 ) -> subprocess.CompletedProcess:
-    argv = [runtime, "run", "--rm", "--network", "host", f"--volume={folder}:/workspace"]
-    argv += [f"--env={name}={value}" for name, value in env.items()]
-    return subprocess.run([*argv, *options, image, *command], env=images.engine_env(), capture_output=True, text=True,
-                          timeout=300)  # fmt: skip
+    return subprocess.run(image_argv(runtime, image, folder, env, options, command), env=images.engine_env(),
+                          capture_output=True, text=True, timeout=300)  # fmt: skip
 
 
 def last_event(result: subprocess.CompletedProcess) -> dict[str, Any]:
@@ -354,6 +360,41 @@ def test_the_dataset_image_shards_an_iceberg_table(runtime: str, seaweed: Seawee
     manifest = json.loads((folder / "dataset" / ".initializer" / "manifest.json").read_text())
     assert [shard["rows"] for shard in manifest["source"]["shards"]] == [500, 500]
     assert sorted(p.name for p in (folder / "dataset").glob("shard-*")) == ["shard-0", "shard-1"]
+
+
+def test_the_dataset_image_serves_a_materialisation_over_flight(runtime: str, folder: Path, tmp_path: Path):
+    """cache-server in the dataset image, locked down as a restricted pod runs it: a Kubeflow-style reader gets every
+    row, split in two; SIGTERM (forwarded by podman, as the kubelet sends it) stops it with exit 0."""
+    from devkit.flight import read_partition
+    from devkit.iceberg import simple_table, sql_catalog
+    from devkit.ports import free_port
+    from devkit.programs import run_program
+
+    table = simple_table(sql_catalog(tmp_path, f"file://{tmp_path}/warehouse"), "reviews", 2, 500)
+    made = run_program("dataset", {"STORAGE_URI": "cache://shop/reviews", "METADATA_LOC": table.metadata_location,
+                                   "NUM_DATA_NODES": "2", "OUTPUT_PATH": str(folder / "dataset")})  # fmt: skip
+    assert made.code == 0, made.stdout + made.stderr
+    port = free_port()
+    env = {"PORT": str(port), "BIND_ADDRESS": "127.0.0.1", "ADVERTISE_HOST": "127.0.0.1", "LOG_FORMAT": "json"}
+    log = tmp_path / "server.log"
+    argv = image_argv(runtime, images.tag("dataset"), folder, env, [*LOCKED_DOWN, "--entrypoint=cache-server"])
+    with open(log, "wb") as out:
+        server = subprocess.Popen(argv, env=images.engine_env(), stdout=out, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 120
+        while '"serving"' not in log.read_text():
+            assert server.poll() is None and time.monotonic() < deadline, log.read_text()
+            time.sleep(0.2)
+        halves = [read_partition(f"grpc://127.0.0.1:{port}", index, 2) for index in range(2)]
+        assert [half.num_rows for half in halves] == [500, 500]
+        assert sorted(halves[0]["id"].to_pylist() + halves[1]["id"].to_pylist()) == list(range(1000))
+        server.send_signal(signal.SIGTERM)
+        assert server.wait(60) == 0, log.read_text()
+    finally:
+        if server.poll() is None:
+            server.kill()
+            server.wait()
+    assert json.loads(log.read_text().strip().splitlines()[-1])["event"] == "stopped"
 
 
 @pytest.fixture(scope="session")
