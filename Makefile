@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install test lint format demo clean images bench bench-install bench-s3 bench-hf bench-iceberg bench-startup bench-network bench-scale bench-durability bench-shards
+.PHONY: install test lint format demo clean images bench bench-install bench-s3 bench-hf bench-iceberg bench-startup bench-network bench-scale bench-durability bench-shards bench-cache-server
 
 OLAH := .venvs/olah
 
@@ -91,3 +91,6 @@ bench-shards: install
 
 bench-iceberg: bench-install
 	$(PY) -m bench.iceberg
+
+bench-cache-server: install
+	$(PY) -m bench.cache_server

@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from bench import hf, iceberg, memory, network, s3, scale, startup, volumes
+from bench import cache_server, hf, iceberg, memory, network, s3, scale, startup, volumes
 from bench.harness import SECONDS_ONLY, Result, settings
 
 HERE = Path(__file__).resolve().parent
@@ -151,6 +151,7 @@ def main() -> None:
             results["s3"] += s3.suite(rounds, disk, quick, volume="ext4")
         results["hf"] = hf.suite(rounds, out_root, quick)
         results["iceberg"] = iceberg.suite(rounds, out_root, quick)
+        results["cache-server"] = cache_server.suite(rounds, out_root, quick)
     shutil.rmtree(out_root, ignore_errors=True)
     report = render(results, boot, rounds, out_root, out_filesystem, time.monotonic() - started, memory_note)
     print("\n" + report)

@@ -24,6 +24,7 @@ from typing import Any, NoReturn
 
 import click
 
+from initializers.arrow_memory import prefer_system_allocator
 from initializers.cli import EXIT_BAD_CONFIG, EXIT_FETCH_FAILED, EXIT_OK, exit_now, failed, options_for
 from initializers.contract import DATASET, TEXT, Codec, Config, _setting, parse_settings, settings_of
 from initializers.errors import ConfigError, FetchError
@@ -102,6 +103,7 @@ def run(options: Mapping[str, str | None]) -> int:
     switched, _ = workspace_owner.adopt(config.output_path)  # in the image, started as root: read as its owner
     if switched:
         log.info("running as the workspace's user", uid=switched.uid, gid=switched.gid, groups=list(switched.groups))
+    prefer_system_allocator()
     try:
         from initializers.cache_flight import CacheFlightServer
     except ImportError as exc:

@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urlsplit
 
+from initializers.arrow_memory import prefer_system_allocator
 from initializers.contract import Config
 from initializers.errors import ConfigError, FetchError
 from initializers.plan import RemoteFile
@@ -33,9 +34,6 @@ if TYPE_CHECKING:  # pyarrow and pyiceberg load only once the configuration is k
     from initializers.sources.iceberg_parts import Part, PartWriter
 
 _T = TypeVar("_T")
-#: pyarrow's allocator, unless the user chose one. Its default (jemalloc) keeps freed memory around, so the
-#: system allocator peaks lower, at the same speed.
-_ARROW_MEMORY_POOL = ("ARROW_DEFAULT_MEMORY_POOL", "system")
 #: Sent by Kubeflow for the cache cluster it would start; recorded in the manifest, not needed here.
 _RECORDED = ("head_cpu", "head_mem", "worker_cpu", "worker_mem", "train_job_name", "cache_image")
 
@@ -58,7 +56,7 @@ class IcebergSource(Maker):
         self._only = shard[0] if (shard := config.shard(count_implied=self._nodes)) else None
         if self._only is not None:
             self.owned_folders = shard_folder(self._only)
-        os.environ.setdefault(*_ARROW_MEMORY_POOL)  # read when pyarrow first allocates, which is later
+        prefer_system_allocator()  # read when pyarrow first allocates, which is later
         self._storage = TableStorage(config, self._metadata_location)
         self._description: dict[str, Any] = {"uri": str(location), "metadata_location": self._metadata_location}
         recorded = {name: getattr(config, name) for name in _RECORDED if getattr(config, name) is not None}
