@@ -227,6 +227,22 @@ def test_a_materialisation_missing_a_part_is_refused(tables: dict[str, Any], tmp
     _refused(copy, str(victim), "incomplete")
 
 
+def test_a_part_changed_since_the_manifest_is_refused(tables: dict[str, Any], tmp_path: Path) -> None:
+    copy = tmp_path / "copy"
+    subprocess.run(["cp", "-a", str(tables["small"]), str(copy)], check=True)
+    (victim,) = sorted(copy.glob("shard-0/part-*.parquet"))[:1]
+    with open(victim, "r+b") as handle:
+        handle.truncate(victim.stat().st_size - 10)
+    _refused(copy, str(victim), "the manifest says", "it changed since")
+
+
+def test_another_sources_download_is_refused(seaweed: SeaweedFS, s3: Any, bucket: str, tmp_path: Path) -> None:
+    s3.put_object(Bucket=bucket, Key="d/train.parquet", Body=b"PAR1")
+    done = run_program("dataset", {**seaweed.env(), "STORAGE_URI": f"s3://{bucket}/d", "OUTPUT_PATH": str(tmp_path)})
+    assert done.code == 0, done.stdout + done.stderr
+    _refused(tmp_path, f"{tmp_path} holds 's3://{bucket}/d', not a cache:// materialisation")
+
+
 def test_one_nodes_shard_is_refused(tables: dict[str, Any], seaweed: SeaweedFS, tmp_path: Path) -> None:
     manifest = json.loads((tables["small"] / ".initializer" / "manifest.json").read_text())
     _materialise(manifest["source"]["metadata_location"], seaweed, tmp_path, SHARD_INDEX="1")

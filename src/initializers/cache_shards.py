@@ -61,8 +61,6 @@ class MaterialisedTable:
     def open(cls, folder: Path) -> MaterialisedTable:
         """The table in `folder`; a FetchError naming the folder unless its manifest claims a complete
         materialisation of a whole table and every part it lists is there, as large and as long as it says."""
-        import pyarrow.parquet as pq
-
         path = folder / STATE_DIR / MANIFEST
         head = manifest.read_head(path)
         if head is None:
@@ -80,40 +78,33 @@ class MaterialisedTable:
             )
         listed = _parts_by_shard(manifest.read_files(path))
         parts: list[_Part] = []
-        schema = None
-        first_row = 0
-        for shard in source["shards"]:
-            files = listed.get(shard["path"], [])
-            if len(files) != shard["files"]:
-                raise FetchError(
-                    f"{folder}: the manifest lists {len(files)} parts of {shard['path']}, not {shard['files']}"
-                )
-            rows_before = first_row
-            for done in files:
-                part_path = folder / done.path
-                try:
-                    size = part_path.stat().st_size
-                    parquet = pq.ParquetFile(part_path)
-                except OSError as exc:
-                    raise FetchError(f"{part_path}: {exc.strerror or exc}; the materialisation is incomplete") from None
-                if size != done.size:
-                    raise FetchError(f"{part_path} has {size} bytes, the manifest says {done.size}: it changed since")
-                found = parquet.schema_arrow.remove_metadata()
-                if schema is None:
-                    schema = found
-                elif not found.equals(schema, check_metadata=True):
-                    raise FetchError(f"{part_path} has another schema than the first part: {found} vs {schema}")
-                meta = parquet.metadata
-                groups = tuple(meta.row_group(index).num_rows for index in range(meta.num_row_groups))
-                parts.append(_Part(part_path, first_row, groups))
-                first_row += sum(groups)
-            if first_row - rows_before != shard["rows"]:
-                raise FetchError(
-                    f"{folder / shard['path']} holds {first_row - rows_before} rows, the manifest says {shard['rows']}"
-                )
-        if schema is None or first_row != source.get("rows"):
-            raise FetchError(f"{folder} holds {first_row} rows in all, the manifest says {source.get('rows')}")
-        return cls(folder, schema, parts, source)
+        schemas: set[pa.Schema] = set()
+        laid = 0  # rows in table order so far
+        try:
+            for shard in source["shards"]:
+                files = listed.get(shard["path"], [])
+                if len(files) != shard["files"]:
+                    raise FetchError(
+                        f"{folder}: the manifest lists {len(files)} parts of {shard['path']}, not {shard['files']}"
+                    )
+                shard_start = laid
+                for done in files:
+                    part, schema = _read_part(folder, done, laid)
+                    parts.append(part)
+                    schemas.add(schema)
+                    laid += part.rows
+                if laid - shard_start != shard["rows"]:
+                    raise FetchError(
+                        f"{folder / shard['path']} holds {laid - shard_start} rows, the manifest says {shard['rows']}"
+                    )
+        except (KeyError, TypeError):
+            raise FetchError(f"{folder}: its manifest's shards are not as the cache source writes them") from None
+        if len(schemas) != 1:
+            raise FetchError(f"{folder}: its parts have {len(schemas)} schemas, not one: {schemas}")
+        table = cls(folder, schemas.pop(), parts, source)
+        if table.rows != source.get("rows"):
+            raise FetchError(f"{folder} holds {table.rows} rows in all, the manifest says {source.get('rows')}")
+        return table
 
     def batches(self, start: int, stop: int) -> Iterator[pa.RecordBatch]:
         """Rows [start, stop) in table order, a batch at a time, each in `schema`."""
@@ -147,6 +138,26 @@ class MaterialisedTable:
                         return
             finally:
                 parquet.close()
+
+
+def _read_part(folder: Path, done: DoneFile, first_row: int) -> tuple[_Part, pa.Schema]:
+    """A part from its footer, starting at table row `first_row`, and its schema; a FetchError unless it is there,
+    as large as the manifest says, and readable."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    path = folder / done.path
+    try:
+        size = path.stat().st_size
+        if size != done.size:
+            raise FetchError(f"{path} has {size} bytes, the manifest says {done.size}: it changed since")
+        footer = pq.read_metadata(path)
+    except OSError as exc:
+        raise FetchError(f"{path}: {exc.strerror or exc}; the materialisation is incomplete") from None
+    except pa.ArrowException as exc:
+        raise FetchError(f"{path} is not a readable Parquet file: {exc}") from None
+    groups = tuple(footer.row_group(index).num_rows for index in range(footer.num_row_groups))
+    return _Part(path, first_row, groups), footer.schema.to_arrow_schema().remove_metadata()
 
 
 def _parts_by_shard(files: Iterator[DoneFile]) -> dict[str, list[DoneFile]]:
