@@ -16,9 +16,10 @@ def test_unset_empty_and_custom_ignore_patterns_are_distinct():
     assert Config.from_env({}).ignore_patterns is None
     assert Config.from_env({"IGNORE_PATTERNS": ""}).ignore_patterns == ()
     assert Config.from_env({"IGNORE_PATTERNS": "*.bin, logs/ ,,"}).ignore_patterns == ("*.bin", "logs/")
-    assert Config.from_env({}).effective_ignore_patterns(MODEL) == ("*.msgpack", "*.h5", "*.bin", "*.pt", "*.pth")
-    assert Config.from_env({}).effective_ignore_patterns(DATASET) == ()
-    assert Config.from_env({"IGNORE_PATTERNS": ""}).effective_ignore_patterns(MODEL) == ()
+    assert Config.from_env({}).selects_by_default(MODEL)
+    assert Config.from_env({"IGNORE_PATTERNS": "*.msgpack,*.h5,*.bin,*.pt,*.pth"}).selects_by_default(MODEL)
+    assert not Config.from_env({"IGNORE_PATTERNS": ""}).selects_by_default(MODEL)
+    assert not Config.from_env({"IGNORE_PATTERNS": "*.h5,*.msgpack,*.bin,*.pt,*.pth"}).selects_by_default(MODEL)
 
 
 def test_output_path_defaults_by_kind_and_is_honoured():
@@ -108,8 +109,11 @@ def configs(draw: st.DrawFn) -> Config:
             strategy = st.none() | st.floats(0.001, 1e6)
         elif codec == "true or false":
             strategy = st.booleans()
-        elif codec == "comma-separated glob patterns":
-            strategy = st.none() | st.lists(_pattern, max_size=5).map(tuple)
+        elif codec == "comma-separated glob patterns":  # an empty list that means unset is None
+            least = 1 if field.metadata["setting"].codec.empty_means_unset else 0
+            strategy = st.none() | st.lists(_pattern, min_size=least, max_size=5).map(tuple)
+        elif codec.startswith("bytes per second"):
+            strategy = st.none() | st.integers(1, 10**12)
         elif codec.startswith("one of "):
             strategy = st.none() | st.sampled_from(codec.removeprefix("one of ").split(", "))
         else:
