@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
+import re
+from pathlib import Path
 
 import pytest
 from hypothesis import given
@@ -127,3 +129,11 @@ def configs(draw: st.DrawFn) -> Config:
 @given(configs())
 def test_parse_of_to_env_is_the_identity(config: Config):
     assert Config.from_env(config.to_env()) == config
+
+
+def test_the_readme_table_documents_every_variable():
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    table = readme[readme.index("## Configuration") : readme.index("## Exit codes")]
+    first_cells = {row.split("|")[1] for row in table.splitlines() if row.startswith("| `")}
+    documented = {name for cell in first_cells for name in re.findall(r"`([A-Z][A-Z0-9_]*)`", cell)}
+    assert {s.env for _, s in Config.settings()} <= documented
