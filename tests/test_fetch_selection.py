@@ -3,6 +3,7 @@ our Hub server and SeaweedFS; the rules themselves as pure logic."""
 
 from __future__ import annotations
 
+import io
 import json
 import os
 from collections.abc import Iterator
@@ -14,6 +15,7 @@ import pytest
 from devkit.hubserver import HubServer
 from devkit.programs import ProgramResult, run_program
 from devkit.seaweed import SeaweedFS
+from initializers import dryrun
 from initializers.contract import DATASET, MODEL, Config
 from initializers.logs import get_logger
 from initializers.plan import RemoteFile
@@ -245,3 +247,19 @@ def test_a_dataset_has_no_default_and_its_allow_list_is_as_given():
 )
 def test_bandwidth_suffixes_are_binary_multiples(raw: str, rate: int):
     assert Config.from_env({"MAX_BANDWIDTH": raw}).max_bandwidth == rate
+
+
+class Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_a_dry_run_on_a_terminal_prints_sizes_and_paths_for_reading():
+    selection = Selection(Config(), MODEL, get_logger("test"))
+    listing = [RemoteFile("model.safetensors", 1234567, "v", "k"), RemoteFile("tf_model.h5", 99, "v", "k")]
+    out = Terminal()
+    assert dryrun.print_plan(iter([list(selection.filter(listing))]), selection, out) == (1, 1234567)
+    assert out.getvalue().splitlines() == [
+        "       1,234,567  model.safetensors",
+        "       1,234,567  in 1 files (1 files, 99 bytes skipped)",
+    ]
