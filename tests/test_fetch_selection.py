@@ -15,8 +15,9 @@ import pytest
 from devkit.hubserver import HubServer
 from devkit.programs import ProgramResult, run_program
 from devkit.seaweed import SeaweedFS
-from initializers import dryrun
+from initializers import dryrun, sdk
 from initializers.contract import DATASET, MODEL, Config
+from initializers.errors import ConfigError
 from initializers.logs import get_logger
 from initializers.plan import RemoteFile
 from initializers.selection import Selection
@@ -182,7 +183,8 @@ def test_a_dry_run_leaves_an_existing_output_path_as_it_was(hub: HubServer, tmp_
     assert done.code == 0, done.stdout
     (tmp_path / "m" / "mine.txt").write_text("the user's")
     before = snapshot(tmp_path / "m")
-    result = fetch(hub, "st/minilm", tmp_path / "m", DRY_RUN="true", IGNORE_PATTERNS="")
+    env = {"STORAGE_URI": "hf://st/minilm", "OUTPUT_PATH": str(tmp_path / "m"), "HF_ENDPOINT": hub.endpoint}
+    result = run_program("model", env, "--dry-run", "true", "--ignore-patterns", "")  # the generated options
     assert result.code == 0, result.stdout
     assert set(plan_lines(result)[0]) == set(SENTENCE_TRANSFORMERS)
     assert snapshot(tmp_path / "m") == before
@@ -263,3 +265,11 @@ def test_a_dry_run_on_a_terminal_prints_sizes_and_paths_for_reading():
         "       1,234,567  model.safetensors",
         "       1,234,567  in 1 files (1 files, 99 bytes skipped)",
     ]
+
+
+def test_the_sdk_builder_writes_allow_patterns_with_the_programs_schema():
+    env = sdk.program_env(sdk.HuggingFaceModelInitializer("hf://o/n", allow_patterns=["*q4_k_m.gguf", "*.json"]))
+    assert env["ALLOW_PATTERNS"] == "*q4_k_m.gguf,*.json" and env["IGNORE_PATTERNS"] == KUBEFLOW_DEFAULT
+    assert Config.from_env(env).allow_patterns == ("*q4_k_m.gguf", "*.json")
+    with pytest.raises(ConfigError, match="ALLOW_PATTERNS: pattern 'a,b' contains ','"):
+        sdk.S3DatasetInitializer("s3://b", allow_patterns=["a,b"])
