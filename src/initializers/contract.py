@@ -62,7 +62,7 @@ MODEL = Kind(
     ("hf", "s3"),
     default_allow=(
         # configs, weight indexes, sentence-transformers modules
-        "*.json",
+        *("*.json", "*.yaml", "*.yml"),
         # weights, of which one format is kept
         *("*.safetensors", "*.bin", "*.pt", "*.pth", "*.gguf"),
         # tokenizers

@@ -23,8 +23,7 @@ def print_plan(planned: Iterator[list[RemoteFile]], selection: Selection, out: T
             files += 1
             size += file.size
             out.write(f"{file.size:>16,}  {file.path}\n" if readable else json.dumps(_entry(file)) + "\n")
-    skipped_files = sum(s.files for s in selection.skipped.values())
-    skipped_bytes = sum(s.bytes for s in selection.skipped.values())
+    skipped_files, skipped_bytes = selection.skipped_totals()
     if readable:
         out.write(f"{size:>16,}  in {files} files ({skipped_files} files, {skipped_bytes:,} bytes skipped)\n")
     else:

@@ -53,7 +53,7 @@ class Selection:
         self.listed = 0
         self.skipped: dict[str, Skipped] = {}
         #: The weight formats given up for a better one the source has, once the listing has ended.
-        self.formats_dropped: list[WeightFormat] = []
+        self._formats_dropped: list[WeightFormat] = []
 
     def filter(self, files: Iterable[RemoteFile]) -> Iterator[RemoteFile]:
         """The files to fetch, as they are listed (weights of a format a better one may replace are held back until
@@ -64,14 +64,15 @@ class Selection:
             kept += 1
             yield file
         if self.skipped:
-            self._log.info(
-                "skipped",
-                files=sum(s.files for s in self.skipped.values()),
-                bytes=sum(s.bytes for s in self.skipped.values()),
-                by={rule: vars(s) for rule, s in self.skipped.items()},
-            )
+            files_skipped, bytes_skipped = self.skipped_totals()
+            by_rule = {rule: vars(s) for rule, s in self.skipped.items()}
+            self._log.info("skipped", files=files_skipped, bytes=bytes_skipped, by=by_rule)
         if self.listed and not kept:
             raise FetchError(f"nothing to download: all {self.listed} files are excluded by {self.describe()}")
+
+    def skipped_totals(self) -> tuple[int, int]:
+        """(files, bytes) the rules left out."""
+        return sum(s.files for s in self.skipped.values()), sum(s.bytes for s in self.skipped.values())
 
     def describe(self) -> str:
         """The rules in effect, for messages."""
@@ -84,7 +85,7 @@ class Selection:
 
     def ignored_patterns(self) -> tuple[str, ...]:
         """What the manifest records as ignored: the ignore side and the patterns of the formats given up."""
-        return (*self.ignore.patterns, *(p for f in self.formats_dropped for p in (*f.patterns, *f.companions)))
+        return (*self.ignore.patterns, *(p for f in self._formats_dropped for p in (*f.patterns, *f.companions)))
 
     def _by_patterns(self, files: Iterable[RemoteFile]) -> Iterator[RemoteFile]:
         for file in files:
@@ -127,7 +128,7 @@ class Selection:
                 yield file
             else:
                 held.setdefault(rank, []).append(file)
-        self.formats_dropped = [f for rank, f in enumerate(self._formats) if best is not None and rank > best]
+        self._formats_dropped = [f for rank, f in enumerate(self._formats) if best is not None and rank > best]
         for rank, waiting in sorted(held.items()):
             if best is None or rank == best:
                 yield from waiting
