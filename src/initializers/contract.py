@@ -150,13 +150,13 @@ def _patterns(variable: str, empty_means_unset: bool) -> Codec[tuple[str, ...]]:
                 )
         return patterns
 
-    def format(patterns: tuple[str, ...]) -> str:
+    def write(patterns: tuple[str, ...]) -> str:
         for pattern in patterns:
             if "," in pattern:
                 raise ConfigError(f"{variable}: pattern {pattern!r} contains ',', which the list form cannot carry")
         return ",".join(patterns)
 
-    return Codec(parse, format, "comma-separated glob patterns", empty_means_unset)
+    return Codec(parse, write, "comma-separated glob patterns", empty_means_unset)
 
 
 #: MAX_BANDWIDTH's suffixes: binary multiples, as rclone's --bwlimit reads them.

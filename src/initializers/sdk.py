@@ -1,10 +1,9 @@
 """The SDK side: Kubeflow-compatible initializer configurations, turned into exactly the env the Kubeflow SDK builds.
 
 The classes carry the Kubeflow SDK's names, fields and defaults (0.5.0), plus `allow_patterns` (ALLOW_PATTERNS, which
-the Kubeflow SDK lacks), and convert to the programs' own
-`Config`, so the variables they produce are written by the same schema the programs read: the two sides
-cannot drift apart. They validate more than the Kubeflow SDK does, with the programs' own parsers, so a URI the
-programs would reject fails here, early, with the same message.
+the Kubeflow SDK lacks), and convert to the programs' own `Config`, so the variables they produce are written by
+the same schema the programs read: the two sides cannot drift apart. They validate more than the Kubeflow SDK
+does, with the programs' own parsers, so a URI the programs would reject fails here, early, with the same message.
 """
 
 from __future__ import annotations
