@@ -9,6 +9,8 @@ from pathlib import Path
 
 MINILM_REPO = "sentence-transformers/all-MiniLM-L6-v2"
 CORPUS_REPO = "initializers/tiny-corpus"
+#: Files of the MiniLM repo no trainer loads, which the model program's default leaves out.
+MINILM_NOT_LOADED = frozenset({".gitattributes", "README.md"})
 
 
 def minilm_files() -> dict[str, Path]:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
+import re
+from pathlib import Path
 
 import pytest
 from hypothesis import given
@@ -16,9 +18,10 @@ def test_unset_empty_and_custom_ignore_patterns_are_distinct():
     assert Config.from_env({}).ignore_patterns is None
     assert Config.from_env({"IGNORE_PATTERNS": ""}).ignore_patterns == ()
     assert Config.from_env({"IGNORE_PATTERNS": "*.bin, logs/ ,,"}).ignore_patterns == ("*.bin", "logs/")
-    assert Config.from_env({}).effective_ignore_patterns(MODEL) == ("*.msgpack", "*.h5", "*.bin", "*.pt", "*.pth")
-    assert Config.from_env({}).effective_ignore_patterns(DATASET) == ()
-    assert Config.from_env({"IGNORE_PATTERNS": ""}).effective_ignore_patterns(MODEL) == ()
+    assert Config.from_env({}).selects_by_default(MODEL)
+    assert Config.from_env({"IGNORE_PATTERNS": "*.msgpack,*.h5,*.bin,*.pt,*.pth"}).selects_by_default(MODEL)
+    assert not Config.from_env({"IGNORE_PATTERNS": ""}).selects_by_default(MODEL)
+    assert not Config.from_env({"IGNORE_PATTERNS": "*.h5,*.msgpack,*.bin,*.pt,*.pth"}).selects_by_default(MODEL)
 
 
 def test_output_path_defaults_by_kind_and_is_honoured():
@@ -108,8 +111,11 @@ def configs(draw: st.DrawFn) -> Config:
             strategy = st.none() | st.floats(0.001, 1e6)
         elif codec == "true or false":
             strategy = st.booleans()
-        elif codec == "comma-separated glob patterns":
-            strategy = st.none() | st.lists(_pattern, max_size=5).map(tuple)
+        elif codec == "comma-separated glob patterns":  # an empty list that means unset is None
+            least = 1 if field.metadata["setting"].codec.empty_means_unset else 0
+            strategy = st.none() | st.lists(_pattern, min_size=least, max_size=5).map(tuple)
+        elif codec.startswith("bytes per second"):
+            strategy = st.none() | st.integers(1, 10**12)
         elif codec.startswith("one of "):
             strategy = st.none() | st.sampled_from(codec.removeprefix("one of ").split(", "))
         else:
@@ -123,3 +129,11 @@ def configs(draw: st.DrawFn) -> Config:
 @given(configs())
 def test_parse_of_to_env_is_the_identity(config: Config):
     assert Config.from_env(config.to_env()) == config
+
+
+def test_the_readme_table_documents_every_variable():
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    table = readme[readme.index("## Configuration") : readme.index("## Exit codes")]
+    first_cells = {row.split("|")[1] for row in table.splitlines() if row.startswith("| `")}
+    documented = {name for cell in first_cells for name in re.findall(r"`([A-Z][A-Z0-9_]*)`", cell)}
+    assert {s.env for _, s in Config.settings()} <= documented

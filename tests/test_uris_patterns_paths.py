@@ -13,8 +13,10 @@ from hypothesis import strategies as st
 from initializers.contract import DATASET, MODEL, Config
 from initializers.errors import ConfigError, FetchError
 from initializers.index import PlanIndex
-from initializers.patterns import IgnorePatterns
+from initializers.logs import get_logger
+from initializers.patterns import Globs
 from initializers.plan import RemoteFile, plan_files, safe_relative_path
+from initializers.selection import Selection
 from initializers.uris import HfLocation, S3Location, scheme_of
 
 
@@ -68,11 +70,11 @@ def test_schemes_per_kind():
     ],
 )
 def test_pattern_semantics(pattern: str, path: str, ignored: bool):
-    assert IgnorePatterns([pattern]).ignores(path) is ignored
+    assert Globs([pattern]).match(path) is ignored
 
 
 def test_no_patterns_ignore_nothing():
-    assert not IgnorePatterns([]).ignores("anything")
+    assert not Globs([]).match("anything")
 
 
 @pytest.mark.parametrize(
@@ -136,12 +138,13 @@ def _file(path: str, size: int = 1) -> RemoteFile:
     return RemoteFile(path, size, "v", "key/" + path)
 
 
-def build_plan(files: list[RemoteFile], ignore: IgnorePatterns, source: str) -> list[RemoteFile]:
-    """The plan as the index holds it at the end of a listing: filtered, checked, in path order."""
+def build_plan(files: list[RemoteFile], ignore: tuple[str, ...], source: str) -> list[RemoteFile]:
+    """The plan as the index holds it at the end of a listing: selected, checked, in path order."""
+    selection = Selection(Config(ignore_patterns=ignore), DATASET, get_logger("test"))
     with tempfile.TemporaryDirectory() as scratch:
         index = PlanIndex(Path(scratch) / "index.sqlite")
         try:
-            for _ in plan_files(files, ignore, source, index.plan):
+            for _ in plan_files(selection.filter(files), source, index.plan):
                 pass
             return [file for file, _ in index.planned()]
         finally:
@@ -149,19 +152,19 @@ def build_plan(files: list[RemoteFile], ignore: IgnorePatterns, source: str) -> 
 
 
 def test_plan_filters_sorts_and_normalises():
-    plan = build_plan([_file("b//c"), _file("a.bin"), _file("a.txt")], IgnorePatterns(["*.bin"]), "s3://x")
+    plan = build_plan([_file("b//c"), _file("a.bin"), _file("a.txt")], ("*.bin",), "s3://x")
     assert [f.path for f in plan] == ["a.txt", "b/c"]
     assert plan[1].locator == "key/b//c"
 
 
 def test_plan_refuses_collisions_and_file_folder_clashes_whichever_comes_first():
     with pytest.raises(FetchError, match="both map to 'a/b'"):
-        build_plan([_file("a/b"), _file("a//b")], IgnorePatterns([]), "s3://x")
+        build_plan([_file("a/b"), _file("a//b")], (), "s3://x")
     with pytest.raises(FetchError, match="'a' would have to be both a file and a folder"):
-        build_plan([_file("a"), _file("a/b")], IgnorePatterns([]), "s3://x")
+        build_plan([_file("a"), _file("a/b")], (), "s3://x")
     with pytest.raises(FetchError, match="'a/b' would have to be both a file and a folder"):
-        build_plan([_file("a/b/c"), _file("a/b0"), _file("a/b")], IgnorePatterns([]), "s3://x")
-    assert len(build_plan([_file("a/b0"), _file("a/b.c"), _file("a/b-")], IgnorePatterns([]), "s3://x")) == 3
+        build_plan([_file("a/b/c"), _file("a/b0"), _file("a/b")], (), "s3://x")
+    assert len(build_plan([_file("a/b0"), _file("a/b.c"), _file("a/b-")], (), "s3://x")) == 3
 
 
 @pytest.mark.parametrize(
@@ -174,8 +177,8 @@ def test_plan_refuses_collisions_and_clashes_listed_thousands_of_files_apart(fir
     """The plan is checked a batch at a time: a refusal must not depend on the two files sharing a batch."""
     filler = [_file(f"f{i:05d}") for i in range(5000)]
     with pytest.raises(FetchError, match=refusal):
-        build_plan([_file(first), *filler, _file(last)], IgnorePatterns([]), "s3://x")
-    assert len(build_plan([_file(first), *filler], IgnorePatterns([]), "s3://x")) == 5001
+        build_plan([_file(first), *filler, _file(last)], (), "s3://x")
+    assert len(build_plan([_file(first), *filler], (), "s3://x")) == 5001
 
 
 def test_the_longest_name_filesystems_take_is_accepted():
@@ -183,17 +186,17 @@ def test_the_longest_name_filesystems_take_is_accepted():
 
 
 def test_plan_refuses_to_be_empty():
-    with pytest.raises(FetchError, match="all 1 files are excluded by IGNORE_PATTERNS"):
-        build_plan([_file("a.bin")], IgnorePatterns(["*.bin"]), "s3://x")
+    with pytest.raises(FetchError, match=r"all 1 files are excluded by IGNORE_PATTERNS '\*.bin'"):
+        build_plan([_file("a.bin")], ("*.bin",), "s3://x")
     with pytest.raises(FetchError, match="s3://x has no files"):
-        build_plan([], IgnorePatterns([]), "s3://x")
+        build_plan([], (), "s3://x")
 
 
 @settings(max_examples=60)
 @given(st.lists(st.text(st.sampled_from(["a", "b", "/", "."]), min_size=1, max_size=8), max_size=12))
 def test_a_plan_never_maps_two_files_onto_one_path(names: list[str]):
     try:
-        plan = build_plan([_file(n) for n in names], IgnorePatterns([]), "s3://x")
+        plan = build_plan([_file(n) for n in names], (), "s3://x")
     except FetchError:
         return
     paths = [f.path for f in plan]
@@ -287,4 +290,4 @@ def test_ignore_patterns_agree_with_fnmatch(patterns: list[str], path: str):
     import fnmatch
 
     expected = any(fnmatch.fnmatchcase(path, p + "*" if p.endswith("/") else p) for p in patterns)
-    assert IgnorePatterns(patterns).ignores(path) is expected
+    assert Globs(patterns).match(path) is expected

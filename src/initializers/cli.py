@@ -100,6 +100,10 @@ def run(kind: Kind, options: dict[str, Any]) -> int:
         return failed(log, f"{exc.strerror or exc}{f' ({exc.filename})' if exc.filename else ''}", EXIT_FETCH_FAILED)
     except Exception:
         return failed(log, "internal error; please report it with this log", EXIT_FETCH_FAILED, traceback=True)
+    if outcome.dry_run:
+        termination.leave(f"dry run: {outcome.files} files, {outcome.bytes} bytes to fetch into {outcome.output_path}")
+        log.info("dry run done", files=outcome.files, bytes=outcome.bytes, output_path=outcome.output_path)
+        return EXIT_OK
     termination.leave(
         f"done: {outcome.files} files, {outcome.bytes} bytes in {outcome.output_path} "
         f"({outcome.fetched_files} fetched in {outcome.seconds:.1f} s)"

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
@@ -22,15 +23,30 @@ _FOREIGN_PREFIXES = ("AWS_", "HF_", "HUGGINGFACE_", "KUBERNETES_", "PYTHON", "LC
 
 
 @dataclass(frozen=True)
+class WeightFormat:
+    """Weights in one format, and the files that come only with them (Meta's `original/` checkpoint folder)."""
+
+    name: str
+    patterns: tuple[str, ...]
+    companions: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class Kind:
     """What distinguishes the dataset program from the model program: defaults, not code."""
 
     name: str
     default_output_path: str
+    #: The list the Kubeflow SDK sends when the user leaves `ignore_patterns` alone: IGNORE_PATTERNS unset or
+    #: exactly this list selects the kind's default selection (below); any other list means exactly that list.
     default_ignore_patterns: tuple[str, ...]
     schemes: tuple[str, ...]
-    #: Default patterns given up when the source has no `*.safetensors`: a model without weights is never the intent.
-    weight_fallback: tuple[str, ...] = ()
+    #: The default selection's allow side (empty: every file) ...
+    default_allow: tuple[str, ...] = ()
+    #: ... its ignore side ...
+    default_ignore: tuple[str, ...] = ()
+    #: ... and weight formats by preference, of which it keeps only the first the source has (see `selection`).
+    weight_formats: tuple[WeightFormat, ...] = ()
 
     @property
     def program(self) -> str:
@@ -38,12 +54,28 @@ class Kind:
 
 
 DATASET = Kind("dataset", "/workspace/dataset", (), ("hf", "s3", "cache"))
+#: What a trainer loads (transformers, sentence-transformers, PEFT, llama.cpp): README.md explains each rule.
 MODEL = Kind(
     "model",
     "/workspace/model",
     ("*.msgpack", "*.h5", "*.bin", "*.pt", "*.pth"),
     ("hf", "s3"),
-    weight_fallback=("*.bin", "*.pt", "*.pth"),
+    default_allow=(
+        # configs, weight indexes, sentence-transformers modules
+        *("*.json", "*.yaml", "*.yml"),
+        # weights, of which one format is kept
+        *("*.safetensors", "*.bin", "*.pt", "*.pth", "*.gguf"),
+        # tokenizers
+        *("tokenizer*", "vocab*", "merges*", "*.txt", "*.model", "*.spm", "*.tiktoken"),
+        # chat templates; remote code, for trust_remote_code
+        *("*.jinja", "*.py"),
+    ),
+    default_ignore=("onnx/", "openvino/", "coreml/", "*.mlpackage/*"),  # other runtimes' copies (.bin among them)
+    weight_formats=(
+        WeightFormat("safetensors", ("*.safetensors",)),
+        WeightFormat(".bin/.pt/.pth", ("*.bin", "*.pt", "*.pth"), companions=("original/",)),
+        WeightFormat("GGUF", ("*.gguf",)),
+    ),
 )
 
 
@@ -105,23 +137,42 @@ def _parse_bool(raw: str) -> bool:
     raise ValueError("not a boolean")
 
 
-def _parse_patterns(raw: str) -> tuple[str, ...]:
+def _patterns(variable: str, empty_means_unset: bool) -> Codec[tuple[str, ...]]:
     """Comma-separated globs, as the Kubeflow SDK joins them; blanks around and between commas are dropped."""
-    patterns = tuple(part.strip() for part in raw.split(",") if part.strip())
-    for pattern in patterns:
-        if pattern.startswith("/"):
-            raise ConfigError(
-                f"IGNORE_PATTERNS: {pattern!r} starts with '/', but patterns match paths relative to the source root "
-                f"(write {pattern.lstrip('/')!r})"
-            )
-    return patterns
+
+    def parse(raw: str) -> tuple[str, ...]:
+        patterns = tuple(part.strip() for part in raw.split(",") if part.strip())
+        for pattern in patterns:
+            if pattern.startswith("/"):
+                raise ConfigError(
+                    f"{variable}: {pattern!r} starts with '/', but patterns match paths relative to the source root "
+                    f"(write {pattern.lstrip('/')!r})"
+                )
+        return patterns
+
+    def write(patterns: tuple[str, ...]) -> str:
+        for pattern in patterns:
+            if "," in pattern:
+                raise ConfigError(f"{variable}: pattern {pattern!r} contains ',', which the list form cannot carry")
+        return ",".join(patterns)
+
+    return Codec(parse, write, "comma-separated glob patterns", empty_means_unset)
 
 
-def _format_patterns(patterns: tuple[str, ...]) -> str:
-    for pattern in patterns:
-        if "," in pattern:
-            raise ConfigError(f"IGNORE_PATTERNS: pattern {pattern!r} contains ',', which the list form cannot carry")
-    return ",".join(patterns)
+#: MAX_BANDWIDTH's suffixes: binary multiples, as rclone's --bwlimit reads them.
+_BANDWIDTH_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+_BANDWIDTH = re.compile(r"(\d+(?:\.\d+)?)\s*([KMGT]?)", re.IGNORECASE)
+
+
+def _parse_bandwidth(raw: str) -> int:
+    """Bytes per second: `50M` is 50 MiB/s."""
+    found = _BANDWIDTH.fullmatch(raw.strip())
+    if found is None:
+        raise ValueError("not a rate")
+    rate = int(float(found[1]) * _BANDWIDTH_UNITS[found[2].upper()])
+    if rate < 1:
+        raise ValueError("below one byte per second")
+    return rate
 
 
 def _choice(*choices: str) -> Codec[str]:
@@ -140,8 +191,8 @@ NON_NEGATIVE_INT: Codec[int] = Codec(_parse_non_negative_int, str, "an integer, 
 WORKERS: Codec[int] = Codec(_parse_workers, str, f"an integer from 1 to {MAX_WORKERS_LIMIT}")
 POSITIVE_NUMBER: Codec[float] = Codec(_parse_positive_float, repr, "a positive number")
 BOOL: Codec[bool] = Codec(_parse_bool, lambda value: "true" if value else "false", "true or false")
-PATTERNS: Codec[tuple[str, ...]] = Codec(
-    _parse_patterns, _format_patterns, "comma-separated glob patterns", empty_means_unset=False
+BANDWIDTH: Codec[int] = Codec(
+    _parse_bandwidth, str, "bytes per second, a number optionally followed by K, M, G or T (binary: 1K = 1024)"
 )
 LOG_FORMAT = _choice("json", "console")
 REQUESTER = _choice("requester")
@@ -213,9 +264,17 @@ class Config:
     )
     ignore_patterns: tuple[str, ...] | None = _setting(
         "IGNORE_PATTERNS",
-        "Comma-separated globs matched against paths relative to the source root. Unset: the kind's "
-        "default (model: *.msgpack,*.h5,*.bin,*.pt,*.pth; dataset: none). Set but empty: ignore nothing.",
-        PATTERNS,
+        "Comma-separated globs matched against paths relative to the source root. Unset, or the Kubeflow SDK's "
+        "default list (*.msgpack,*.h5,*.bin,*.pt,*.pth): the kind's default (model: what a trainer loads, one weight "
+        "format; dataset: none). Set but empty: ignore nothing. Any other list: exactly that list.",
+        _patterns("IGNORE_PATTERNS", empty_means_unset=False),
+    )
+    allow_patterns: tuple[str, ...] | None = _setting(
+        "ALLOW_PATTERNS",
+        "Comma-separated globs, as IGNORE_PATTERNS: only matching files are fetched, less those IGNORE_PATTERNS "
+        "removes; for a model it replaces the default's list of what a trainer loads [default: every file; model: "
+        "that list].",
+        _patterns("ALLOW_PATTERNS", empty_means_unset=True),
     )
     access_token: str | None = _setting(
         "ACCESS_TOKEN", "HuggingFace Hub token (falls back to HF_TOKEN).", secret=True, fallback_env=("HF_TOKEN",)
@@ -240,6 +299,18 @@ class Config:
     worker_mem: str | None = _setting("WORKER_MEM", "Accepted from Kubeflow and recorded; not needed.")
     train_job_name: str | None = _setting("TRAIN_JOB_NAME", "Accepted from Kubeflow and recorded; not needed.")
     cache_image: str | None = _setting("CACHE_IMAGE", "Accepted from Kubeflow and recorded; not needed.")
+    readiness_initial_delay_seconds: str | None = _setting(
+        "READINESS_INITIAL_DELAY_SECONDS", "Accepted from Kubeflow and recorded; not needed."
+    )
+    readiness_period_seconds: str | None = _setting(
+        "READINESS_PERIOD_SECONDS", "Accepted from Kubeflow and recorded; not needed."
+    )
+    readiness_timeout_seconds: str | None = _setting(
+        "READINESS_TIMEOUT_SECONDS", "Accepted from Kubeflow and recorded; not needed."
+    )
+    readiness_failure_threshold: str | None = _setting(
+        "READINESS_FAILURE_THRESHOLD", "Accepted from Kubeflow and recorded; not needed."
+    )
     max_workers: int | None = _setting(
         "MAX_WORKERS",
         "Most parallel transfers, at most 256 [default: per source, S3 and Hub: 64, from 8 up while it pays, small "
@@ -276,6 +347,19 @@ class Config:
         "Re-hash files an earlier run completed against the source's checksums, and fetch again those that differ.",
         BOOL,
         default=False,
+    )
+    dry_run: bool = _setting(
+        "DRY_RUN",
+        "List and plan as a run would, print the plan (path and size of each file, totals; JSON lines when stdout is "
+        "not a terminal) and exit 0, writing nothing under OUTPUT_PATH.",
+        BOOL,
+        default=False,
+    )
+    max_bandwidth: int | None = _setting(
+        "MAX_BANDWIDTH",
+        "Most bytes per second the whole run reads, all connections together (hf, s3): 50M is 50 MiB/s, as rclone's "
+        "--bwlimit (K, M, G, T are binary multiples) [default: no cap].",
+        BANDWIDTH,
     )
     timeout: float | None = _setting(
         "TIMEOUT", "Overall deadline in seconds; past it the run stops with exit 1 [default: none].", POSITIVE_NUMBER
@@ -327,8 +411,9 @@ class Config:
     def output_dir(self, kind: Kind) -> str:
         return self.output_path or kind.default_output_path
 
-    def effective_ignore_patterns(self, kind: Kind) -> tuple[str, ...]:
-        return kind.default_ignore_patterns if self.ignore_patterns is None else self.ignore_patterns
+    def selects_by_default(self, kind: Kind) -> bool:
+        """IGNORE_PATTERNS unset, or the list the Kubeflow SDK sends by default: the kind's default selection."""
+        return self.ignore_patterns is None or self.ignore_patterns == kind.default_ignore_patterns
 
     def data_nodes(self) -> int:
         """How many shards the cache source writes: NUM_DATA_NODES, or CLUSTER_SIZE - 1 as Kubeflow sends it."""

@@ -20,6 +20,7 @@ from functools import partial
 from typing import Any, NamedTuple
 
 from initializers import logs
+from initializers.bandwidth import TokenBucket
 from initializers.checksums import file_hexdigest, new_hasher
 from initializers.concurrency import WINDOW_SECONDS, Ramp
 from initializers.errors import FetchError
@@ -286,9 +287,13 @@ class TransferEngine(ABC):
 class RangeTransfers(TransferEngine):
     """Stored files (S3, the Hub), fetched as byte ranges written at their offsets: many at once for a large file."""
 
-    def __init__(self, storage: Storage, state: StateDir, ramp: Ramp, progress: Progress) -> None:
+    def __init__(
+        self, storage: Storage, state: StateDir, ramp: Ramp, progress: Progress, bandwidth: TokenBucket | None = None
+    ) -> None:
+        """`bandwidth`: the MAX_BANDWIDTH cap every range's bytes are taken from, when there is one."""
         super().__init__(storage, state, ramp, progress)
         self._storage = storage
+        self._bandwidth = bandwidth
 
     def _tasks(self, files: Iterable[RemoteFile]) -> Iterator[Task]:
         """One task per range; the first range to run opens the temporary.
@@ -328,7 +333,7 @@ class RangeTransfers(TransferEngine):
             self._open_temp(target, ranged=length < target.file.size)
         if length:
             sink = _PartSink(target, offset, self._progress, self.cancel)
-            self._storage.read(target.file, offset, length, sink)
+            self._storage.read(target.file, offset, length, self._bandwidth.metered(sink) if self._bandwidth else sink)
             if sink.written != length:
                 raise FetchError(
                     f"{target.file.locator}: received {sink.written} bytes of range {offset}+{length}; "

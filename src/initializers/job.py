@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import os
+import sys
+import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
-from initializers import manifest, shares
+from initializers import dryrun, manifest, shares
+from initializers.bandwidth import TokenBucket
 from initializers.checksums import file_hexdigest
 from initializers.concurrency import Ramp
 from initializers.contract import Config, Kind
@@ -15,9 +20,9 @@ from initializers.engine import RangeTransfers, TransferEngine
 from initializers.index import PlanIndex
 from initializers.lookahead import Lookahead
 from initializers.making import MadeFiles
-from initializers.patterns import IgnorePatterns
 from initializers.plan import RemoteFile, plan_files
 from initializers.progress import Progress
+from initializers.selection import Selection
 from initializers.sources import open_source, plan_share
 from initializers.sources.base import Maker, Source, Storage
 from initializers.state import DoneFile, StateDir
@@ -37,6 +42,7 @@ class Outcome:
     fetched_bytes: int
     seconds: float
     output_path: str
+    dry_run: bool = False
 
 
 class _Waiting:
@@ -57,7 +63,38 @@ def run(config: Config, kind: Kind, log: Any) -> Outcome:
     """One run; SIGTERM, SIGINT and TIMEOUT stop it cleanly, naming what it was waiting for."""
     waiting = _Waiting()
     with stoppable(config.timeout, waiting.current):
-        return _run(config, kind, log, waiting)
+        return (_dry_run if config.dry_run else _run)(config, kind, log, waiting)
+
+
+def _dry_run(config: Config, kind: Kind, log: Any, waiting: _Waiting) -> Outcome:
+    """What a run would fetch, listed, selected and split as a run does, printed; the plan index and the source's
+    staging live in a temporary folder elsewhere, so nothing is written under OUTPUT_PATH, not even a folder."""
+    started_at = datetime.now(UTC)
+    output_path = str(Path(config.output_dir(kind)).absolute())
+    with tempfile.TemporaryDirectory(prefix="initializer-dry-run-") as scratch:
+        source = open_source(config, kind, os.path.join(scratch, "staging"))
+        index = PlanIndex(Path(scratch) / INDEX)
+        try:
+            uri = source.describe()["uri"]
+            log.info("listing", source=uri, output_path=output_path, dry_run=True)
+            waiting.step = f"the listing of {uri}"
+            selection = Selection(config, kind, log)
+            planned = _planned(source, selection, index, plan_share(config, kind), log)
+            files, size = dryrun.print_plan(planned, selection, sys.stdout)
+        finally:
+            index.close()
+            source.close()
+    seconds = (datetime.now(UTC) - started_at).total_seconds()
+    return Outcome(files, size, 0, 0, seconds, output_path, dry_run=True)
+
+
+def _planned(
+    source: Source, selection: Selection, index: PlanIndex, shard: tuple[int, int] | None, log: Any
+) -> Iterator[list[RemoteFile]]:
+    """This run's files, in batches: the listing selected, checked and registered in `index`; of a split plan,
+    this share's part."""
+    planned = plan_files(selection.filter(source.list_files()), source.describe()["uri"], index.plan)
+    return planned if shard is None else shares.own_share(planned, index, shard, log)
 
 
 def _run(config: Config, kind: Kind, log: Any, waiting: _Waiting) -> Outcome:
@@ -92,17 +129,13 @@ def _list_and_fetch(
         index.add_finished(state.journal_files(), in_manifest=False)
         state.restart_journal(state.journal_files())  # the manifests stay where they are: no need to copy them
         state.clear_temps()
-        weights = _WeightFallback(config, kind, log)
-        listed = _Counted(source.list_files())
-        planned = plan_files(
-            weights.filter(listed), IgnorePatterns(weights.filtering), source.describe()["uri"], index.plan
-        )
-        if state.shard is not None:
-            planned = shares.own_share(planned, index, state.shard, log)
+        selection = Selection(config, kind, log)
+        planned = _planned(source, selection, index, state.shard, log)
         ramp = Ramp(source.default_workers, config.max_workers or source.max_workers)
+        bandwidth = TokenBucket(config.max_bandwidth) if config.max_bandwidth else None
         with Progress(log, config.progress_interval or PROGRESS_INTERVAL_SECONDS) as progress:
             todo = _Todo(planned, index, state, progress, log, ramp, source, config.verify)
-            engine = waiting.transfers = _engine(source, state, ramp, progress)
+            engine = waiting.transfers = _engine(source, state, ramp, progress, bandwidth)
             listing = Lookahead([iter(todo)], LISTING_LOOKAHEAD, "listing")
             try:
                 engine.fetch(listing)
@@ -113,7 +146,7 @@ def _list_and_fetch(
         files = todo.planned  # this share's, when the plan is split
         total = files if state.shard is None else index.totals()[0]
         log.info(
-            "listed", files=files, already_done=todo.done, fetched=progress.files_done, ignored=listed.count - total
+            "listed", files=files, already_done=todo.done, fetched=progress.files_done, ignored=selection.listed - total
         )
         if state.shard is not None:
             described = {**described, **shares.described(index, state.shard)}
@@ -134,7 +167,16 @@ def _list_and_fetch(
             totals = index.totals()
             entries = ((file, _finished(file, done)) for file, done in index.planned())
             state.write_manifest(
-                manifest.lines(kind, described, weights.patterns, started_at, datetime.now(UTC), totals, entries)
+                manifest.lines(
+                    kind,
+                    described,
+                    selection.ignored_patterns(),
+                    started_at,
+                    datetime.now(UTC),
+                    totals,
+                    entries,
+                    selection.allow.patterns,
+                )
             )
         state.remove_journal()
         return _outcome(index, progress.files_done, progress.files_done_bytes, started_at, state)
@@ -215,67 +257,13 @@ class _Todo:
         )
 
 
-class _Counted:
-    """Files passed through, counted."""
-
-    def __init__(self, files: Iterator[RemoteFile]) -> None:
-        self._files = files
-        self.count = 0
-
-    def __iter__(self) -> Iterator[RemoteFile]:
-        for file in self._files:
-            self.count += 1
-            yield file
-
-
-class _WeightFallback:
-    """The patterns in effect; the kind's default list gives up its weight patterns when they are all there is.
-
-    The model kind's defaults ignore `.bin`/`.pt`/`.pth` weights in favour of `*.safetensors`. Files only those
-    patterns ignore are held back (few: they are weights) until a `*.safetensors` file is listed, which drops
-    them, or the listing ends without one, which releases them.
-    """
-
-    def __init__(self, config: Config, kind: Kind, log: Any) -> None:
-        self.patterns = config.effective_ignore_patterns(kind)
-        self._kind = kind
-        self._log = log
-        self._active = bool(kind.weight_fallback) and self.patterns == kind.default_ignore_patterns
-        kept = tuple(p for p in self.patterns if p not in kind.weight_fallback)
-        #: What the plan filters with: the weight patterns, when active, are applied here instead.
-        self.filtering = kept if self._active else self.patterns
-
-    def filter(self, files: Iterator[RemoteFile]) -> Iterator[RemoteFile]:
-        if not self._active:
-            yield from files
-            return
-        weights = IgnorePatterns(self._kind.weight_fallback)
-        held: list[RemoteFile] | None = []  # None: a *.safetensors file was listed, the weight patterns hold
-        for file in files:
-            if held is not None and file.path.endswith(".safetensors"):
-                held = None
-            if weights.ignores(file.path):
-                if held is not None:
-                    held.append(file)
-                continue
-            yield file
-        if held is None:
-            return
-        self.patterns = self.filtering
-        if held:
-            self._log.info(
-                "keeping .bin/.pt/.pth weights",
-                reason="the source has no *.safetensors weights, and the default IGNORE_PATTERNS would leave the "
-                "model without any; set IGNORE_PATTERNS explicitly to override",
-                ignore_patterns=",".join(self.patterns),
-            )
-            yield from held
-
-
-def _engine(source: Source, state: StateDir, ramp: Ramp, progress: Progress) -> TransferEngine:
-    """Stored files come as byte ranges; made ones (the cache source's) a group at a time."""
+def _engine(
+    source: Source, state: StateDir, ramp: Ramp, progress: Progress, bandwidth: TokenBucket | None
+) -> TransferEngine:
+    """Stored files come as byte ranges, under the MAX_BANDWIDTH cap; made ones (the cache source's, which refuses
+    the cap) a group at a time."""
     if isinstance(source, Storage):
-        return RangeTransfers(source, state, ramp, progress)
+        return RangeTransfers(source, state, ramp, progress, bandwidth)
     assert isinstance(source, Maker), f"{type(source).__name__} is neither a Storage nor a Maker"
     return MadeFiles(source, state, ramp, progress)
 

@@ -33,12 +33,14 @@ def lines(
     finished_at: datetime,
     totals: tuple[int, int],
     files: Iterable[tuple[RemoteFile, DoneFile]],
+    allow_patterns: tuple[str, ...] = (),
 ) -> Iterator[bytes]:
     """The manifest, line by line, for `files` in path order, each as it was finished."""
     head = {
         "format": FORMAT,
         "tool": {"name": kind.program, "version": __version__},
         "source": source,
+        **({"allow_patterns": list(allow_patterns)} if allow_patterns else {}),
         "ignore_patterns": list(ignore_patterns),
         "started_at": started_at.isoformat(),
         "finished_at": finished_at.isoformat(),

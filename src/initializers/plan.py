@@ -1,4 +1,4 @@
-"""What to fetch: the source's listing, filtered by ignore patterns and checked for safety, file by file."""
+"""What to fetch: the selected files of the source's listing, checked for safety, file by file."""
 
 from __future__ import annotations
 
@@ -7,7 +7,6 @@ from typing import NamedTuple
 
 from initializers.checksums import Checksum
 from initializers.errors import FetchError
-from initializers.patterns import IgnorePatterns
 
 #: The folder under OUTPUT_PATH that holds temporaries, the journal and the manifest; no source may write there.
 STATE_DIR = ".initializer"
@@ -76,19 +75,15 @@ def _is_plain(name: str) -> bool:
 
 
 def plan_files(
-    files: Iterable[RemoteFile], ignore: IgnorePatterns, source: str, register: Callable[[list[RemoteFile]], None]
+    files: Iterable[RemoteFile], source: str, register: Callable[[list[RemoteFile]], None]
 ) -> Iterator[list[RemoteFile]]:
-    """Filter by ignore patterns, normalise and check every path, `register` the files (which refuses collisions and
-    file/folder clashes) and refuse an empty result; as a stream of batches, each registered before it is passed on.
+    """Normalise and check every path of the selected files, `register` them (which refuses collisions and
+    file/folder clashes) and refuse an empty listing; as a stream of batches, each registered before it is passed on.
     Batches grow from one file, so the first is ready at once, to PLAN_BATCH, over which the checks are shared."""
-    listed = planned = 0
+    planned = 0
 
     def checked() -> Iterator[RemoteFile]:
-        nonlocal listed
         for file in files:
-            listed += 1
-            if ignore.ignores(file.path):
-                continue
             if (path := safe_relative_path(file.path)) != file.path:  # most names are already normal: no copy
                 file = file._replace(path=path)
             yield file
@@ -98,11 +93,6 @@ def plan_files(
         planned += len(batch)
         yield batch
     if not planned:
-        if listed:
-            raise FetchError(
-                f"nothing to download from {source}: all {listed} files are excluded by IGNORE_PATTERNS "
-                f"{','.join(ignore.patterns)!r}"
-            )
         raise FetchError(f"nothing to download: {source} has no files")
 
 

@@ -1,9 +1,9 @@
 """The SDK side: Kubeflow-compatible initializer configurations, turned into exactly the env the Kubeflow SDK builds.
 
-The classes carry the Kubeflow SDK's names, fields and defaults (0.5.0), and convert to the programs' own
-`Config`, so the variables they produce are written by the same schema the programs read: the two sides
-cannot drift apart. They validate more than the Kubeflow SDK does, with the programs' own parsers, so a URI the
-programs would reject fails here, early, with the same message.
+The classes carry the Kubeflow SDK's names, fields and defaults (0.5.0), plus `allow_patterns` (ALLOW_PATTERNS, which
+the Kubeflow SDK lacks), and convert to the programs' own `Config`, so the variables they produce are written by
+the same schema the programs read: the two sides cannot drift apart. They validate more than the Kubeflow SDK
+does, with the programs' own parsers, so a URI the programs would reject fails here, early, with the same message.
 """
 
 from __future__ import annotations
@@ -44,8 +44,9 @@ class _InitializerConfig:
     def to_config(self, output_path: str | None = None) -> Config:
         """The same configuration as the programs will parse it back from the environment."""
         values: dict[str, Any] = {f.name: getattr(self, f.name) for f in fields(self) if f.name in _CONFIG_FIELDS}
-        if values.get("ignore_patterns") is not None:
-            values["ignore_patterns"] = tuple(values["ignore_patterns"])
+        for patterns in ("ignore_patterns", "allow_patterns"):
+            if values.get(patterns) is not None:
+                values[patterns] = tuple(values[patterns])
         return Config(**values, output_path=output_path)
 
 
@@ -55,12 +56,14 @@ _CONFIG_FIELDS = {f.name for f in fields(Config)}
 @dataclass
 class HuggingFaceDatasetInitializer(_InitializerConfig, kind=DATASET, scheme="hf"):
     ignore_patterns: list[str] | None = None
+    allow_patterns: list[str] | None = None  # ours: the Kubeflow SDK has no allow list
     access_token: str | None = None
 
 
 @dataclass
 class S3DatasetInitializer(_InitializerConfig, kind=DATASET, scheme="s3"):
     ignore_patterns: list[str] | None = None
+    allow_patterns: list[str] | None = None  # ours: the Kubeflow SDK has no allow list
     endpoint: str | None = None
     access_key_id: str | None = None
     secret_access_key: str | None = None
@@ -95,12 +98,14 @@ def _default_model_patterns() -> list[str]:
 @dataclass
 class HuggingFaceModelInitializer(_InitializerConfig, kind=MODEL, scheme="hf"):
     ignore_patterns: list[str] | None = field(default_factory=_default_model_patterns)
+    allow_patterns: list[str] | None = None  # ours: replaces the model default's allow list
     access_token: str | None = None
 
 
 @dataclass
 class S3ModelInitializer(_InitializerConfig, kind=MODEL, scheme="s3"):
     ignore_patterns: list[str] | None = field(default_factory=_default_model_patterns)
+    allow_patterns: list[str] | None = None  # ours: replaces the model default's allow list
     endpoint: str | None = None
     access_key_id: str | None = None
     secret_access_key: str | None = None

@@ -35,7 +35,18 @@ if TYPE_CHECKING:  # pyarrow and pyiceberg load only once the configuration is k
 
 _T = TypeVar("_T")
 #: Sent by Kubeflow for the cache cluster it would start; recorded in the manifest, not needed here.
-_RECORDED = ("head_cpu", "head_mem", "worker_cpu", "worker_mem", "train_job_name", "cache_image")
+_RECORDED = (
+    "head_cpu",
+    "head_mem",
+    "worker_cpu",
+    "worker_mem",
+    "train_job_name",
+    "cache_image",
+    "readiness_initial_delay_seconds",
+    "readiness_period_seconds",
+    "readiness_timeout_seconds",
+    "readiness_failure_threshold",
+)
 
 
 def shard_folder(index: int) -> str:
@@ -47,8 +58,11 @@ class IcebergSource(Maker):
     owned_folders = "shard-*"
 
     def __init__(self, location: CacheLocation, config: Config) -> None:
-        if config.ignore_patterns:
-            raise ConfigError("IGNORE_PATTERNS does not apply to cache:// sources: every row of the table is sharded")
+        for variable, given in (("IGNORE_PATTERNS", config.ignore_patterns), ("ALLOW_PATTERNS", config.allow_patterns)):
+            if given:
+                raise ConfigError(f"{variable} does not apply to cache:// sources: every row of the table is sharded")
+        if config.max_bandwidth is not None:
+            raise ConfigError("MAX_BANDWIDTH does not apply to cache:// sources: pyarrow reads the table's files")
         self.location = location
         self._metadata_location = _metadata_location(config.metadata_loc)
         self._nodes = config.data_nodes()
