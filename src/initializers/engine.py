@@ -104,8 +104,11 @@ class TransferEngine(ABC):
         self._ramp = ramp
         self._progress = progress
         self._threads: list[threading.Thread] = []
+        #: Set once a thread has failed or the run is being stopped; the task stream's producers stop on it too.
         self.cancel = threading.Event()
+        #: Threads take turns pulling tasks; nothing else ever waits for it, since its holder may wait on the listing.
         self._next_lock = threading.Lock()
+        self._error_lock = threading.Lock()
         #: Files with a temporary, guarded by `_open_changes`; once `_fenced`, no temporary is renamed into place.
         self._open: dict[str, OpenFile] = {}
         self._open_changes = threading.Condition()
@@ -191,7 +194,7 @@ class TransferEngine(ABC):
         try:
             while self._error is None and number < self._ramp.workers:
                 with self._next_lock:
-                    task = next(tasks, None)
+                    task = next(tasks, None) if self._error is None else None
                     if task is not None:
                         self._ramp.task_started(task.size)
                 if task is None:
@@ -208,7 +211,7 @@ class TransferEngine(ABC):
             self._wake.set()
 
     def _fail(self, exc: BaseException) -> None:
-        with self._next_lock:
+        with self._error_lock:
             if self._error is None or isinstance(self._error, Cancelled):
                 self._error = exc
         self.cancel.set()
