@@ -114,7 +114,6 @@ class TransferEngine(ABC):
         self._open_changes = threading.Condition()
         self._renaming = 0
         self._fenced = False
-        self._made_dirs: set[str] = set()
         self._error: BaseException | None = None
         self._tasks_ran_out = False
         #: Set when a thread ends, or when smaller tasks call for more threads than run.
@@ -221,18 +220,17 @@ class TransferEngine(ABC):
         if target.fd >= 0:
             os.close(target.fd)
             target.fd = -1
-        st = os.stat(target.temp)  # size and mtime survive the rename: one stat serves the checks and the journal
+        # Size and mtime survive the rename: one stat serves the checks and the journal.
+        st = os.stat(target.temp, follow_symlinks=False)
         if file.exact_size and st.st_size != file.size:
             raise FetchError(f"{file.locator}: got {st.st_size} bytes, the source listed {file.size}")
         self._verify_checksum(target)
-        final = self._state.final_path(file.path)
-        self._make_parent(final)
         with self._open_changes:
             if self._fenced:
                 raise Cancelled
             self._renaming += 1
         try:
-            os.replace(target.temp, final)
+            self._state.place(target.temp, file.path)
         finally:
             with self._open_changes:
                 self._renaming -= 1
@@ -254,16 +252,6 @@ class TransferEngine(ABC):
                 f"got {found}); the downloaded bytes are corrupt"
             )
 
-    def _make_parent(self, final: str) -> None:
-        parent = os.path.dirname(final)
-        if parent in self._made_dirs:
-            return
-        try:
-            os.makedirs(parent, exist_ok=True)
-        except (FileExistsError, NotADirectoryError):
-            raise FetchError(f"cannot create folder {parent!r}: a file of that name is in the way") from None
-        self._made_dirs.add(parent)
-
     def _opened(self, target: OpenFile) -> None:
         with self._open_changes:
             if self._fenced:  # a thread that outlived the stop's grace: its temporary would outlive the cleanup
@@ -282,8 +270,7 @@ class TransferEngine(ABC):
             if target.fd >= 0:
                 with contextlib.suppress(OSError):
                     os.close(target.fd)
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(target.temp)
+            self._state.remove_temp(target.temp)
 
 
 class RangeTransfers(TransferEngine):
@@ -353,9 +340,7 @@ class RangeTransfers(TransferEngine):
             if target.fd >= 0:
                 return
             self._opened(target)
-            target.fd = os.open(target.temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o666)
-            if ranged:
-                os.ftruncate(target.fd, target.file.size)
+            target.fd = self._state.open_temp(target.temp, target.file.size if ranged else None)
 
 
 def _disk_error(exc: OSError, path: str | None = None) -> FetchError:
