@@ -23,8 +23,9 @@ OBJECTS = {"d/00.bin": b"zero" * 100, "d/sub/01.bin": b"one" * 100, "top.bin": b
 
 @pytest.fixture
 def dataset(s3: Any, bucket: str) -> str:
-    for key, body in OBJECTS.items():
-        s3.put_object(Bucket=bucket, Key=key, Body=body)
+    """OBJECTS in a fresh bucket, listed from its root: top-level files and nested folders both."""
+    uploads = [s3.put_object(Bucket=bucket, Key=key, Body=body) for key, body in OBJECTS.items()]
+    assert {upload["ResponseMetadata"]["HTTPStatusCode"] for upload in uploads} == {200}
     return f"s3://{bucket}"
 
 
@@ -115,11 +116,16 @@ def test_a_file_that_is_a_link_is_neither_written_through_nor_replaced(
     assert no_manifest(output)
 
 
-@pytest.mark.parametrize("planted", [".initializer/tmp/manifest.json.tmp", ".initializer/tmp/journal.jsonl.tmp"])
-def test_a_link_planted_at_a_state_temporary_is_replaced_never_followed(
+STATE_FILES = [".initializer/tmp/manifest.json.tmp", ".initializer/tmp/journal.jsonl.tmp", ".initializer/manifest.json",
+               ".initializer/journal.jsonl", ".initializer/index.sqlite"]  # fmt: skip
+
+
+@pytest.mark.parametrize("planted", STATE_FILES)
+def test_a_link_planted_at_a_state_file_is_replaced_never_followed(
     seaweed: SeaweedFS, dataset: str, outside: Path, tmp_path: Path, planted: str
 ):
-    """Temporaries are ours: whatever is at their name is unlinked and made afresh, the link's target untouched."""
+    """State files and their temporaries are ours: a link at their name is replaced (renamed over, or unlinked and
+    made afresh), its target untouched."""
     output = tmp_path / "out"
     (output / planted).parent.mkdir(parents=True)
     (output / planted).symlink_to(outside / "victim")

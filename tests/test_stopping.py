@@ -17,6 +17,8 @@ import pytest
 
 from devkit.programs import ProgramResult, run_program, start_program
 from devkit.stalling import Stall, StallingHub, StallingS3, StallingServer
+from initializers.errors import FetchError
+from initializers.retry import retrying
 
 #: Seconds a stopped run may take to exit, at most: far more than it needs, far less than "never".
 STOP_CEILING_SECONDS = 15.0
@@ -97,3 +99,12 @@ def test_a_signal_ends_a_run_whose_listing_never_finishes(
     assert f"stopped by {signum.name} while waiting for" in result.last["error"]
     assert "Traceback" not in stderr
     assert looks_complete(Path(env["OUTPUT_PATH"])) == []
+
+
+def test_no_attempt_starts_once_interrupted():
+    """A listing that pages for ever asks for its next page through the retry policy: once the run is interrupted,
+    that request is not sent, even when the interrupt came between two requests (nothing to abort then)."""
+    attempts: list[int] = []
+    with pytest.raises(FetchError, match="the listing of s3://b/: interrupted"):
+        retrying("list", "the listing of s3://b/", lambda: attempts.append(1), interrupted=lambda: True)
+    assert attempts == []
