@@ -14,6 +14,7 @@ import enum
 import itertools
 import json
 import threading
+from abc import ABC, abstractmethod
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -59,7 +60,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(body)
 
 
-class StallingServer:
+class StallingServer(ABC):
     """Base of the posers: a threaded HTTP server on a free loopback port, stopped on exit."""
 
     def __init__(self, stall: Stall, pause: float = 1.0) -> None:
@@ -86,8 +87,9 @@ class StallingServer:
         self._server.shutdown()
         self._server.server_close()
 
+    @abstractmethod
     def answer(self, handler: _Handler, path: str, query: dict[str, list[str]]) -> None:
-        raise NotImplementedError
+        """Answer one GET (or, for a stalled listing, never)."""
 
     def wait_for_listing(self, pages: int, timeout: float = 60.0) -> None:
         """Return once `pages` listing requests have arrived."""
