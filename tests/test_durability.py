@@ -24,6 +24,7 @@ OBJECTS = {f"d/{i:02d}.bin": os.urandom(64 * 1024) for i in range(12)} | {"d/big
 _SYSCALL = re.compile(r"^\d+\s+(\w+)\((.*)\)\s+=\s+(-?\d+)")
 _UNFINISHED = re.compile(r"^(\d+)\s+(.*) <unfinished \.\.\.>$")
 _RESUMED = re.compile(r"^(\d+)\s+<\.\.\. \w+ resumed>(.*)$")
+_AT_FOLDER = re.compile(r'-?\d+<([^>]*)>, "([^"]*)"')  # a folder's descriptor (as strace -y shows it) and a name in it
 
 
 @pytest.fixture
@@ -37,8 +38,8 @@ def _traced(
     env: dict[str, str], trace: Path, syscalls: str = "trace=syncfs,fsync,fdatasync,rename,renameat,renameat2"
 ) -> list[tuple[str, str]]:
     """Run the dataset program under strace; its successful `syscalls` (syncs and renames), in the order they
-    returned."""
-    done = subprocess.run(["strace", "-f", "-qq", "-e", syscalls, "-o", str(trace), *command("dataset")],
+    returned, with names given relative to a folder's descriptor written as whole paths."""
+    done = subprocess.run(["strace", "-f", "-qq", "-y", "-e", syscalls, "-o", str(trace), *command("dataset")],
                           env=clean_env(env), capture_output=True, text=True, timeout=300)  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
     calls, started = [], {}
@@ -49,7 +50,7 @@ def _traced(
         if (resumed := _RESUMED.match(line)) is not None:
             line = f"{resumed.group(1)} {started.pop(resumed.group(1))}{resumed.group(2)}"
         if (found := _SYSCALL.match(line)) and found.group(3) == "0":
-            calls.append((found.group(1), found.group(2)))
+            calls.append((found.group(1), _AT_FOLDER.sub(r'"\1/\2"', found.group(2))))
     return calls
 
 

@@ -71,3 +71,21 @@ def test_endless_iterators_stay_a_bounded_number_of_items_ahead():
         assert next(ahead) == 0
     finally:
         ahead.close()
+
+
+def test_a_consumer_waiting_on_a_producer_that_yields_nothing_returns_once_the_stop_is_set():
+    """A stopped run's transfer thread must not stay blocked on a listing that never answers."""
+    stop, release = threading.Event(), threading.Event()
+
+    def silent() -> Iterator[int]:
+        release.wait(60)
+        yield 1
+
+    ahead = Lookahead([silent()], depth=128, name="test", stop=stop)
+    outcome: list[object] = []
+    consumer = threading.Thread(target=lambda: outcome.append(next(ahead, "ended")))
+    consumer.start()
+    stop.set()
+    consumer.join(10)  # a generous ceiling: the consumer polls the stop a few times a second
+    release.set()
+    assert outcome == ["ended"]

@@ -105,14 +105,16 @@ class TransferEngine(ABC):
         self._ramp = ramp
         self._progress = progress
         self._threads: list[threading.Thread] = []
+        #: Set once a thread has failed or the run is being stopped; the task stream's producers stop on it too.
         self.cancel = threading.Event()
+        #: Threads take turns pulling tasks; nothing else ever waits for it, since its holder may wait on the listing.
         self._next_lock = threading.Lock()
+        self._error_lock = threading.Lock()
         #: Files with a temporary, guarded by `_open_changes`; once `_fenced`, no temporary is renamed into place.
         self._open: dict[str, OpenFile] = {}
         self._open_changes = threading.Condition()
         self._renaming = 0
         self._fenced = False
-        self._made_dirs: set[str] = set()
         self._error: BaseException | None = None
         self._tasks_ran_out = False
         #: Set when a thread ends, or when smaller tasks call for more threads than run.
@@ -192,7 +194,7 @@ class TransferEngine(ABC):
         try:
             while self._error is None and number < self._ramp.workers:
                 with self._next_lock:
-                    task = next(tasks, None)
+                    task = next(tasks, None) if self._error is None else None
                     if task is not None:
                         self._ramp.task_started(task.size)
                 if task is None:
@@ -209,7 +211,7 @@ class TransferEngine(ABC):
             self._wake.set()
 
     def _fail(self, exc: BaseException) -> None:
-        with self._next_lock:
+        with self._error_lock:
             if self._error is None or isinstance(self._error, Cancelled):
                 self._error = exc
         self.cancel.set()
@@ -219,18 +221,17 @@ class TransferEngine(ABC):
         if target.fd >= 0:
             os.close(target.fd)
             target.fd = -1
-        st = os.stat(target.temp)  # size and mtime survive the rename: one stat serves the checks and the journal
+        # Size and mtime survive the rename: one stat serves the checks and the journal.
+        st = os.stat(target.temp, follow_symlinks=False)
         if file.exact_size and st.st_size != file.size:
             raise FetchError(f"{file.locator}: got {st.st_size} bytes, the source listed {file.size}")
         self._verify_checksum(target)
-        final = self._state.final_path(file.path)
-        self._make_parent(final)
         with self._open_changes:
             if self._fenced:
                 raise Cancelled
             self._renaming += 1
         try:
-            os.replace(target.temp, final)
+            self._state.place(target.temp, file.path)
         finally:
             with self._open_changes:
                 self._renaming -= 1
@@ -252,16 +253,6 @@ class TransferEngine(ABC):
                 f"got {found}); the downloaded bytes are corrupt"
             )
 
-    def _make_parent(self, final: str) -> None:
-        parent = os.path.dirname(final)
-        if parent in self._made_dirs:
-            return
-        try:
-            os.makedirs(parent, exist_ok=True)
-        except (FileExistsError, NotADirectoryError):
-            raise FetchError(f"cannot create folder {parent!r}: a file of that name is in the way") from None
-        self._made_dirs.add(parent)
-
     def _opened(self, target: OpenFile) -> None:
         with self._open_changes:
             if self._fenced:  # a thread that outlived the stop's grace: its temporary would outlive the cleanup
@@ -280,8 +271,7 @@ class TransferEngine(ABC):
             if target.fd >= 0:
                 with contextlib.suppress(OSError):
                     os.close(target.fd)
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(target.temp)
+            self._state.remove_temp(target.temp)
 
 
 class RangeTransfers(TransferEngine):
@@ -355,9 +345,7 @@ class RangeTransfers(TransferEngine):
             if target.fd >= 0:
                 return
             self._opened(target)
-            target.fd = os.open(target.temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o666)
-            if ranged:
-                os.ftruncate(target.fd, target.file.size)
+            target.fd = self._state.open_temp(target.temp, target.file.size if ranged else None)
 
 
 def _disk_error(exc: OSError, path: str | None = None) -> FetchError:

@@ -53,9 +53,9 @@ class _Waiting:
         self.transfers: TransferEngine | None = None
 
     def current(self) -> str:
-        if self.transfers is None:
+        files = self.transfers.in_flight() if self.transfers is not None else []
+        if not files:
             return self.step
-        files = self.transfers.in_flight()
         return f"{len(files)} files: {', '.join(files[:5])}{' ...' if len(files) > 5 else ''}"
 
 
@@ -136,7 +136,7 @@ def _list_and_fetch(
         with Progress(log, config.progress_interval or PROGRESS_INTERVAL_SECONDS) as progress:
             todo = _Todo(planned, index, state, progress, log, ramp, source, config.verify)
             engine = waiting.transfers = _engine(source, state, ramp, progress, bandwidth)
-            listing = Lookahead([iter(todo)], LISTING_LOOKAHEAD, "listing")
+            listing = Lookahead([iter(todo)], LISTING_LOOKAHEAD, "listing", stop=engine.cancel)
             try:
                 engine.fetch(listing)
             finally:

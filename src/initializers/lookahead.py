@@ -22,11 +22,19 @@ class Lookahead(Generic[_T]):
     come in the order they are ready, so no iterator waits for another to be consumed first.
     """
 
-    def __init__(self, producers: Sequence[Iterator[_T]], depth: int, name: str, batch: int = 64) -> None:
+    def __init__(
+        self,
+        producers: Sequence[Iterator[_T]],
+        depth: int,
+        name: str,
+        batch: int = 64,
+        stop: threading.Event | None = None,
+    ) -> None:
+        """`stop`: an event whose setting closes this lookahead (a stopped run's), as `close` does."""
         self._queue: queue.Queue[object] = queue.Queue(max(1, depth // batch))
         self._batch = batch
         self._current: Iterator[_T] = iter(())
-        self._closed = threading.Event()
+        self._closed = stop or threading.Event()
         self._error: BaseException | None = None
         self._running = len(producers)
         self._threads = [
@@ -40,15 +48,15 @@ class Lookahead(Generic[_T]):
         return self
 
     def __next__(self) -> _T:
-        """The next item; StopIteration at the end; a producer's exception, raised here, as soon as it failed."""
+        """The next item; StopIteration at the end, or within a poll once closed (the consumer is going away, and
+        a producer may be waiting on a listing that never answers); a producer's exception, raised here, as soon as
+        it failed."""
         for item in self._current:
             return item
-        while self._running:
+        while self._running and not self._closed.is_set():
             try:
                 batch = self._queue.get(timeout=0.2)
             except queue.Empty:
-                if self._closed.is_set():
-                    break
                 continue
             if batch is _END:
                 self._running -= 1

@@ -61,10 +61,13 @@ def retrying(
     interrupted: Callable[[], bool] = lambda: False,
 ) -> _T:
     """`attempt()`, again after transient failures (`before_retry` first: e.g. drop connections in an unknown state);
-    FetchError saying why once the failure is permanent or the attempts or the budget are used up."""
+    FetchError saying why once the failure is permanent or the attempts or the budget are used up. Once
+    `interrupted()`, no attempt starts: a listing that pages for ever stops at its next page."""
     failures = 0
     throttled_for = 0.0
     while True:
+        if interrupted():
+            raise FetchError(f"{where}: interrupted")
         try:
             return attempt()
         except (OSError, Retriable) as exc:  # resets, timeouts, TLS and framing errors, 5xx, throttling

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from initializers.errors import ConfigError, FetchError
+from initializers.nofollow import Tree, refuse_link
 from initializers.plan import STATE_DIR
 
 MANIFEST = "manifest.json"
@@ -42,6 +43,8 @@ _BOOKKEEPING = (b'{"' + _BOOT.encode() + b'"', b'{"' + _SYNCED.encode() + b'"') 
 SHARDS = "shards"
 _LOCK_POLL_SECONDS = 0.5
 _LOCK_REPORT_SECONDS = 30.0  # how often a run waiting for another one says so
+#: How state files and temporaries are opened: never through a link planted at their name.
+_NEW_FILE = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
 class DoneFile(NamedTuple):
@@ -68,8 +71,10 @@ class StateDir:
         self.shard = shard
         self.dir = self._share_path(shard[0]) if shard else self.shared
         self.tmp = self.dir / "tmp"
+        self._tmp_relative = self._relative(self.tmp)  # used per file: worked out once
         #: A folder a source may keep its own bookkeeping in during a run; removed at the end of every run.
         self.staging = self.dir / "staging"
+        self._tree: Tree | None = None
         self._journal_fd = -1
         self._lock_fds: list[int] = []
         self._journal_lock = threading.Lock()  # appends, and a checkpoint's reading of how far they reach
@@ -83,25 +88,76 @@ class StateDir:
         While another run holds the lock, this one waits (`waiting(holder, seconds)` is called now and then);
         stopping it then (a signal, TIMEOUT) leaves everything as it is: the other run owns those temporaries.
         """
-        self._prepare(waiting)
+        try:
+            self._prepare(waiting)
+        except BaseException:
+            self.close_folders()
+            raise
         try:
             yield
         finally:
             self.close_journal()
             self.clear_temps_quietly()
-            shutil.rmtree(self.staging, ignore_errors=True)
+            shutil.rmtree(self.staging, ignore_errors=True)  # never follows a link (none is left there: `_prepare`)
             self._release()
+            self.close_folders()
 
     def _prepare(self, waiting: Callable[[str, float], None]) -> None:
-        """Create the folders, prove they are writable and take the lock, before any transfer starts."""
+        """Create the folders, prove they are writable and take the lock, before any transfer starts; a link
+        where one of them goes is refused (`nofollow`)."""
         try:
-            self.tmp.mkdir(parents=True, exist_ok=True)
-            probe = self.tmp / f".probe-{os.getpid()}"
-            probe.write_bytes(b"")
-            probe.unlink()
+            self.root.mkdir(parents=True, exist_ok=True)
+            with self._folder(self.staging):
+                pass
+            self._new_file(self.tmp / f".probe-{os.getpid()}", lambda fd: None)
+            self._unlink(self.tmp / f".probe-{os.getpid()}")
         except OSError as exc:
             raise FetchError(f"OUTPUT_PATH {str(self.root)!r} is not writable: {exc.strerror or exc}") from None
         self._lock(waiting)
+
+    # -- files under OUTPUT_PATH, never through a link --------------------------------------------------
+
+    @property
+    def folders(self) -> Tree:
+        """The folders under OUTPUT_PATH, opened without following links (once OUTPUT_PATH exists)."""
+        if self._tree is None:
+            self._tree = Tree(str(self.root))
+        return self._tree
+
+    def close_folders(self) -> None:
+        if self._tree is not None:
+            self._tree.close()
+            self._tree = None
+
+    def _folder(self, path: Path) -> contextlib.AbstractContextManager[int]:
+        """A descriptor of the folder `path` under OUTPUT_PATH, made if missing."""
+        return self.folders.folder(self._relative(path))
+
+    def _relative(self, path: Path) -> str:
+        """`path` relative to OUTPUT_PATH, as `Tree` names folders ("" for OUTPUT_PATH itself)."""
+        relative = path.relative_to(self.root).as_posix()
+        return "" if relative == "." else relative
+
+    def _new_file(self, path: Path, write: Callable[[int], None]) -> None:
+        """Make `path` afresh (whatever was at its name, a link included, is unlinked first, never followed), pass
+        its descriptor to `write`, close it."""
+        with self._folder(path.parent) as folder:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(path.name, dir_fd=folder)
+            fd = os.open(path.name, _NEW_FILE | os.O_EXCL, 0o666, dir_fd=folder)
+            try:
+                write(fd)
+            finally:
+                os.close(fd)
+
+    def _unlink(self, path: Path) -> None:
+        with self._folder(path.parent) as folder, contextlib.suppress(FileNotFoundError):
+            os.unlink(path.name, dir_fd=folder)
+
+    def _replace(self, source: Path, destination: Path) -> None:
+        """Rename within OUTPUT_PATH, from and to folders opened without following links."""
+        with self._folder(source.parent) as source_folder, self._folder(destination.parent) as destination_folder:
+            os.replace(source.name, destination.name, src_dir_fd=source_folder, dst_dir_fd=destination_folder)
 
     def _lock(self, waiting: Callable[[str, float], None]) -> None:
         """One run at a time per destination; a run that finds another one writing waits for it to end, then
@@ -145,9 +201,15 @@ class StateDir:
             raise
         return fd
 
-    @staticmethod
-    def _open_lock(path: Path) -> int:
-        return os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
+    def _open_lock(self, path: Path) -> int:
+        """A lock file, opened where it is (another run may hold it); a link at its name is refused."""
+        with self._folder(path.parent) as folder:
+            try:
+                return os.open(path.name, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666, dir_fd=folder)
+            except OSError as exc:
+                if exc.errno == errno.ELOOP:
+                    raise refuse_link(str(path)) from None
+                raise
 
     def _release(self) -> None:
         while self._lock_fds:
@@ -173,7 +235,7 @@ class StateDir:
         """The set is complete and its manifest written: the next round of shares starts from nothing."""
         assert self.shard is not None
         for index in range(self.shard[1]):
-            self._share_path(index, ".json").unlink(missing_ok=True)
+            self._unlink(self._share_path(index, ".json"))
 
     def share_journal(self, index: int) -> Iterator[DoneFile]:
         """What share `index` of this split has claimed as finished."""
@@ -215,8 +277,32 @@ class StateDir:
         return f"{self.tmp}/{hashlib.sha256(relative.encode()).hexdigest()[:32]}.part"
 
     def clear_temps(self) -> None:
-        for leftover in self.tmp.glob("*.part"):
-            leftover.unlink(missing_ok=True)
+        """Remove leftover temporaries (links among them: the links, never what they point to)."""
+        with self._folder(self.tmp) as folder:
+            for name in os.listdir(folder):
+                if name.endswith(".part"):
+                    with contextlib.suppress(FileNotFoundError):
+                        os.unlink(name, dir_fd=folder)
+
+    def open_temp(self, temp: str, size: int | None) -> int:
+        """Open (truncated) the temporary `temp` (a `temp_path`) for writing, sized `size` when given; a link
+        planted at its name is not followed."""
+        with self.folders.folder(self._tmp_relative) as folder:
+            fd = os.open(os.path.basename(temp), _NEW_FILE | os.O_TRUNC, 0o666, dir_fd=folder)
+        if size is not None:
+            os.ftruncate(fd, size)
+        return fd
+
+    def remove_temp(self, temp: str) -> None:
+        self._unlink(Path(temp))
+
+    def place(self, temp: str, relative: str) -> None:
+        """Rename the temporary `temp` to the file `relative` under OUTPUT_PATH, making its folders; a link or a
+        file in the way of a folder, or a link or a folder at the file's own name, is refused (FetchError)."""
+        folder, _, name = relative.rpartition("/")
+        with self.folders.folder(self._tmp_relative) as temps, self.folders.folder(folder) as destination:
+            self.folders.check_file_entry(destination, relative)
+            os.replace(os.path.basename(temp), name, src_dir_fd=temps, dst_dir_fd=destination)
 
     def clear_temps_quietly(self) -> None:
         """Best effort on the way out: a failure here must not mask the error that ended the run."""
@@ -258,21 +344,29 @@ class StateDir:
         """Withdraw the completion claim before changing anything it describes: one atomic rename, however many
         files it lists, and what it lists still counts as done for the next run (size, mtime and version checked)."""
         with contextlib.suppress(FileNotFoundError):
-            os.replace(self.manifest_path, self.withdrawn_manifest_path)
-            _fsync_dir(self.shared)
+            self._replace(self.manifest_path, self.withdrawn_manifest_path)
+            self._fsync_folder(self.shared)
 
     def write_manifest(self, lines: Iterable[bytes]) -> None:
         self.write_atomically(self.manifest_path, lines)
-        self.withdrawn_manifest_path.unlink(missing_ok=True)
+        self._unlink(self.withdrawn_manifest_path)
 
     def write_atomically(self, path: Path, chunks: Iterable[bytes]) -> None:
+        """`path` (a state file) replaced whole by `chunks`, on stable storage, through a temporary made afresh."""
+
+        def write(fd: int) -> None:
+            with open(fd, "wb", closefd=False) as handle:
+                handle.writelines(chunks)
+            os.fsync(fd)
+
         temp = self.tmp / (path.name + ".tmp")
-        with open(temp, "wb") as handle:
-            handle.writelines(chunks)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(temp, path)
-        _fsync_dir(path.parent)
+        self._new_file(temp, write)
+        self._replace(temp, path)
+        self._fsync_folder(path.parent)
+
+    def _fsync_folder(self, path: Path) -> None:
+        with self._folder(path) as folder:
+            os.fsync(folder)
 
     # -- the journal ----------------------------------------------------------------------------------
 
@@ -291,7 +385,8 @@ class StateDir:
         self.write_atomically(
             self.journal_path, itertools.chain([header], (d.to_json().encode() + b"\n" for d in finished))
         )
-        self._journal_fd = os.open(self.journal_path, os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC)
+        with self._folder(self.dir) as folder:
+            self._journal_fd = os.open(JOURNAL, os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=folder)
         with self._journal_lock:
             os.write(self._journal_fd, self._synced_marker())
 
@@ -321,7 +416,7 @@ class StateDir:
 
     def remove_journal(self) -> None:
         self.close_journal()
-        self.journal_path.unlink(missing_ok=True)
+        self._unlink(self.journal_path)
 
     def close_journal(self) -> None:
         if self._journal_fd >= 0:
@@ -414,11 +509,3 @@ def _call_libc(name: str, *args: object, path: str | None = None) -> None:
 
 _libc = ctypes.CDLL(None, use_errno=True)
 _SYNC_FILE_RANGE_WRITE = 2
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

@@ -1,0 +1,110 @@
+"""Stopping a run whose listing never finishes: SIGTERM, SIGINT and TIMEOUT still end it, promptly and cleanly.
+
+The servers (`devkit.stalling`) pose as S3 and the Hub and answer the listing never, or with pages that go on for
+ever. The ceilings below are generous, stated bounds for a shared machine, not timings: without the fix the runs
+never ended at all.
+"""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from devkit.programs import ProgramResult, run_program, start_program
+from devkit.stalling import Stall, StallingHub, StallingS3, StallingServer
+from initializers.errors import FetchError
+from initializers.retry import retrying
+
+#: Seconds a stopped run may take to exit, at most: far more than it needs, far less than "never".
+STOP_CEILING_SECONDS = 15.0
+
+
+def s3_run(server: StallingServer, output: Path) -> dict[str, str]:
+    return {"STORAGE_URI": "s3://bucket/data", "ENDPOINT": server.endpoint, "ANONYMOUS": "true",
+            "OUTPUT_PATH": str(output)}  # fmt: skip
+
+
+def hub_run(server: StallingServer, output: Path) -> dict[str, str]:
+    return {"STORAGE_URI": "hf://org/endless", "HF_ENDPOINT": server.endpoint, "OUTPUT_PATH": str(output)}
+
+
+POSERS = {
+    "s3-silent": (StallingS3, Stall.SILENT, s3_run),
+    "s3-endless": (StallingS3, Stall.ENDLESS, s3_run),
+    "s3-slow": (StallingS3, Stall.SLOW, s3_run),
+    "hub-silent": (StallingHub, Stall.SILENT, hub_run),
+    "hub-endless": (StallingHub, Stall.ENDLESS, hub_run),
+}
+
+
+@pytest.fixture(params=sorted(POSERS))
+def stalled(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[StallingServer, dict[str, str]]]:
+    server_class, stall, environment = POSERS[request.param]
+    with server_class(stall, pause=0.5) as server:
+        yield server, environment(server, tmp_path / "out")
+
+
+def looks_complete(output: Path) -> list[str]:
+    """What a stopped run must not leave: a manifest, temporaries, files at final paths (the journal and the lock
+    are the state a re-run starts from)."""
+    state = output / ".initializer"
+    found = [str(path.relative_to(output)) for path in output.rglob("*") if path.is_file()]
+    return [path for path in found if not path.startswith(".initializer/") or path.endswith("manifest.json")] + [
+        path.name for path in (state / "tmp").glob("*")
+    ]
+
+
+def test_the_deadline_ends_a_run_whose_listing_never_finishes(stalled: tuple[StallingServer, dict[str, str]]):
+    server, env = stalled
+    started = time.monotonic()
+    result = run_program("dataset", {**env, "TIMEOUT": "3"}, timeout=60)
+    assert time.monotonic() - started < 3 + STOP_CEILING_SECONDS
+    assert result.code == 1, result.stderr
+    assert "TIMEOUT of 3 s passed while still waiting for the listing of" in result.last["error"]
+    assert "Traceback" not in result.stderr
+    assert looks_complete(Path(env["OUTPUT_PATH"])) == []
+    assert server.listing_requests >= 1
+
+
+def wait_for_event(process: subprocess.Popen[str], event: str) -> None:
+    """Read the run's log until `event`; the process's exit (or the test's timeout) ends the wait otherwise."""
+    assert process.stdout is not None
+    for line in process.stdout:
+        if f'"event": "{event}"' in line:
+            return
+    raise AssertionError(f"exited before {event!r}: {process.stderr.read() if process.stderr else ''}")
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_a_signal_ends_a_run_whose_listing_never_finishes(
+    stalled: tuple[StallingServer, dict[str, str]], signum: signal.Signals
+):
+    server, env = stalled
+    process = start_program("dataset", env)
+    try:
+        wait_for_event(process, "listing")
+        # Stalled from the first page, or a few pages in, where the transfer threads are waiting for files.
+        server.wait_for_listing(1 if server.stall is Stall.SILENT else 3)
+        process.send_signal(signum)
+        stdout, stderr = process.communicate(timeout=STOP_CEILING_SECONDS)
+    finally:
+        process.kill()
+    result = ProgramResult(process.returncode, stdout, stderr)
+    assert result.code == 1, stderr
+    assert f"stopped by {signum.name} while waiting for" in result.last["error"]
+    assert "Traceback" not in stderr
+    assert looks_complete(Path(env["OUTPUT_PATH"])) == []
+
+
+def test_no_attempt_starts_once_interrupted():
+    """A listing that pages for ever asks for its next page through the retry policy: once the run is interrupted,
+    that request is not sent, even when the interrupt came between two requests (nothing to abort then)."""
+    attempts: list[int] = []
+    with pytest.raises(FetchError, match="the listing of s3://b/: interrupted"):
+        retrying("list", "the listing of s3://b/", lambda: attempts.append(1), interrupted=lambda: True)
+    assert attempts == []
