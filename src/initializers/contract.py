@@ -57,6 +57,20 @@ class Codec(Generic[T]):
     empty_means_unset: bool = True
 
 
+def checked_value(raw: str, variable: str) -> str:
+    """`raw` without the one trailing newline (LF or CRLF) a Kubernetes Secret made from a file carries; a ConfigError
+    naming `variable`, never the value, for any other control character (tab included): every value may end up in a
+    request line, a header or a URL, where one would end it or start another."""
+    text = raw[:-2] if raw.endswith("\r\n") else raw[:-1] if raw.endswith("\n") else raw
+    bad = next((char for char in text if char < " " or char == "\x7f"), None)
+    if bad is not None:
+        raise ConfigError(
+            f"{variable}: contains the control character U+{ord(bad):04X} at position {text.index(bad)} (value not "
+            "shown); only a single trailing newline is accepted, and dropped"
+        )
+    return text
+
+
 def _parse_text(raw: str) -> str:
     return raw.strip()
 
@@ -287,7 +301,10 @@ class Config:
                 source, raw = next(
                     ((var, env[var]) for var in (setting.env, *setting.fallback_env) if var in env), (None, None)
                 )
-            if raw is None or (setting.codec.empty_means_unset and not raw.strip()):
+            if raw is None:
+                continue
+            raw = checked_value(raw, source or setting.env)
+            if setting.codec.empty_means_unset and not raw.strip():
                 continue
             try:
                 values[name] = setting.codec.parse(raw)
