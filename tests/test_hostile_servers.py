@@ -14,7 +14,7 @@ from urllib.parse import quote, quote_plus
 
 import pytest
 
-from devkit.hostile import Answer, HubPoser, Poser, S3Poser, Seen, json_answer
+from devkit.hostile import Answer, HubPoser, Poser, S3Poser, Seen, endless, git_blob_id, json_answer, listing_page
 from devkit.programs import ProgramResult, run_program
 
 #: A quote and a backslash: its repr, JSON and URL forms all differ from it.
@@ -46,8 +46,15 @@ def assert_failed(result: ProgramResult, code: int, *phrases: str) -> str:
 
 
 def largest_file(root: Path) -> int:
-    """The size of the largest file anywhere under `root`, temporaries included."""
-    return max((path.stat().st_size for path in root.rglob("*") if path.is_file()), default=0)
+    """The size of the largest file under `root` a body went into, temporaries included (not the state files)."""
+    return max(
+        (
+            path.stat().st_size
+            for path in root.rglob("*")
+            if path.is_file() and (".initializer" not in path.parts or "tmp" in path.relative_to(root).parts[:2])
+        ),
+        default=0,
+    )
 
 
 @pytest.fixture
@@ -262,3 +269,180 @@ def test_a_tree_whose_fresh_pages_repeat_entries_is_refused(hub: HubPoser, tmp_p
         ),
     )
     assert_failed(run_hub(hub, tmp_path), 1, "again", "loop")
+
+
+# --- bodies: never past the size asked for; redirects: only http(s) ---------------------------------------------
+
+LISTED = len(FILES["model.safetensors"])
+
+
+@pytest.mark.parametrize("framing", ["chunked", "close"])
+def test_an_endless_body_is_refused_at_the_listed_size(hub: HubPoser, tmp_path: Path, framing: str) -> None:
+    hub.answer("/resolve/.*safetensors", Answer(body=endless(), framing=framing))  # type: ignore[arg-type]
+    assert_failed(run_hub(hub, tmp_path), 1, "model.safetensors", f"more than the {LISTED} bytes asked for")
+    assert largest_file(tmp_path / "out") <= LISTED
+    assert len(hub.requests("/resolve/.*safetensors")) == 1  # not asked again into the disk
+
+
+def test_a_range_longer_than_asked_is_refused_within_the_range(s3: S3Poser, tmp_path: Path) -> None:
+    """The first answer breaks off halfway; the resumed one, a 206 for the rest, does not stop at its end."""
+    first_half = Answer(headers={"Content-Length": "1000"}, body=iter([b"a" * 500]), framing="close")
+    endless_rest = Answer(206, {"Content-Range": "bytes 500-999/1000"}, endless(b"a" * 1000), framing="chunked")
+    s3.answer("/data/a.txt", lambda seen: endless_rest if "range" in seen.headers else first_half)
+    assert_failed(run_s3(s3, tmp_path), 1, "s3://bucket/data/a.txt", "more than the 500 bytes asked for")
+    assert largest_file(tmp_path / "out") <= 1000
+    assert [seen.headers.get("range") for seen in s3.requests("/data/a.txt")] == [None, "bytes=500-999"]
+
+
+def test_an_object_of_undeclared_length_is_refused_at_once(s3: S3Poser, tmp_path: Path) -> None:
+    s3.answer("/data/b.txt", Answer(body=endless(), framing="chunked"))
+    assert_failed(run_s3(s3, tmp_path), 1, "s3://bucket/data/b.txt", "the listing said 10 bytes", "no Content-Length")
+    assert largest_file(tmp_path / "out") <= 1000
+    assert len(s3.requests("/data/b.txt")) == 1
+
+
+@pytest.mark.parametrize("scheme", ["gopher", "file", "ftp"])
+def test_a_redirect_to_another_scheme_is_refused_at_once(hub: HubPoser, tmp_path: Path, scheme: str) -> None:
+    location = f"{scheme}://127.0.0.1:{hub.url.rsplit(':', 1)[1]}/x"
+    hub.answer("/resolve/.*safetensors", Answer(302, {"Location": location}))
+    assert_failed(run_hub(hub, tmp_path), 1, f"redirected to a {scheme}:// URL", "only http:// and https://")
+    assert len(hub.requests("/resolve/.*safetensors")) == 1
+    assert not hub.requests("^/x")
+
+
+def test_an_api_redirect_to_another_scheme_is_refused_at_once(hub: HubPoser, tmp_path: Path) -> None:
+    hub.answer("/revision/", Answer(302, {"Location": "gopher://127.0.0.1:1/x"}))
+    assert_failed(run_hub(hub, tmp_path), 1, "gopher://", "only http(s)")
+    assert len(hub.requests("/revision/")) == 1
+
+
+def test_a_trickle_is_timed_out_by_read_timeout(hub: HubPoser, tmp_path: Path) -> None:
+    """A byte every 50 ms never leaves a read waiting READ_TIMEOUT, but is far below the minimum rate."""
+    hub.files["model.safetensors"] = b"S" * 100_000
+    hub.entries[1].update(size=100_000, oid=git_blob_id(hub.files["model.safetensors"]))
+    hub.answer("/resolve/.*safetensors", Answer(body=endless(b"S"), framing="chunked", pause=0.05))
+    assert_failed(run_hub(hub, tmp_path, READ_TIMEOUT="1"), 1, "slower than 64 KiB per read timeout (1 s)")
+
+
+def test_retry_after_beyond_the_budget_says_what_was_asked_and_allowed(hub: HubPoser, tmp_path: Path) -> None:
+    hub.answer("/resolve/", Answer(429, {"Retry-After": "3600"}, b"slow down"))
+    assert_failed(run_hub(hub, tmp_path), 1, "asked to wait 3600 s", "beyond the 330 s")
+    assert len(hub.requests("/resolve/")) <= len(FILES)  # one per file at most: the wait is not taken
+
+
+# --- what holds today, and must keep holding ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("path", ["../escape.txt", "a/../../escape.txt", "/etc/passwd", "a\x00b", "."], ids=repr)
+def test_a_tree_path_outside_the_output_is_refused(hub: HubPoser, tmp_path: Path, path: str) -> None:
+    hub.files[path] = b"evil"
+    hub.entries.append({"type": "file", "path": path, "size": 4, "oid": git_blob_id(b"evil")})
+    assert_failed(run_hub(hub, tmp_path / "run"), 1)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run"]
+
+
+@pytest.mark.parametrize("clash", [["config.json/inner"], ["Config.JSON"], ["model.safetensors"]], ids=str)
+def test_a_tree_whose_paths_clash_is_refused(hub: HubPoser, tmp_path: Path, clash: list[str]) -> None:
+    for path in clash:
+        hub.entries.append({"type": "file", "path": path, "size": 1, "oid": git_blob_id(b"x")})
+    result = run_hub(hub, tmp_path)
+    if clash == ["Config.JSON"] and result.code == 0:
+        pytest.skip("the output's filesystem tells the two names apart")
+    assert_failed(result, 1)
+    assert not (tmp_path / "out/.initializer/manifest.json").exists()
+
+
+def test_a_wrong_digest_is_refused(hub: HubPoser, tmp_path: Path) -> None:
+    hub.files["model.safetensors"] = b"T" * LISTED  # the listed size, other bytes
+    assert_failed(run_hub(hub, tmp_path), 1, "model.safetensors")
+    assert not (tmp_path / "out/model.safetensors").exists()
+
+
+def test_a_body_shorter_than_listed_is_refused(hub: HubPoser, tmp_path: Path) -> None:
+    hub.answer("/resolve/.*safetensors", Answer(body=iter([b"S" * 5]), framing="close"))
+    assert_failed(run_hub(hub, tmp_path), 1, "model.safetensors")
+    assert not (tmp_path / "out/model.safetensors").exists()
+
+
+def test_a_redirect_loop_is_refused(hub: HubPoser, tmp_path: Path) -> None:
+    hub.answer("/resolve/.*safetensors", lambda seen: Answer(302, {"Location": seen.target}))
+    assert_failed(run_hub(hub, tmp_path), 1, "more than 10 redirects")
+
+
+def test_a_huge_error_body_is_not_read_whole(hub: HubPoser, s3: S3Poser, tmp_path: Path) -> None:
+    hub.answer("/resolve/", Answer(404, body=endless(), framing="chunked"))
+    assert_failed(run_hub(hub, tmp_path / "hub"), 1, "model.safetensors")
+    s3.answer("/data/", Answer(403, body=endless(b"<Error>" * 100), framing="chunked"))
+    assert_failed(run_s3(s3, tmp_path / "s3"), 1, "S3 denied")
+
+
+# --- S3 listings: loops end, wrong shapes are named -------------------------------------------------------------
+
+
+def _s3_pages(s3: S3Poser, page_of: dict[str, Answer]) -> None:
+    s3.answer(rf"^/{S3Poser.BUCKET}/?\?", lambda seen: page_of[seen.query.get("continuation-token", "")])
+
+
+def test_an_s3_listing_repeating_its_token_is_refused(s3: S3Poser, tmp_path: Path) -> None:
+    _s3_pages(s3, {"": listing_page({"data/a.txt": b"a"}, "t1"), "t1": listing_page({"data/b.txt": b"b"}, "t1")})
+    assert_failed(run_s3(s3, tmp_path), 1, f"at {s3.url}", "repeated the continuation token", "would never end")
+
+
+def test_an_s3_listing_going_back_is_refused(s3: S3Poser, tmp_path: Path) -> None:
+    s3.answer(
+        rf"^/{S3Poser.BUCKET}/?\?",
+        lambda seen: listing_page({"data/a.txt": b"a"}, seen.query.get("continuation-token", "") + "x"),
+    )
+    assert_failed(run_s3(s3, tmp_path), 1, f"at {s3.url}", "went back to 'data/a.txt'", "would never end")
+
+
+def test_an_s3_listing_of_endless_empty_pages_is_refused(s3: S3Poser, tmp_path: Path) -> None:
+    s3.answer(rf"^/{S3Poser.BUCKET}/?\?", lambda seen: listing_page({}, seen.query.get("continuation-token", "") + "x"))
+    assert_failed(run_s3(s3, tmp_path), 1, "100 pages in a row listed nothing")
+    assert len(s3.requests(r"\?")) <= 8 + 100  # the first chain of pages, then the first of the ranges
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b"<html><body>Welcome!</body></html>",
+        b"not xml at all",
+        b"<Error><Code>Nope</Code></Error>",
+        b"<ListBucketResult><Contents><Size>5</Size></Contents></ListBucketResult>",
+        b"<ListBucketResult><Contents><Key>k</Key><Size>big</Size></Contents></ListBucketResult>",
+        b"<ListBucketResult><Contents><Key>k</Key><Size>-5</Size></Contents></ListBucketResult>",
+        b"<ListBucketResult><Contents><Key>k</Key></Contents></ListBucketResult>",
+        b"<ListBucketResult><IsTruncated>true</IsTruncated></ListBucketResult>",
+    ],
+    ids=["html", "text", "error-root", "no-key", "size-text", "size-negative", "no-size", "truncated-no-token"],
+)
+def test_an_s3_listing_of_the_wrong_shape_is_a_clear_failure(s3: S3Poser, tmp_path: Path, body: bytes) -> None:
+    s3.answer(rf"^/{S3Poser.BUCKET}/?\?", Answer(body=body))
+    assert_failed(run_s3(s3, tmp_path), 1, "listing s3://bucket/")
+
+
+def test_an_s3_key_outside_the_output_is_refused(s3: S3Poser, tmp_path: Path) -> None:
+    s3.objects["data/../../escape.txt"] = b"evil"
+    assert_failed(run_s3(s3, tmp_path / "run"), 1)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run"]
+
+
+def test_an_s3_object_not_matching_its_etag_is_refused(s3: S3Poser, tmp_path: Path) -> None:
+    s3.answer("/data/b.txt", Answer(headers={"ETag": '"' + "0" * 32 + '"'}, body=b"c" * 10))
+    assert_failed(run_s3(s3, tmp_path), 1, "s3://bucket/data/b.txt")
+    assert not (tmp_path / "out/data/b.txt").exists()
+
+
+def test_an_s3_secret_echoed_in_an_error_never_reaches_the_output(s3: S3Poser, tmp_path: Path) -> None:
+    """SigV4 never sends the secret key; a server still may quote the signature and the whole request back."""
+    s3.answer(
+        "/data/",
+        lambda seen: Answer(
+            400,
+            body=f"<Error><Code>InvalidRequest</Code><Message>{json.dumps(SECRET_KEY)} {quote(SECRET_KEY)}"
+            f" {SECRET_KEY[:9]}...</Message></Error>".encode(),
+        ),
+    )
+    result = run_s3(s3, tmp_path, ANONYMOUS="false", ACCESS_KEY_ID="AKIDHOSTILE", SECRET_ACCESS_KEY=SECRET_KEY)
+    assert_failed(result, 1, "S3 answered 400 InvalidRequest", "***")
+    assert_secret_hidden(result, SECRET_KEY)

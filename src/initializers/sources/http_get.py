@@ -66,8 +66,8 @@ class HttpGetter:
             if count > room:
                 self.close_thread_connections()
                 raise FetchError(
-                    f"{where}: the server sent more than the {sink.written + room} bytes asked for (the listed size "
-                    "or the range); refused"
+                    f"{where}: the server sent more than the {wanted} bytes asked for (the listed size or the "
+                    "range); refused"
                 )
             view = buffer[:count]
             sink.write(view)

@@ -201,7 +201,11 @@ class S3Getter:
         elif response.length != request.length:
             raise FetchError(
                 f"{self._describe(request.key)}: the listing said {request.length} bytes, the server sends "
-                f"{response.length}; the object changed, run again"
+                + (
+                    f"{response.length}; the object changed, run again"
+                    if response.length is not None
+                    else "a body with no Content-Length, as S3 never does"
+                )
             )
 
     def _s3_failure(self, operation: Operation, where: str, response: Response) -> Exception:
