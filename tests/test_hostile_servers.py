@@ -8,6 +8,7 @@ a run ends with a clear error naming the server (exit 1), or a bad configuration
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import quote, quote_plus
@@ -359,7 +360,7 @@ def test_a_wrong_digest_is_refused(hub: HubPoser, tmp_path: Path) -> None:
 
 
 def test_a_body_shorter_than_listed_is_refused(hub: HubPoser, tmp_path: Path) -> None:
-    hub.answer("/resolve/.*safetensors", Answer(body=iter([b"S" * 5]), framing="close"))
+    hub.answer("/resolve/.*safetensors", lambda _seen: Answer(body=iter([b"S" * 5]), framing="close"))
     assert_failed(run_hub(hub, tmp_path), 1, "model.safetensors")
     assert not (tmp_path / "out/model.safetensors").exists()
 
@@ -418,7 +419,7 @@ def test_an_s3_listing_of_endless_empty_pages_is_refused(s3: S3Poser, tmp_path: 
 )
 def test_an_s3_listing_of_the_wrong_shape_is_a_clear_failure(s3: S3Poser, tmp_path: Path, body: bytes) -> None:
     s3.answer(rf"^/{S3Poser.BUCKET}/?\?", Answer(body=body))
-    assert_failed(run_s3(s3, tmp_path), 1, "listing s3://bucket/")
+    assert_failed(run_s3(s3, tmp_path), 1, f"listing s3://bucket/ at {s3.url}: ")
 
 
 def test_an_s3_key_outside_the_output_is_refused(s3: S3Poser, tmp_path: Path) -> None:
@@ -446,3 +447,33 @@ def test_an_s3_secret_echoed_in_an_error_never_reaches_the_output(s3: S3Poser, t
     result = run_s3(s3, tmp_path, ANONYMOUS="false", ACCESS_KEY_ID="AKIDHOSTILE", SECRET_ACCESS_KEY=SECRET_KEY)
     assert_failed(result, 1, "S3 answered 400 InvalidRequest", "***")
     assert_secret_hidden(result, SECRET_KEY)
+
+
+def test_a_session_token_that_cannot_be_sent_is_refused_at_once(s3: S3Poser, tmp_path: Path) -> None:
+    """AWS_* variables reach the requests through botocore's chain, not the contract: the request itself refuses."""
+    session_token = "IQoJb3JpZ2luX2VjE" + "\nX-Injected: yes"
+    result = run_s3(
+        s3,
+        tmp_path,
+        ANONYMOUS="false",
+        AWS_ACCESS_KEY_ID="AKIDHOSTILE",
+        AWS_SECRET_ACCESS_KEY=SECRET_KEY,
+        AWS_SESSION_TOKEN=session_token,
+    )
+    assert_failed(result, 1, "x-amz-security-token header holds a control character")
+    assert "X-Injected" not in result.stdout + result.stderr
+    assert_secret_hidden(result, SECRET_KEY)
+    assert s3.seen == []
+
+
+def test_a_hub_api_call_that_never_answers_is_timed_out(hub: HubPoser, tmp_path: Path) -> None:
+    stalled = threading.Event()
+
+    def never(_seen: Seen) -> None:
+        stalled.wait(30)  # until the test ends: the program must give up first
+
+    hub.answer("/revision/", never)
+    try:
+        assert_failed(run_hub(hub, tmp_path, READ_TIMEOUT="1"), 1, "cannot list", "giving up after 5 attempts")
+    finally:
+        stalled.set()

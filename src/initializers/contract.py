@@ -231,8 +231,8 @@ class Config:
     )
     read_timeout: float = _setting(
         "READ_TIMEOUT",
-        f"Seconds without a byte before a request is abandoned and retried [default: {DEFAULT_READ_TIMEOUT:g}]; "
-        "falls back to HF_HUB_DOWNLOAD_TIMEOUT.",
+        f"Seconds without a byte before a request is abandoned and retried [default: {DEFAULT_READ_TIMEOUT:g}], and "
+        "for each 64 KiB of an answer, so a trickle is abandoned too; falls back to HF_HUB_DOWNLOAD_TIMEOUT.",
         POSITIVE_NUMBER,
         default=DEFAULT_READ_TIMEOUT,
         fallback_env=("HF_HUB_DOWNLOAD_TIMEOUT",),

@@ -192,7 +192,7 @@ class S3Source(Storage):
         try:
             return parse_page(self._getter.get_listing_page(query, where))
         except ValueError as exc:
-            raise FetchError(f"listing {where}: {exc}") from None
+            raise FetchError(f"listing {where} at {self._getter.server}: {exc}") from None
 
     def read(self, file: RemoteFile, offset: int, length: int, sink: Sink) -> None:
         whole = offset == 0 and length == file.size
