@@ -113,7 +113,9 @@ def redact(text: str) -> str:
 
 def configure(log_format: str | None, log_level: str | None, secrets: Iterable[str]) -> None:
     global _redactor
-    _redactor = Redactor([*secrets, *(os.environ.get(name, "") for name in SECRET_ENV_VARS)])
+    from_env = [os.environ.get(name, "") for name in SECRET_ENV_VARS]
+    # Stripped too: a library reading the variable may drop the newline a Secret made from a file leaves at its end.
+    _redactor = Redactor([*secrets, *from_env, *(value.strip() for value in from_env)])
     level = getattr(logging, (log_level or "info").upper())
     fmt = log_format or ("console" if sys.stdout.isatty() else "json")
     renderer: Any = (
