@@ -6,15 +6,8 @@ import itertools
 
 import pytest
 
-from initializers.sources.s3_listing import (
-    MAX_EMPTY_PAGES,
-    ListedObject,
-    ListPage,
-    PageChain,
-    key_ranges,
-    page_query,
-    parse_page,
-)
+from initializers.sources import s3_listing
+from initializers.sources.s3_listing import ListedObject, ListPage, key_ranges, page_query, parse_page
 
 NS = ' xmlns="http://s3.amazonaws.com/doc/2006-03-01/"'
 
@@ -120,7 +113,7 @@ def _page(keys: list[str], token: str | None, folders: tuple[str, ...] = ()) -> 
 
 
 def test_a_chain_of_pages_that_moves_on_is_followed():
-    chain = PageChain()
+    chain = s3_listing.PageChain()
     for page in (_page(["a", "b"], "t1"), _page([], "t2"), _page(["c"], "t3", ("d/",)), _page(["e"], None)):
         chain.follow(page)
 
@@ -131,12 +124,15 @@ def test_a_chain_of_pages_that_moves_on_is_followed():
         ([_page(["a"], "t1"), _page(["b"], "t1")], "repeated the continuation token"),
         ([_page(["a", "b"], "t1"), _page(["b"], "t2")], "went back to 'b'"),
         ([_page(["a"], "t1"), _page([], "t2", ("a",))], "went back to 'a'"),
-        ([_page([], f"t{n}") for n in range(MAX_EMPTY_PAGES)], f"{MAX_EMPTY_PAGES} pages in a row listed nothing"),
+        (
+            [_page([], f"t{n}") for n in range(s3_listing.MAX_EMPTY_PAGES)],
+            f"{s3_listing.MAX_EMPTY_PAGES} pages in a row listed nothing",
+        ),
     ],
     ids=["token", "keys", "folders", "empty"],
 )
 def test_a_chain_of_pages_that_goes_nowhere_is_refused(pages: list[ListPage], says: str):
-    chain = PageChain()
+    chain = s3_listing.PageChain()
     with pytest.raises(ValueError, match=says):
         for page in pages:
             chain.follow(page)
