@@ -101,7 +101,8 @@ class HfSource(Storage):
     def _tree(self, path: str, recursive: bool) -> list[Any]:
         """The tree's entries; a FetchError when its pages go round in a loop (an entry comes again)."""
         what = f"hf://{self.location.repo_id}/{path}"
-        entries, paths = [], set()
+        entries: list[Any] = []
+        paths: set[str] = set()
         try:
             with self._guard.listing(what):
                 for entry in self._api.list_repo_tree(
