@@ -477,3 +477,12 @@ def test_a_hub_api_call_that_never_answers_is_timed_out(hub: HubPoser, tmp_path:
         assert_failed(run_hub(hub, tmp_path, READ_TIMEOUT="1"), 1, "cannot list", "giving up after 5 attempts")
     finally:
         stalled.set()
+
+
+@pytest.mark.parametrize("what", ["/revision/", "/resolve/"])
+def test_a_redirect_to_another_origin_is_followed_without_the_token(hub: HubPoser, tmp_path: Path, what: str) -> None:
+    with HubPoser(FILES) as other:  # the same repo, elsewhere
+        hub.answer(what, lambda seen: Answer(307, {"Location": other.url + seen.target}))
+        result = run_hub(hub, tmp_path, ACCESS_TOKEN=TOKEN)
+        assert result.code == 0, result.stdout[-2000:]
+        assert other.requests(what) and all("authorization" not in seen.headers for seen in other.seen)
