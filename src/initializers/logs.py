@@ -41,6 +41,15 @@ REDACTED = "***"
 #: The shortest run of a secret's text that is hidden on its own: a server echoing part of a token, a message cut
 #: short. Shorter secrets are hidden only whole; shorter runs would hide ordinary words.
 PARTIAL_ECHO = 8
+
+
+def _looks_random(run: str) -> bool:
+    """Whether a run of a secret mixes at least two of lower case, upper case and digits, as random tokens and keys
+    do: a run that is a word or a number (`initializers` in a test's secret) is no secret on its own, and hiding it
+    would hide that word in every message."""
+    return sum((any(c.islower() for c in run), any(c.isupper() for c in run), any(c.isdigit() for c in run))) >= 2
+
+
 #: How deep escapes nest: a token JSON-escaped in a server's error body, inside a JSON log line, is two deep.
 _ESCAPE_DEPTH = 2
 
@@ -69,20 +78,19 @@ def secret_forms(secret: str) -> set[str]:
 
 class Redactor:
     """Hides every known secret in a rendered log line, in any form it may take there (`secret_forms`), and every
-    run of `PARTIAL_ECHO` characters or more of one of those forms."""
+    run of `PARTIAL_ECHO` characters or more of one of those forms that looks random (`_looks_random`)."""
 
     def __init__(self, secrets: Iterable[str]) -> None:
         forms = {form for secret in secrets if secret for form in secret_forms(secret)}
         # Longest first, so that a form containing another is replaced whole.
-        self._whole = sorted((form for form in forms if len(form) < PARTIAL_ECHO), key=len, reverse=True)
-        self._pieces = {form[i : i + PARTIAL_ECHO] for form in forms for i in range(len(form) - PARTIAL_ECHO + 1)}
+        self._whole = sorted(forms, key=len, reverse=True)
+        runs = {form[i : i + PARTIAL_ECHO] for form in forms for i in range(len(form) - PARTIAL_ECHO + 1)}
+        self._pieces = {run for run in runs if _looks_random(run)}
 
     def __call__(self, _logger: Any, _method: str, line: str) -> str:
-        if self._pieces:
-            line = self._hide_pieces(line)
         for form in self._whole:
             line = line.replace(form, REDACTED)
-        return line
+        return self._hide_pieces(line) if self._pieces else line
 
     def _hide_pieces(self, line: str) -> str:
         """`line` with each stretch covered by pieces (runs of PARTIAL_ECHO characters of a secret) hidden."""
