@@ -57,16 +57,21 @@ class Codec(Generic[T]):
     empty_means_unset: bool = True
 
 
-def checked_value(raw: str, variable: str) -> str:
+def checked_value(raw: str, variable: str, secret: bool = False) -> str:
     """`raw` without the one trailing newline (LF or CRLF) a Kubernetes Secret made from a file carries; a ConfigError
     naming `variable`, never the value, for any other control character (tab included): every value may end up in a
-    request line, a header or a URL, where one would end it or start another."""
+    request line, a header or a URL, where one would end it or start another. A `secret` (a token, a key) must also
+    be ASCII, as they all are: it goes into a header as it is."""
     text = raw[:-2] if raw.endswith("\r\n") else raw[:-1] if raw.endswith("\n") else raw
-    bad = next((char for char in text if char < " " or char == "\x7f"), None)
+    bad = next((char for char in text if char < " " or char == "\x7f" or (secret and not char.isascii())), None)
     if bad is not None:
+        kind, rule = (
+            ("control character", "only a single trailing newline is accepted, and dropped")
+            if bad.isascii()
+            else ("character outside ASCII", "tokens and keys are ASCII")
+        )
         raise ConfigError(
-            f"{variable}: contains the control character U+{ord(bad):04X} at position {text.index(bad)} (value not "
-            "shown); only a single trailing newline is accepted, and dropped"
+            f"{variable}: contains the {kind} U+{ord(bad):04X} at position {text.index(bad)} (value not shown); {rule}"
         )
     return text
 
@@ -303,7 +308,7 @@ class Config:
                 )
             if raw is None:
                 continue
-            raw = checked_value(raw, source or setting.env)
+            raw = checked_value(raw, source or setting.env, setting.secret)
             if setting.codec.empty_means_unset and not raw.strip():
                 continue
             try:

@@ -38,9 +38,9 @@ class _InitializerConfig:
             value = getattr(self, name, None)
             # As the programs read values: one trailing newline dropped, any other control character refused.
             if isinstance(value, str):
-                setattr(self, name, checked_value(value, setting.env))
+                setattr(self, name, checked_value(value, setting.env, setting.secret))
             elif isinstance(value, list):
-                setattr(self, name, [checked_value(item, setting.env) for item in value])
+                setattr(self, name, [checked_value(item, setting.env, setting.secret) for item in value])
         if scheme_of(self.storage_uri, self.kind) != self.scheme:
             raise ConfigError(
                 f"STORAGE_URI: {type(self).__name__} needs a {self.scheme}:// URI, got {self.storage_uri!r}"
