@@ -385,14 +385,17 @@ def _s3_pages(s3: S3Poser, page_of: dict[str, Answer]) -> None:
 
 
 def test_an_s3_listing_repeating_its_token_is_refused(s3: S3Poser, tmp_path: Path) -> None:
-    _s3_pages(s3, {"": listing_page({"data/a.txt": b"a"}, "t1"), "t1": listing_page({"data/b.txt": b"b"}, "t1")})
+    first, second = ({key: s3.objects[key]} for key in ("data/a.txt", "data/b.txt"))  # as served: transfers may start
+    _s3_pages(s3, {"": listing_page(first, "t1"), "t1": listing_page(second, "t1")})
     assert_failed(run_s3(s3, tmp_path), 1, f"at {s3.url}", "repeated the continuation token", "would never end")
 
 
 def test_an_s3_listing_going_back_is_refused(s3: S3Poser, tmp_path: Path) -> None:
     s3.answer(
         rf"^/{S3Poser.BUCKET}/?\?",
-        lambda seen: listing_page({"data/a.txt": b"a"}, seen.query.get("continuation-token", "") + "x"),
+        lambda seen: listing_page(
+            {"data/a.txt": s3.objects["data/a.txt"]}, seen.query.get("continuation-token", "") + "x"
+        ),
     )
     assert_failed(run_s3(s3, tmp_path), 1, f"at {s3.url}", "went back to 'data/a.txt'", "would never end")
 
