@@ -29,7 +29,7 @@ class Answer:
     headers: dict[str, str] = field(default_factory=dict)
     body: bytes | Iterable[bytes] = b""
     framing: Literal["length", "chunked", "close"] = "length"
-    pause: float = 0.0  # seconds before each piece of an iterable body
+    pause: float = 0.0  # seconds before each piece of an iterable body (an iterator is used up by one answer)
 
 
 @dataclass(frozen=True)
@@ -113,8 +113,6 @@ def _handler(poser: Poser) -> type[BaseHTTPRequestHandler]:
                 self._send(answer)
             except (BrokenPipeError, ConnectionResetError):  # the client gave up on the body, as it should
                 self.close_connection = True
-
-        do_HEAD = do_GET
 
         def _send(self, answer: Answer) -> None:
             self.send_response(answer.status)
