@@ -372,7 +372,7 @@ def test_a_redirect_loop_is_refused(hub: HubPoser, tmp_path: Path) -> None:
 
 def test_a_huge_error_body_is_not_read_whole(hub: HubPoser, s3: S3Poser, tmp_path: Path) -> None:
     hub.answer("/resolve/", Answer(404, body=endless(), framing="chunked"))
-    assert_failed(run_hub(hub, tmp_path / "hub"), 1, "model.safetensors")
+    assert_failed(run_hub(hub, tmp_path / "hub"), 1, "is missing at the resolved commit (404)")
     s3.answer("/data/", Answer(403, body=endless(b"<Error>" * 100), framing="chunked"))
     assert_failed(run_s3(s3, tmp_path / "s3"), 1, "S3 denied")
 
