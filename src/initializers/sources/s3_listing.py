@@ -46,22 +46,26 @@ MAX_EMPTY_PAGES = 100
 
 class PageChain:
     """Checks that a chain of pages moves on, so that a server cannot keep a listing going for ever: every continuation
-    token new, every page's entries after the last page's (S3 lists in key order), and not endlessly many empty pages
-    in a row. `follow` raises ValueError saying how the chain went wrong."""
+    token new, no page the same as an earlier one, and not endlessly many empty pages in a row. (Not that keys come in
+    order: S3-compatible servers built on folders, SeaweedFS for one, list `k/0/x` before `k/0-y`, unlike S3.) `follow`
+    raises ValueError saying how the chain went wrong."""
 
     def __init__(self) -> None:
         self._tokens: set[str] = set()
-        self._last = ""
+        self._pages: set[int] = set()  # a hash of each page's entries
         self._empty = 0
 
     def follow(self, page: ListPage) -> None:
-        entries = [listed.key for listed in page.objects] + page.folders
+        entries = (*(listed.key for listed in page.objects), *page.folders)
         if entries:
-            if min(entries) <= self._last:
+            fingerprint = hash(entries)
+            if fingerprint in self._pages:
                 raise ValueError(
-                    f"a page went back to {min(entries)!r}, after {self._last!r}: the listing would never end"
+                    f"a page listed {entries[0]!r} .. {entries[-1]!r} again, as an earlier one did: the listing would "
+                    "never end"
                 )
-            self._last, self._empty = max(entries), 0
+            self._pages.add(fingerprint)
+            self._empty = 0
         else:
             self._empty += 1
             if self._empty == MAX_EMPTY_PAGES:
