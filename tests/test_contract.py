@@ -118,6 +118,8 @@ def configs(draw: st.DrawFn) -> Config:
             strategy = st.none() | st.integers(1, 10**12)
         elif codec.startswith("one of "):
             strategy = st.none() | st.sampled_from(codec.removeprefix("one of ").split(", "))
+        elif field.metadata["setting"].secret:  # tokens and keys are ASCII
+            strategy = st.none() | st.text(st.characters(min_codepoint=0x21, max_codepoint=0x7E), min_size=1)
         else:
             strategy = st.none() | _text
         if field.default is not None:  # a setting with a default is never None: unset means the default

@@ -6,6 +6,7 @@ import itertools
 
 import pytest
 
+from initializers.sources import s3_listing
 from initializers.sources.s3_listing import ListedObject, ListPage, key_ranges, page_query, parse_page
 
 NS = ' xmlns="http://s3.amazonaws.com/doc/2006-03-01/"'
@@ -105,3 +106,44 @@ def test_key_ranges_after_a_key_start_just_after_it_and_cut_only_at_later_folder
     assert all(end == following[0] for (_, end), following in itertools.pairwise(ranges))
     assert all(start > after for start, _ in ranges[1:])
     assert key_ranges([], count, after) == [(after, None)]
+
+
+def _page(keys: list[str], token: str | None, folders: tuple[str, ...] = ()) -> ListPage:
+    return ListPage([ListedObject(key, 1, "e") for key in keys], token, list(folders))
+
+
+def test_a_chain_of_pages_that_moves_on_is_followed():
+    chain = s3_listing.PageChain()
+    pages = (_page(["a", "b"], "t1"), _page([], "t2"), _page(["k/0/x"], "t3", ("d/",)), _page(["k/0-y"], None))
+    for page in pages:  # keys out of S3's order, as SeaweedFS lists them
+        chain.follow(page)
+
+
+@pytest.mark.parametrize(
+    ("pages", "says"),
+    [
+        ([_page(["a"], "t1"), _page(["b"], "t1")], "repeated the continuation token"),
+        ([_page(["a", "b"], "t1"), _page(["a", "b"], "t2")], "listed 'a' .. 'b' again"),
+        ([_page(["a"], "t1", ("d/",)), _page(["c"], "t2"), _page(["a"], "t3", ("d/",))], "listed 'a' .. 'd/' again"),
+        (
+            [_page([], f"t{n}") for n in range(s3_listing.MAX_EMPTY_PAGES)],
+            f"{s3_listing.MAX_EMPTY_PAGES} pages in a row listed nothing",
+        ),
+    ],
+    ids=["token", "keys", "folders", "empty"],
+)
+def test_a_chain_of_pages_that_goes_nowhere_is_refused(pages: list[ListPage], says: str):
+    chain = s3_listing.PageChain()
+    with pytest.raises(ValueError, match=says):
+        for page in pages:
+            chain.follow(page)
+
+
+@pytest.mark.parametrize(
+    "contents",
+    ["<Contents><Size>5</Size></Contents>", "<Contents><Key>k</Key></Contents>",
+     "<Contents><Key>k</Key><Size>-1</Size></Contents>", "<Contents><Key>k</Key><Size>1e3</Size></Contents>"],
+)  # fmt: skip
+def test_an_entry_without_a_key_or_a_size_is_refused(contents: str):
+    with pytest.raises(ValueError, match="no Key or no Size"):
+        parse_page(answer(contents))

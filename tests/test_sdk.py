@@ -23,6 +23,7 @@ _pattern = st.text(st.characters(blacklist_categories=("Cs", "Cc", "Zs", "Zl", "
                    min_size=1, max_size=10).filter(lambda p: not p.startswith("/"))  # fmt: skip
 _patterns = st.none() | st.lists(_pattern, max_size=4)
 _optional = st.none() | _value
+_secret = st.none() | st.text(st.characters(min_codepoint=0x21, max_codepoint=0x7E), min_size=1, max_size=20)  # ASCII
 _hf_uri = st.builds(
     lambda owner, name, revision, path: f"hf://{owner}/{name}" + (f"@{revision}" if revision else "") + path,
     _word, _word, st.none() | _word, st.sampled_from(["", "/data", "/data/train.jsonl"]),
@@ -31,16 +32,16 @@ _s3_uri = st.builds(lambda bucket, key: f"s3://{bucket}{key}", _word, st.sampled
 _cache_uri = st.builds("cache://{}/{}".format, _word, _word)
 
 CLASSES = {
-    "HuggingFaceDatasetInitializer": dict(storage_uri=_hf_uri, ignore_patterns=_patterns, access_token=_optional),
+    "HuggingFaceDatasetInitializer": dict(storage_uri=_hf_uri, ignore_patterns=_patterns, access_token=_secret),
     "S3DatasetInitializer": dict(storage_uri=_s3_uri, ignore_patterns=_patterns, endpoint=_optional,
-                                 access_key_id=_optional, secret_access_key=_optional, region=_optional,
+                                 access_key_id=_optional, secret_access_key=_secret, region=_optional,
                                  role_arn=_optional),
     "DataCacheInitializer": dict(storage_uri=_cache_uri, metadata_loc=_value, num_data_nodes=st.integers(2, 64),
                                  head_cpu=_optional, head_mem=_optional, worker_cpu=_optional, worker_mem=_optional,
                                  iam_role=_optional),
-    "HuggingFaceModelInitializer": dict(storage_uri=_hf_uri, ignore_patterns=_patterns, access_token=_optional),
+    "HuggingFaceModelInitializer": dict(storage_uri=_hf_uri, ignore_patterns=_patterns, access_token=_secret),
     "S3ModelInitializer": dict(storage_uri=_s3_uri, ignore_patterns=_patterns, endpoint=_optional,
-                               access_key_id=_optional, secret_access_key=_optional, region=_optional,
+                               access_key_id=_optional, secret_access_key=_secret, region=_optional,
                                role_arn=_optional),
 }  # fmt: skip
 

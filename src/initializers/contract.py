@@ -89,6 +89,25 @@ class Codec(Generic[T]):
     empty_means_unset: bool = True
 
 
+def checked_value(raw: str, variable: str, secret: bool = False) -> str:
+    """`raw` without the one trailing newline (LF or CRLF) a Kubernetes Secret made from a file carries; a ConfigError
+    naming `variable`, never the value, for any other control character (tab included): every value may end up in a
+    request line, a header or a URL, where one would end it or start another. A `secret` (a token, a key) must also
+    be ASCII, as they all are: it goes into a header as it is."""
+    text = raw[:-2] if raw.endswith("\r\n") else raw[:-1] if raw.endswith("\n") else raw
+    bad = next((char for char in text if char < " " or char == "\x7f" or (secret and not char.isascii())), None)
+    if bad is not None:
+        kind, rule = (
+            ("control character", "only a single trailing newline is accepted, and dropped")
+            if bad.isascii()
+            else ("character outside ASCII", "tokens and keys are ASCII")
+        )
+        raise ConfigError(
+            f"{variable}: contains the {kind} U+{ord(bad):04X} at position {text.index(bad)} (value not shown); {rule}"
+        )
+    return text
+
+
 def _parse_text(raw: str) -> str:
     return raw.strip()
 
@@ -239,7 +258,10 @@ def parse_settings(
             source, raw = next(
                 ((var, env[var]) for var in (setting.env, *setting.fallback_env) if var in env), (None, None)
             )
-        if raw is None or (setting.codec.empty_means_unset and not raw.strip()):
+        if raw is None:
+            continue
+        raw = checked_value(raw, source or setting.env, setting.secret)
+        if setting.codec.empty_means_unset and not raw.strip():
             continue
         try:
             values[name] = setting.codec.parse(raw)
@@ -319,8 +341,8 @@ class Config:
     )
     read_timeout: float = _setting(
         "READ_TIMEOUT",
-        f"Seconds without a byte before a request is abandoned and retried [default: {DEFAULT_READ_TIMEOUT:g}]; "
-        "falls back to HF_HUB_DOWNLOAD_TIMEOUT.",
+        f"Seconds without a byte before a request is abandoned and retried [default: {DEFAULT_READ_TIMEOUT:g}], and "
+        "for each 64 KiB of an answer, so a trickle is abandoned too; falls back to HF_HUB_DOWNLOAD_TIMEOUT.",
         POSITIVE_NUMBER,
         default=DEFAULT_READ_TIMEOUT,
         fallback_env=("HF_HUB_DOWNLOAD_TIMEOUT",),

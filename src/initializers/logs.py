@@ -6,12 +6,14 @@ can carry a secret past it.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import sys
 from collections.abc import Iterable
 from types import ModuleType
 from typing import Any
+from urllib.parse import quote, quote_plus
 
 
 def _structlog_without_rich() -> ModuleType:
@@ -36,17 +38,70 @@ SECRET_ENV_VARS = ("SECRET_ACCESS_KEY", "ACCESS_TOKEN", "HF_TOKEN", "AWS_SECRET_
 REDACTED = "***"
 
 
+#: The shortest run of a secret's text that is hidden on its own: a server echoing part of a token, a message cut
+#: short. Shorter secrets are hidden only whole; shorter runs would hide ordinary words.
+PARTIAL_ECHO = 8
+
+
+def _looks_random(run: str) -> bool:
+    """Whether a run of a secret mixes at least two of lower case, upper case and digits, as random tokens and keys
+    do: a run that is a word or a number (`initializers` in a test's secret) is no secret on its own, and hiding it
+    would hide that word in every message."""
+    return sum((any(c.islower() for c in run), any(c.isupper() for c in run), any(c.isdigit() for c in run))) >= 2
+
+
+#: How deep escapes nest: a token JSON-escaped in a server's error body, inside a JSON log line, is two deep.
+_ESCAPE_DEPTH = 2
+
+
+def _escapes(text: str) -> set[str]:
+    """The ways `text` can be written inside other text: as is, repr- and JSON-escaped, URL-encoded."""
+    return {
+        text,
+        repr(text)[1:-1],
+        repr(text.encode("utf-8", "backslashreplace"))[2:-1],
+        json.dumps(text)[1:-1],
+        json.dumps(text, ensure_ascii=False)[1:-1],
+        quote(text, safe=""),
+        quote(text),
+        quote_plus(text, safe=""),
+    }
+
+
+def secret_forms(secret: str) -> set[str]:
+    """Every form of `secret` a line may carry: raw and each escape of it, up to `_ESCAPE_DEPTH` deep."""
+    forms = {secret}
+    for _ in range(_ESCAPE_DEPTH):
+        forms = {escaped for form in forms for escaped in _escapes(form)}
+    return forms
+
+
 class Redactor:
-    """Replaces every known secret value in a rendered log line."""
+    """Hides every known secret in a rendered log line, in any form it may take there (`secret_forms`), and every
+    run of `PARTIAL_ECHO` characters or more of one of those forms that looks random (`_looks_random`)."""
 
     def __init__(self, secrets: Iterable[str]) -> None:
-        # Longest first, so that a secret containing another is replaced whole.
-        self.secrets = sorted({s for s in secrets if s}, key=len, reverse=True)
+        forms = {form for secret in secrets if secret for form in secret_forms(secret)}
+        # Longest first, so that a form containing another is replaced whole.
+        self._whole = sorted(forms, key=len, reverse=True)
+        runs = {form[i : i + PARTIAL_ECHO] for form in forms for i in range(len(form) - PARTIAL_ECHO + 1)}
+        self._pieces = {run for run in runs if _looks_random(run)}
 
     def __call__(self, _logger: Any, _method: str, line: str) -> str:
-        for secret in self.secrets:
-            line = line.replace(secret, REDACTED)
-        return line
+        for form in self._whole:
+            line = line.replace(form, REDACTED)
+        return self._hide_pieces(line) if self._pieces else line
+
+    def _hide_pieces(self, line: str) -> str:
+        """`line` with each stretch covered by pieces (runs of PARTIAL_ECHO characters of a secret) hidden."""
+        hidden: list[str] = []
+        covered_to = kept_from = 0
+        for start in range(len(line) - PARTIAL_ECHO + 1):
+            if line[start : start + PARTIAL_ECHO] in self._pieces:
+                if start > covered_to or not hidden:
+                    hidden += [line[kept_from:start], REDACTED]
+                covered_to = kept_from = start + PARTIAL_ECHO
+        return "".join(hidden) + line[kept_from:] if hidden else line
 
 
 class _ForwardToStructlog(logging.Handler):
@@ -66,7 +121,9 @@ def redact(text: str) -> str:
 
 def configure(log_format: str | None, log_level: str | None, secrets: Iterable[str]) -> None:
     global _redactor
-    _redactor = Redactor([*secrets, *(os.environ.get(name, "") for name in SECRET_ENV_VARS)])
+    from_env = [os.environ.get(name, "") for name in SECRET_ENV_VARS]
+    # Stripped too: a library reading the variable may drop the newline a Secret made from a file leaves at its end.
+    _redactor = Redactor([*secrets, *from_env, *(value.strip() for value in from_env)])
     level = getattr(logging, (log_level or "info").upper())
     fmt = log_format or ("console" if sys.stdout.isatty() else "json")
     renderer: Any = (

@@ -16,6 +16,7 @@ from typing import Any, TextIO
 
 from initializers import __version__
 from initializers.contract import Kind
+from initializers.logs import redact
 from initializers.plan import RemoteFile
 from initializers.state import DoneFile
 
@@ -39,7 +40,7 @@ def lines(
     head = {
         "format": FORMAT,
         "tool": {"name": kind.program, "version": __version__},
-        "source": source,
+        "source": _public(source),
         **({"allow_patterns": list(allow_patterns)} if allow_patterns else {}),
         "ignore_patterns": list(ignore_patterns),
         "started_at": started_at.isoformat(),
@@ -56,6 +57,12 @@ def lines(
     if previous is not None:
         yield (previous + "\n").encode()
     yield _CLOSING.encode()
+
+
+def _public(source: dict[str, Any]) -> dict[str, Any]:
+    """The source's description as the manifest records it: with any secret it may hold (an endpoint's user
+    information, say) hidden, as in the logs."""
+    return json.loads(redact(json.dumps(source)))  # type: ignore[no-any-return]
 
 
 def _entry(file: RemoteFile, done: DoneFile) -> dict[str, Any]:
@@ -134,6 +141,6 @@ def describes(head: dict[str, Any] | None, source: dict[str, Any], files: int) -
     return (
         bool(head)
         and head.get("format") == FORMAT
-        and head.get("source") == source
+        and head.get("source") == _public(source)
         and head.get("total_files") == files
     )

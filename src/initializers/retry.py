@@ -84,8 +84,12 @@ def retrying(
                 # As asked, plus a little: threads throttled together should not all come back at the same instant.
                 wait = exc.retry_after + random.uniform(0, 0.5) if exc.retry_after is not None else _backoff(1)
                 if throttled_for + wait > THROTTLE_BUDGET_SECONDS:
+                    asked = (
+                        f"asked to wait {exc.retry_after:.0f} s more" if exc.retry_after is not None else "throttled"
+                    )
                     raise FetchError(
-                        f"cannot {verb} {where}: still throttled after waiting {throttled_for:.0f} s: {_reason(exc)}"
+                        f"cannot {verb} {where}: the server {asked} after {throttled_for:.0f} s of waiting, beyond "
+                        f"the {THROTTLE_BUDGET_SECONDS:.0f} s a request may wait out throttling: {_reason(exc)}"
                     ) from None
                 throttled_for += wait
             else:

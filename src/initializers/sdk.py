@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields, replace
 from typing import Any, ClassVar
 
-from initializers.contract import DATASET, MODEL, Config, Kind
+from initializers.contract import DATASET, MODEL, Config, Kind, checked_value
 from initializers.errors import ConfigError
 from initializers.uris import CacheLocation, HfLocation, S3Location, scheme_of
 
@@ -34,6 +34,13 @@ class _InitializerConfig:
         cls.kind, cls.scheme = kind, scheme
 
     def __post_init__(self) -> None:
+        for name, setting in Config.settings():
+            value = getattr(self, name, None)
+            # As the programs read values: one trailing newline dropped, any other control character refused.
+            if isinstance(value, str):
+                setattr(self, name, checked_value(value, setting.env, setting.secret))
+            elif isinstance(value, list):
+                setattr(self, name, [checked_value(item, setting.env, setting.secret) for item in value])
         if scheme_of(self.storage_uri, self.kind) != self.scheme:
             raise ConfigError(
                 f"STORAGE_URI: {type(self).__name__} needs a {self.scheme}:// URI, got {self.storage_uri!r}"

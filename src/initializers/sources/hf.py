@@ -11,17 +11,19 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
 from initializers.checksums import GIT_SHA1, Checksum
 from initializers.contract import Config, Kind
-from initializers.errors import FetchError
+from initializers.errors import ConfigError, FetchError
 from initializers.plan import RemoteFile
 from initializers.retry import Retriable, retrying
 from initializers.sources.base import PART_SIZE, Sink, Storage
 from initializers.sources.hf_get import BAD_TOKEN, HubGetter, gated, not_found
 from initializers.sources.http_get import RETRIABLE_STATUS, retriable
+from initializers.sources.hub_guard import HubGuard
 from initializers.uris import HfLocation
 
 _T = TypeVar("_T")
@@ -43,7 +45,10 @@ class HfSource(Storage):
 
         self._hub = huggingface_hub
         self._transport_errors = httpx2.TransportError
+        self._too_many_redirects = httpx2.TooManyRedirects
         self._api = huggingface_hub.HfApi(token=self._token)
+        self._guard = HubGuard(huggingface_hub.constants.ENDPOINT, config.read_timeout)
+        self._guard.install(huggingface_hub.get_session())
         self._getter = HubGetter(
             huggingface_hub.constants.ENDPOINT, config.access_token, self._repo, config.read_timeout
         )
@@ -64,12 +69,14 @@ class HfSource(Storage):
 
     def list_files(self) -> Iterator[RemoteFile]:
         def resolve_and_list() -> list[Any]:
-            self.commit = self._api.repo_info(
-                self.location.repo_id, revision=self.revision, repo_type=self.repo_type
-            ).sha
+            commit = self._api.repo_info(self.location.repo_id, revision=self.revision, repo_type=self.repo_type).sha
+            if not isinstance(commit, str) or not _COMMIT.fullmatch(commit):
+                raise FetchError(f"{self._server}: the {self.repo_type} info names no commit (its sha is {commit!r})")
+            self.commit = commit
             return self._entries()
 
-        files = [_remote_file(entry) for entry in self._retrying(f"listing {self.location}", resolve_and_list)]
+        entries = self._retrying(f"listing {self.location}", resolve_and_list)
+        files = [_remote_file(entry, self._server) for entry in entries]
         large = next((file for file in files if file.size > 2 * PART_SIZE), None)
         if large is not None and self._getter.takes_ranges(self._url(large), self._uri_of(large)):
             self.part_size = PART_SIZE
@@ -92,18 +99,29 @@ class HfSource(Storage):
         return single
 
     def _tree(self, path: str, recursive: bool) -> list[Any]:
+        """The tree's entries; a FetchError when its pages go round in a loop (an entry comes again)."""
+        what = f"hf://{self.location.repo_id}/{path}"
+        entries: list[Any] = []
+        paths: set[str] = set()
         try:
-            return list(
-                self._api.list_repo_tree(
+            with self._guard.listing(what):
+                for entry in self._api.list_repo_tree(
                     self.location.repo_id,
                     path_in_repo=path or None,
                     recursive=recursive,
                     revision=self.commit,
                     repo_type=self.repo_type,
-                )
-            )
+                ):
+                    if entry.path in paths:
+                        raise FetchError(
+                            f"listing {what}: {self._server} lists {entry.path!r} again: its pages go round in a loop"
+                        )
+                    paths.add(entry.path)
+                    entries.append(entry)
+                    self._guard.progressed()
         except self._hub.errors.RemoteEntryNotFoundError:
             return []
+        return entries
 
     def read(self, file: RemoteFile, offset: int, length: int, sink: Sink) -> None:
         self._getter.get(self._url(file), file.size, offset, length, self._uri_of(file), sink)
@@ -160,9 +178,36 @@ class HfSource(Storage):
             raise FetchError(f"the Hub refused a request for {repo}: {exc}") from None
         except (errors.LocalEntryNotFoundError, self._transport_errors) as exc:
             raise Retriable(f"cannot reach the Hub at {self._hub.constants.ENDPOINT}: {exc}") from None
+        except self._too_many_redirects:
+            raise FetchError(f"{self._server}: more than 20 redirects answering for {repo}") from None
+        except (TypeError, ValueError, KeyError, AttributeError) as exc:
+            if isinstance(exc, ConfigError):
+                raise
+            # huggingface_hub read an answer of the wrong shape: not JSON, a list for an object, a field missing
+            raise FetchError(
+                f"{self._server}: an answer about {repo} is not what the Hub's API sends "
+                f"({type(exc).__name__}: {str(exc)[:200]})"
+            ) from None
+
+    @property
+    def _server(self) -> str:
+        """The server, as messages name it."""
+        return f"the Hub at {self._hub.constants.ENDPOINT}"
 
 
-def _remote_file(entry: Any) -> RemoteFile:
-    """A tree entry, with the digest the Hub vouches for: sha256 for LFS files, the git blob id otherwise."""
-    checksum = Checksum("sha256", entry.lfs.sha256) if entry.lfs is not None else Checksum(GIT_SHA1, entry.blob_id)
-    return RemoteFile(entry.path, entry.size, checksum.hexdigest, entry.path, checksum)
+#: A git commit id, as the Hub names commits (sha1; sha256 repositories have longer ones).
+_COMMIT = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
+_DIGEST = {"sha256": re.compile(r"[0-9a-f]{64}"), GIT_SHA1: re.compile(r"[0-9a-f]{40}")}
+
+
+def _remote_file(entry: Any, server: str) -> RemoteFile:
+    """A tree entry, with the digest the Hub vouches for: sha256 for LFS files, the git blob id otherwise; a
+    FetchError naming `server` when the entry is not what the Hub sends (a path, a size, a digest)."""
+    algorithm, digest = ("sha256", entry.lfs.sha256) if entry.lfs is not None else (GIT_SHA1, entry.blob_id)
+    path, size = entry.path, entry.size
+    if not isinstance(path, str) or not path or not isinstance(size, int) or isinstance(size, bool) or size < 0:
+        raise FetchError(f"{server}: a tree entry has no usable path and size (path {path!r}, size {size!r})")
+    if not isinstance(digest, str) or not _DIGEST[algorithm].fullmatch(digest):
+        raise FetchError(f"{server}: the tree entry of {path!r} carries no {algorithm} digest (it has {digest!r})")
+    checksum = Checksum(algorithm, digest)
+    return RemoteFile(path, size, checksum.hexdigest, path, checksum)

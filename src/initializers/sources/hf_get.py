@@ -91,7 +91,7 @@ class HubGetter:
                     f"{where}: the tree listing said {size} bytes, the server sends {response.length}; "
                     "the repo changed or the server is not serving this commit"
                 )
-        self._http.stream_body(response, sink)
+        self._http.stream_body(response, sink, length - sink.written, where)
         if sink.written != length:
             raise ProtocolError(f"the body had {sink.written} bytes, not {length}")
 
@@ -107,6 +107,11 @@ class HubGetter:
             if response.status in _REDIRECTS and location:
                 response.read_all()  # keeps the connection usable
                 url = urljoin(url, location)
+                if urlsplit(url).scheme not in ("http", "https"):
+                    raise FetchError(
+                        f"{where}: {parts.netloc} redirected to a {urlsplit(url).scheme}:// URL; only http:// and "
+                        "https:// redirects are followed"
+                    )
                 continue
             if response.status not in (200, 206):
                 raise self._hub_failure(response, where)

@@ -13,18 +13,32 @@ import contextlib
 import os
 import socket
 import ssl
+import time
 from dataclasses import dataclass
 from urllib.parse import unquote, urlsplit
 
-from initializers.errors import ConfigError
+from initializers.errors import ConfigError, FetchError
 
 _MAX_HEAD = 64 * 1024
 #: Seconds a connection may take to open (the read timeout bounds every wait after that), for every source.
 CONNECT_TIMEOUT = 10.0
+#: The fewest bytes a server must send within each read timeout once a request is sent (or the rest of its answer, if
+#: less): a server trickling slower is abandoned as one gone silent is, instead of holding a transfer for ever.
+MIN_BYTES_PER_TIMEOUT = 64 * 1024
+
+
+def _unsendable_character(text: str) -> str | None:
+    """The first character that would end or split a request line or header (a control character), else None."""
+    return next((char for char in text if (char < " " and char != "\t") or char == "\x7f"), None)
 
 
 class ProtocolError(ConnectionError):
     """The server broke HTTP/1.1 framing; the connection is unusable and the request may be retried."""
+
+
+class Unsendable(FetchError):
+    """A request that cannot be sent as asked (a header or target holding a control character, a header value
+    outside Latin-1): no retry can fix it, and its text is never shown, since it may hold a secret."""
 
 
 class ProxyError(ConnectionError):
@@ -183,6 +197,8 @@ class Connection:
         self._proxy = proxy
         self._sock: socket.socket | None = None
         self._pending = b""
+        self._window_start = 0.0  # when the bytes of the current MIN_BYTES_PER_TIMEOUT window started coming
+        self._window_bytes = 0
 
     def get(self, target: str, headers: dict[str, str]) -> Response:
         if self._sock is None:
@@ -196,8 +212,22 @@ class Connection:
 
     def _send(self, method: str, target: str, headers: dict[str, str]) -> None:
         assert self._sock is not None
+        if " " in target or _unsendable_character(target):
+            raise Unsendable(f"cannot send a request to {self._netloc}: its target holds a space or control character")
+        for name, value in headers.items():
+            if _unsendable_character(value):
+                raise Unsendable(
+                    f"cannot send a request to {self._netloc}: its {name} header holds a control character"
+                )
         lines = "".join(f"{name}: {value}\r\n" for name, value in headers.items())
-        self._sock.sendall(f"{method} {target} HTTP/1.1\r\n{lines}\r\n".encode("latin-1"))
+        try:
+            request = f"{method} {target} HTTP/1.1\r\n{lines}\r\n".encode("latin-1")
+        except UnicodeEncodeError:
+            raise Unsendable(
+                f"cannot send a request to {self._netloc}: a header holds a character outside Latin-1"
+            ) from None
+        self._window_start, self._window_bytes = time.monotonic(), 0
+        self._sock.sendall(request)
 
     def abort(self) -> None:
         """From another thread: make a blocked read on this connection return at once."""
@@ -276,7 +306,7 @@ class Connection:
         if self._pending:
             return self._read_pending(view)
         assert self._sock is not None
-        return self._sock.recv_into(view)
+        return self._received(self._sock.recv_into(view))
 
     def read_line(self) -> bytes:
         """One CRLF-terminated line of chunk framing, without its CRLF."""
@@ -295,4 +325,19 @@ class Connection:
 
     def _recv(self, size: int) -> bytes:
         assert self._sock is not None
-        return self._sock.recv(size)
+        data = self._sock.recv(size)
+        self._received(len(data))
+        return data
+
+    def _received(self, count: int) -> int:
+        """Count bytes against the minimum rate: TimeoutError (retried like a silent server) for a trickle."""
+        self._window_bytes += count
+        now = time.monotonic()
+        if self._window_bytes >= MIN_BYTES_PER_TIMEOUT:
+            self._window_start, self._window_bytes = now, 0
+        elif now - self._window_start > self._timeout:
+            raise TimeoutError(
+                f"{self._netloc} sent {self._window_bytes} bytes in {now - self._window_start:.0f} s: slower than "
+                f"{MIN_BYTES_PER_TIMEOUT // 1024} KiB per read timeout ({self._timeout:g} s)"
+            )
+        return count

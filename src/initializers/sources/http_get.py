@@ -14,6 +14,7 @@ from functools import cache
 from typing import Any, TypeVar
 
 from initializers import __version__
+from initializers.errors import FetchError
 from initializers.retry import Retriable, retry_after, retrying
 from initializers.sources.base import Sink
 from initializers.sources.http1 import Connection, Proxy, Response
@@ -55,14 +56,24 @@ class HttpGetter:
         """`attempt()` under the retry policy, each retry on fresh connections."""
         return retrying(verb, where, attempt, self.close_thread_connections, lambda: self._interrupted)
 
-    def stream_body(self, response: Response, sink: Sink, digest: Any = None) -> None:
-        """The rest of the body into `sink` (and `digest`, a hashlib object, when given)."""
+    def stream_body(self, response: Response, sink: Sink, wanted: int, where: str, digest: Any = None) -> None:
+        """The rest of the body into `sink` (and `digest`, a hashlib object, when given), `wanted` bytes at most: a
+        longer body (an endless one, a range longer than asked) is refused once it shows, its excess never written,
+        and not retried, since asking again would only fill the disk again. A shorter one is the caller's to judge."""
         buffer = self._buffer()
-        while count := response.readinto(buffer):
+        room = wanted
+        while count := response.readinto(buffer[: min(len(buffer), room + 1)]):
+            if count > room:
+                self.close_thread_connections()
+                raise FetchError(
+                    f"{where}: the server sent more than the {wanted} bytes asked for (the listed size or the "
+                    "range); refused"
+                )
             view = buffer[:count]
             sink.write(view)
             if digest is not None:
                 digest.update(view)
+            room -= count
 
     def interrupt(self) -> None:
         """Abort every open connection, from another thread: blocked reads fail now instead of at their timeout."""

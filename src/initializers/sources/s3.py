@@ -30,7 +30,15 @@ from initializers.sources.aws import (
 )
 from initializers.sources.base import PART_SIZE, Sink, Storage
 from initializers.sources.s3_get import OPEN, PROBE_KEY, GetRequest, ObjectEndpoint, S3Getter, is_plain_md5
-from initializers.sources.s3_listing import PAGE_SIZE, ListedObject, ListPage, key_ranges, page_query, parse_page
+from initializers.sources.s3_listing import (
+    PAGE_SIZE,
+    ListedObject,
+    ListPage,
+    PageChain,
+    key_ranges,
+    page_query,
+    parse_page,
+)
 from initializers.sources.sigv4 import SigningCredentials
 from initializers.uris import S3Location
 
@@ -160,10 +168,16 @@ class S3Source(Storage):
 
     def _pages(self, prefix: str, delimiter: str | None = None, start_after: str | None = None) -> Iterator[ListPage]:
         page = self._page(prefix, None, delimiter=delimiter, start_after=start_after)
-        yield page
-        while page.next_token is not None:
-            page = self._page(prefix, page.next_token, delimiter=delimiter)
+        chain = PageChain()
+        while True:
+            try:
+                chain.follow(page)
+            except ValueError as exc:
+                raise FetchError(f"listing {self._uri_of(prefix)} at {self._getter.server}: {exc}") from None
             yield page
+            if page.next_token is None:
+                return
+            page = self._page(prefix, page.next_token, delimiter=delimiter)
 
     def _page(
         self,
@@ -178,7 +192,7 @@ class S3Source(Storage):
         try:
             return parse_page(self._getter.get_listing_page(query, where))
         except ValueError as exc:
-            raise FetchError(f"listing {where}: {exc}") from None
+            raise FetchError(f"listing {where} at {self._getter.server}: {exc}") from None
 
     def read(self, file: RemoteFile, offset: int, length: int, sink: Sink) -> None:
         whole = offset == 0 and length == file.size

@@ -117,6 +117,11 @@ class S3Getter:
     def region(self) -> str:
         return self._signer.region
 
+    @property
+    def server(self) -> str:
+        """Where the bucket is served, as messages name the server: `scheme://host[:port]`."""
+        return f"{self._endpoint.scheme}://{self._endpoint.netloc}"
+
     def get(self, request: GetRequest, sink: Sink) -> None:
         """Stream the range into `sink`, resuming after transient failures from the bytes already written; a whole
         object is checked against the digest S3 holds for it."""
@@ -156,6 +161,7 @@ class S3Getter:
 
     def _get_once(self, download: _Download) -> None:
         request, sink = download.request, download.sink
+        where = self._describe(request.key)
         start = request.offset + sink.written
         end = request.offset + request.length - 1
         extra = {"if-match": f'"{request.etag}"'} if request.etag else {}
@@ -166,11 +172,13 @@ class S3Getter:
             extra["x-amz-checksum-mode"] = "ENABLED"  # the object's own checksum, when it was stored with one
         response = self._send(self._endpoint.path(request.key), "", extra)
         if response.status not in (200, 206):
-            raise self._s3_failure(request.operation, self._describe(request.key), response)
+            raise self._s3_failure(request.operation, where, response)
         self._check_response(request, response, start, end, ranged)
         if not ranged:  # nothing kept yet: this response says what the bytes must hash to
             download.check = _BodyCheck.of(response, request.etag or "", request.length)
-        self._http.stream_body(response, sink, download.check.hasher if download.check else None)
+        self._http.stream_body(
+            response, sink, end + 1 - start, where, download.check.hasher if download.check else None
+        )
         if request.offset + sink.written <= end:
             raise ProtocolError(f"the body ended {end + 1 - request.offset - sink.written} bytes early")
 
@@ -193,7 +201,11 @@ class S3Getter:
         elif response.length != request.length:
             raise FetchError(
                 f"{self._describe(request.key)}: the listing said {request.length} bytes, the server sends "
-                f"{response.length}; the object changed, run again"
+                + (
+                    f"{response.length}; the object changed, run again"
+                    if response.length is not None
+                    else "a body with no Content-Length, as S3 never does"
+                )
             )
 
     def _s3_failure(self, operation: Operation, where: str, response: Response) -> Exception:

@@ -39,6 +39,43 @@ class ListPage:
     folders: list[str] = field(default_factory=list)  # common prefixes, when the page was asked with a delimiter
 
 
+#: Pages in a row that list nothing before a listing is taken to go nowhere: S3 may send an empty page with a
+#: continuation token (past many deleted keys), but not without end.
+MAX_EMPTY_PAGES = 100
+
+
+class PageChain:
+    """Checks that a chain of pages moves on, so that a server cannot keep a listing going for ever: every continuation
+    token new, no page the same as an earlier one, and not endlessly many empty pages in a row. (Not that keys come in
+    order: S3-compatible servers built on folders, SeaweedFS for one, list `k/0/x` before `k/0-y`, unlike S3.) `follow`
+    raises ValueError saying how the chain went wrong."""
+
+    def __init__(self) -> None:
+        self._tokens: set[str] = set()
+        self._pages: set[int] = set()  # a hash of each page's entries
+        self._empty = 0
+
+    def follow(self, page: ListPage) -> None:
+        entries = (*(listed.key for listed in page.objects), *page.folders)
+        if entries:
+            fingerprint = hash(entries)
+            if fingerprint in self._pages:
+                raise ValueError(
+                    f"a page listed {entries[0]!r} .. {entries[-1]!r} again, as an earlier one did: the listing would "
+                    "never end"
+                )
+            self._pages.add(fingerprint)
+            self._empty = 0
+        else:
+            self._empty += 1
+            if self._empty == MAX_EMPTY_PAGES:
+                raise ValueError(f"{MAX_EMPTY_PAGES} pages in a row listed nothing: the listing would never end")
+        if page.next_token in self._tokens:
+            raise ValueError("a page repeated the continuation token of an earlier one: the listing would never end")
+        if page.next_token is not None:
+            self._tokens.add(page.next_token)
+
+
 def page_query(
     prefix: str,
     token: str | None,
@@ -96,9 +133,14 @@ def parse_page(body: bytes) -> ListPage:
         if storage_class in ARCHIVED and (restore := entry.find(restore_tag)) is not None:
             status = {child.tag: _text(child) for child in restore}
             restored = status.get(tag["IsRestoreInProgress"]) == "false" and bool(status.get(tag["RestoreExpiryDate"]))
-        key = entry.findtext(key_tag) or ""  # not stripped: a key may end in a space
+        key = entry.findtext(key_tag)  # not stripped: a key may end in a space
+        size = (entry.findtext(size_tag) or "").strip()
+        if not key or not size.isdigit():
+            raise ValueError(
+                f"an entry of the listing has no Key or no Size of 0 or more bytes (Key {key!r}, Size {size!r})"
+            )
         etag = (entry.findtext(etag_tag) or "").strip().strip('"')
-        objects.append(ListedObject(decoded(key), int(entry.findtext(size_tag) or 0), etag, storage_class, restored))
+        objects.append(ListedObject(decoded(key), int(size), etag, storage_class, restored))
     folders = [decoded(element.text or "") for element in root.iterfind(f"{tag['CommonPrefixes']}/{tag['Prefix']}")]
     truncated = _text(root.find(tag["IsTruncated"])) == "true"
     token = _text(root.find(tag["NextContinuationToken"])) if truncated else None

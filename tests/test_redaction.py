@@ -1,0 +1,75 @@
+"""Redaction: every form a secret can take in text is hidden, and ordinary text is left alone."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from urllib.parse import quote, quote_plus
+
+import pytest
+
+from initializers import logs, manifest
+from initializers.contract import MODEL
+from initializers.logs import PARTIAL_ECHO, REDACTED, Redactor
+
+SECRET = 'wJalrXUtnFEMI/K7MDENG+bPxR"fiCY\\EXAMPLEKEY'
+
+
+def hidden(text: str, *secrets: str) -> str:
+    return Redactor(secrets or (SECRET,))(None, "", text)
+
+
+@pytest.mark.parametrize(
+    "form",
+    [
+        SECRET,
+        repr(SECRET),
+        repr(SECRET.encode()),
+        json.dumps(SECRET),
+        json.dumps(json.dumps(SECRET)),
+        quote(SECRET, safe=""),
+        quote(SECRET),
+        quote_plus(SECRET),
+        json.dumps(quote(SECRET, safe="")),
+        SECRET[:PARTIAL_ECHO],
+        SECRET[-PARTIAL_ECHO - 6 : -6],
+        SECRET[5:30],
+        json.dumps(SECRET[3:20]),
+    ],
+    ids=range(13),
+)
+def test_every_form_of_a_secret_is_hidden(form: str):
+    line = json.dumps({"event": "failed", "error": f"the server said: {form} (that was all)"})
+    redacted = hidden(line)
+    assert REDACTED in redacted
+    for start in range(len(SECRET) - PARTIAL_ECHO + 1):
+        run = SECRET[start : start + PARTIAL_ECHO]
+        assert run not in redacted or run.isupper()  # a run of one kind of character alone is not hidden
+    assert redacted.endswith('(that was all)"}') and '"error": "the server said: ' in redacted
+
+
+def test_ordinary_text_and_short_runs_are_left_alone():
+    line = "listing s3://bucket/data at http://127.0.0.1:9000: 12 files, EXAMPL and wJalrXU"
+    assert hidden(line) == line
+
+
+def test_a_short_secret_is_hidden_only_whole():
+    assert hidden("pass and password", "passwo") == "pass and ***rd"
+
+
+def test_a_word_inside_a_secret_is_hidden_only_with_the_rest():
+    secret = "initializers-test-secret-7f3a9c"
+    assert hidden("waiting for another initializer", secret) == "waiting for another initializer"
+    assert hidden(f"echoed {secret}, then {secret[18:]}", secret) == "echoed ***, then ***"
+
+
+def test_the_manifest_hides_a_secret_the_source_description_holds(tmp_path):
+    logs.configure("json", "error", [SECRET])
+    try:
+        source = {"uri": "s3://b/", "endpoint": f"http://user:{quote(SECRET, safe='')}@host"}
+        now = datetime.now(UTC)
+        text = b"".join(manifest.lines(MODEL, source, (), now, now, (0, 0), [])).decode()
+        assert quote(SECRET, safe="") not in text and REDACTED in text
+        assert manifest.describes(json.loads(text), source, 0)
+    finally:
+        logs.configure("json", "error", [])
