@@ -80,3 +80,23 @@ def test_a_malformed_chunk_size_is_a_protocol_error():
     server = CannedServer([b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\nzz\r\n"])
     with pytest.raises(ProtocolError, match="malformed chunk size"):
         body_of(Connection("http", server.netloc, 5.0, None))
+
+
+def test_our_own_pauses_between_reads_do_not_count_against_the_servers_minimum_rate():
+    """A reader that pauses between small reads (MAX_BANDWIDTH's bucket, a slow disk) for longer than the read
+    timeout in all, while the server has long sent everything: only the time spent waiting on the socket counts, so
+    no trickle is seen. The pauses come once the head's read-ahead is used up (reads then go to the socket), each a
+    third of the timeout; five of them pass it."""
+    body = b"x" * (256 << 10)
+    server = CannedServer([b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body)])
+    timeout = 0.3
+    connection = Connection("http", server.netloc, timeout, None)
+    response = connection.get("/", {"host": "x"})
+    buffer = memoryview(bytearray(1000))
+    data, pauses = b"", 0
+    while count := response.readinto(buffer):
+        data += buffer[:count]
+        if len(data) > (128 << 10) and pauses < 5:
+            threading.Event().wait(timeout / 3)  # our side holding the transfer back, not the server
+            pauses += 1
+    assert data == body and pauses == 5

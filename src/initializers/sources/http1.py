@@ -197,7 +197,9 @@ class Connection:
         self._proxy = proxy
         self._sock: socket.socket | None = None
         self._pending = b""
-        self._window_start = 0.0  # when the bytes of the current MIN_BYTES_PER_TIMEOUT window started coming
+        #: Seconds spent waiting on the socket for the current MIN_BYTES_PER_TIMEOUT window, and its bytes so far:
+        #: only the server's time counts, not our own pauses between reads (MAX_BANDWIDTH, a slow disk).
+        self._window_waited = 0.0
         self._window_bytes = 0
 
     def get(self, target: str, headers: dict[str, str]) -> Response:
@@ -226,7 +228,7 @@ class Connection:
             raise Unsendable(
                 f"cannot send a request to {self._netloc}: a header holds a character outside Latin-1"
             ) from None
-        self._window_start, self._window_bytes = time.monotonic(), 0
+        self._window_waited, self._window_bytes = 0.0, 0
         self._sock.sendall(request)
 
     def abort(self) -> None:
@@ -306,7 +308,8 @@ class Connection:
         if self._pending:
             return self._read_pending(view)
         assert self._sock is not None
-        return self._received(self._sock.recv_into(view))
+        started = time.monotonic()
+        return self._received(self._sock.recv_into(view), started)
 
     def read_line(self) -> bytes:
         """One CRLF-terminated line of chunk framing, without its CRLF."""
@@ -325,19 +328,20 @@ class Connection:
 
     def _recv(self, size: int) -> bytes:
         assert self._sock is not None
+        started = time.monotonic()
         data = self._sock.recv(size)
-        self._received(len(data))
+        self._received(len(data), started)
         return data
 
-    def _received(self, count: int) -> int:
+    def _received(self, count: int, waiting_since: float) -> int:
         """Count bytes against the minimum rate: TimeoutError (retried like a silent server) for a trickle."""
         self._window_bytes += count
-        now = time.monotonic()
+        self._window_waited += time.monotonic() - waiting_since
         if self._window_bytes >= MIN_BYTES_PER_TIMEOUT:
-            self._window_start, self._window_bytes = now, 0
-        elif now - self._window_start > self._timeout:
+            self._window_waited, self._window_bytes = 0.0, 0
+        elif self._window_waited > self._timeout:
             raise TimeoutError(
-                f"{self._netloc} sent {self._window_bytes} bytes in {now - self._window_start:.0f} s: slower than "
-                f"{MIN_BYTES_PER_TIMEOUT // 1024} KiB per read timeout ({self._timeout:g} s)"
+                f"{self._netloc} sent {self._window_bytes} bytes in {self._window_waited:.0f} s of waiting: slower "
+                f"than {MIN_BYTES_PER_TIMEOUT // 1024} KiB per read timeout ({self._timeout:g} s)"
             )
         return count
