@@ -22,6 +22,8 @@ from typing import Any, Literal
 from urllib.parse import parse_qs, unquote, urlsplit
 from xml.sax.saxutils import escape
 
+from devkit.serving import ServedInThread
+
 
 @dataclass
 class Answer:
@@ -70,15 +72,14 @@ class Poser:
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
         self._server.daemon_threads = True
         self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
-        self._thread = threading.Thread(target=self._server.serve_forever, name="poser", daemon=True)
+        self._serving = ServedInThread(self._server, "poser")
 
     def __enter__(self) -> Poser:
-        self._thread.start()
+        self._serving.start()
         return self
 
     def __exit__(self, *_exc: object) -> None:
-        self._server.shutdown()
-        self._server.server_close()
+        self._serving.stop()
 
     def answer(self, pattern: str, route: Route | Answer) -> None:
         """Answer requests whose target matches `pattern` (a regular expression, searched) before every earlier route;

@@ -15,6 +15,8 @@ import threading
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
+from devkit.serving import ServedInThread
+
 _HEAD_LIMIT = 64 * 1024
 
 
@@ -40,15 +42,14 @@ class Proxy:
             expected = "Basic " + base64.b64encode(f"{credentials[0]}:{credentials[1]}".encode()).decode()
         self._server = _Server(("127.0.0.1", 0), _handler(self.log, expected))
         self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
-        self._thread = threading.Thread(target=self._server.serve_forever, name="proxy", daemon=True)
+        self._serving = ServedInThread(self._server, "proxy")
 
     def __enter__(self) -> Proxy:
-        self._thread.start()
+        self._serving.start()
         return self
 
     def __exit__(self, *_exc: object) -> None:
-        self._server.shutdown()
-        self._server.server_close()
+        self._serving.stop()
 
 
 class _Server(socketserver.ThreadingTCPServer):

@@ -31,6 +31,7 @@ from typing import Any, TypeVar
 from urllib.parse import parse_qs, quote, quote_plus, unquote_plus, urlsplit
 
 from devkit.ports import free_port
+from devkit.serving import ServedInThread
 
 _HOP_BY_HOP = {"connection", "keep-alive", "transfer-encoding", "proxy-connection", "te", "trailer", "upgrade"}
 _CHUNK_SIZE = 64 * 1024
@@ -199,16 +200,15 @@ class Relay:
             self._server.socket = context.wrap_socket(self._server.socket, server_side=True)
         self.endpoint = f"{'https' if tls else 'http'}://127.0.0.1:{port}"
         # A short poll interval: stopping waits for the serving loop to look, 0.5 s by default.
-        self._thread = threading.Thread(target=partial(self._server.serve_forever, poll_interval=0.05), daemon=True)
+        self._serving = ServedInThread(self._server, "relay", poll_interval=0.05)
 
     def __enter__(self) -> Relay:
-        self._thread.start()
+        self._serving.start()
         return self
 
     def __exit__(self, *_exc: object) -> None:
         self._stopping.set()
-        self._server.shutdown()
-        self._server.server_close()
+        self._serving.stop()
 
     def reset(self) -> None:
         with self.traffic.lock:

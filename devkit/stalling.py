@@ -20,6 +20,7 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from devkit.ports import free_port
+from devkit.serving import ServedInThread
 
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
 
@@ -72,20 +73,19 @@ class StallingServer(ABC):
         self._tokens = itertools.count(1)
         self._server = _Server(("127.0.0.1", free_port()), _Handler)
         self._server.poser = self  # type: ignore[attr-defined]
-        self._thread = threading.Thread(target=self._server.serve_forever, name="stalling-server", daemon=True)
+        self._serving = ServedInThread(self._server, "stalling-server")
 
     @property
     def endpoint(self) -> str:
         return f"http://127.0.0.1:{self._server.server_address[1]}"
 
     def __enter__(self) -> StallingServer:
-        self._thread.start()
+        self._serving.start()
         return self
 
     def __exit__(self, *_exc: object) -> None:
         self._stopped.set()
-        self._server.shutdown()
-        self._server.server_close()
+        self._serving.stop()
 
     @abstractmethod
     def answer(self, handler: _Handler, path: str, query: dict[str, list[str]]) -> None:
