@@ -92,7 +92,7 @@ _text = st.text(st.characters(blacklist_categories=("Cs", "Cc")), min_size=1).ma
 _pattern = (
     st.text(st.characters(blacklist_categories=("Cs", "Cc"), blacklist_characters=","), min_size=1)
     .map(str.strip)
-    .filter(bool)
+    .filter(lambda pattern: pattern and not pattern.startswith("/"))  # an absolute pattern is refused by design
 )
 
 
