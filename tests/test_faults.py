@@ -36,6 +36,12 @@ def completed(output: Path) -> bool:
     return (output / ".initializer" / "manifest.json").exists()
 
 
+def manifest_checksums(output: Path) -> dict[str, str]:
+    """Each file's checksum algorithm in the manifest, or what it says was verified instead."""
+    entries = json.loads((output / ".initializer" / "manifest.json").read_text())["files"]
+    return {e["path"]: e["checksum"]["algorithm"] if "checksum" in e else e["verified"] for e in entries}
+
+
 # -- S3 -------------------------------------------------------------------------------------------------------------
 
 
@@ -172,6 +178,26 @@ def test_s3_a_middle_range_corrupted_once_is_caught_and_the_object_fetched_again
     assert corrupt.hits == 1 and len(gets) == 5 + 1  # five ranges, then the whole object once more
     assert result.named("checksum mismatch, fetching the file again")
     assert tree(tmp_path / "out") == {"ranged.bin": RANGED} and completed(tmp_path / "out")
+    # Fetched again whole, the object's own checksum comes with it (SeaweedFS sends none with ranges).
+    assert manifest_checksums(tmp_path / "out") == {"ranged.bin": (stored or "md5").lower()}
+
+
+def test_s3_a_multipart_object_is_recorded_as_checked_by_size_and_etag(
+    seaweed: SeaweedFS, s3: Any, bucket: str, tmp_path: Path
+):
+    upload = s3.create_multipart_upload(Bucket=bucket, Key="m/parts.bin")["UploadId"]
+    chunks = [RANGED[i : i + (6 << 20)] for i in range(0, 18 << 20, 6 << 20)]  # its ETag ends in -3: no MD5
+    parts = [
+        {"PartNumber": n, "ETag": s3.upload_part(Bucket=bucket, Key="m/parts.bin", UploadId=upload, PartNumber=n,
+                                                 Body=chunk)["ETag"]}
+        for n, chunk in enumerate(chunks, 1)
+    ]  # fmt: skip
+    s3.complete_multipart_upload(Bucket=bucket, Key="m/parts.bin", UploadId=upload, MultipartUpload={"Parts": parts})
+    with Relay(seaweed.endpoint) as relay:
+        result = s3_fetch(seaweed, relay, bucket, tmp_path / "out")
+    assert result.code == 0, result.stdout
+    assert tree(tmp_path / "out") == {"parts.bin": b"".join(chunks)}
+    assert manifest_checksums(tmp_path / "out") == {"parts.bin": "size+version"}
 
 
 @pytest.mark.parametrize("stored", ["CRC32", None], ids=["crc32", "plain etag"])

@@ -286,7 +286,11 @@ class TransferEngine(ABC):
                 self._open_changes.notify_all()
         with self._open_changes:
             self._open.pop(file.path, None)
-        self._state.record_done(DoneFile(file.path, st.st_size, file.version, st.st_mtime_ns))
+        verified = target.expected
+        done = DoneFile(file.path, st.st_size, file.version, st.st_mtime_ns)
+        if verified is not None:
+            done = done._replace(algorithm=verified.algorithm, hexdigest=verified.hexdigest)
+        self._state.record_done(done)
         self._progress.file_done(st.st_size)
 
     def _verify_checksum(self, target: OpenFile) -> None:
