@@ -118,7 +118,7 @@ class S3Getter:
 
     def get(self, request: GetRequest, sink: Sink) -> None:
         """Stream the range into `sink`, resuming after transient failures from the bytes already written, and tell
-        it the digest S3 holds for the whole object, when the answer shows one (`vouched`)."""
+        it the digest S3 holds for the whole object, when the answer shows one (`_vouched`)."""
         download = _Download(request, sink)
         where = self._describe(request.key)
         self._http.retrying(request.operation.verb, where, lambda: self._get_once(download))
@@ -164,7 +164,7 @@ class S3Getter:
         if response.status not in (200, 206):
             raise self._s3_failure(request.operation, self._describe(request.key), response)
         self._check_response(request, response, start, end, ranged)
-        checksum = vouched(response, request.etag or "", ranged)
+        checksum = _vouched(response, request.etag or "", ranged)
         if checksum is not None:
             sink.vouch(checksum)
         self._http.stream_body(response, sink)
@@ -253,7 +253,7 @@ def s3_error(operation: Operation, where: str, status: int, code: str, message: 
     return f"S3 answered {status} {code} for {where}" + (f": {message}" if message else "")
 
 
-def vouched(response: Response, etag: str, ranged: bool) -> Checksum | None:
+def _vouched(response: Response, etag: str, ranged: bool) -> Checksum | None:
     """What the whole object's bytes must hash to, by this answer: a full-object checksum S3 stores
     (x-amz-checksum-*, which boto3 has written by default since 2025; on a ranged answer only when it says
     FULL_OBJECT, as a range's could be a part's), else the MD5 a plain ETag is: CRC32 is several times cheaper than
