@@ -71,8 +71,9 @@ class Traffic:
 
 @dataclass(kw_only=True)
 class Fault:
-    """Which requests a fault strikes: those whose path (query included) contains `match` and whose method is `method`
-    (None: any), for the first `times` of them (None: all, a persistent fault).
+    """Which requests a fault strikes: those whose path (query included) contains `match`, whose method is `method`
+    (None: any) and, with `range_from`, that ask for a byte range starting there, for the first `times` of them
+    (None: all, a persistent fault).
 
     `hits` counts the requests struck so far. When several faults match a request, the first added with hits left
     strikes, so faults on the same requests queue up in the order added.
@@ -81,6 +82,7 @@ class Fault:
     match: str | None = None
     method: str | None = None
     times: int | None = 1
+    range_from: int | None = None
     hits: int = field(default=0, init=False)
 
     def __post_init__(self) -> None:
@@ -89,11 +91,12 @@ class Fault:
         if self.times is not None and self.times < 1:
             raise ValueError(f"times must be at least 1 (or None for every request), not {self.times}")
 
-    def applies_to(self, method: str, path: str) -> bool:
+    def applies_to(self, method: str, path: str, byte_range: str | None) -> bool:
         return (
             (self.times is None or self.hits < self.times)
             and (self.match is None or self.match in path)
             and (self.method is None or self.method.upper() == method)
+            and (self.range_from is None or (byte_range or "").startswith(f"bytes={self.range_from}-"))
         )
 
 
@@ -228,11 +231,12 @@ class Relay:
         with self._faults_lock:
             self._faults.clear()
 
-    def _take_fault(self, method: str, path: str) -> AnyFault | None:
-        """The fault striking this request, its hit counted; checked and counted at once, as requests race."""
+    def _take_fault(self, method: str, path: str, byte_range: str | None) -> AnyFault | None:
+        """The fault striking this request (`byte_range`: its Range header), its hit counted; checked and counted at
+        once, as requests race."""
         with self._faults_lock:
             for fault in self._faults:
-                if fault.applies_to(method, path):
+                if fault.applies_to(method, path, byte_range):
                     fault.hits += 1
                     return fault
         return None
@@ -318,7 +322,7 @@ def _handler_for(relay: Relay) -> type[BaseHTTPRequestHandler]:
             with relay.traffic.lock:
                 relay.traffic.requests.append((self.command, self.path))
                 relay.traffic.headers.append({name.lower(): value for name, value in self.headers.items()})
-            fault = relay._take_fault(self.command, self.path)
+            fault = relay._take_fault(self.command, self.path, self.headers.get("Range"))
             length = int(self.headers.get("Content-Length") or 0)
             body = self.rfile.read(length) if length else None
             if self._session_expired():

@@ -7,13 +7,14 @@ from __future__ import annotations
 import hashlib
 import os
 import threading
+import zlib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from initializers.checksums import Checksum
+from initializers.checksums import CRC32, Checksum
 from initializers.concurrency import Ramp
 from initializers.engine import RangeTransfers
 from initializers.errors import FetchError
@@ -31,9 +32,13 @@ class InMemory(Storage):
 
     part_size = SMALL
 
-    def __init__(self, body: bytes, ramp: Ramp) -> None:
+    def __init__(self, body: bytes, ramp: Ramp, vouched: Checksum | None = None, corrupt_at: int | None = None) -> None:
+        """`vouched`: the checksum every answer vouches for, as S3's do; `corrupt_at`: the offset of the range whose
+        first byte is served inverted, once."""
         self.body = body
         self.ramp = ramp
+        self.vouched = vouched
+        self.corrupt_at = corrupt_at
         self.ranges: list[tuple[int, int]] = []
         self._lock = threading.Lock()
 
@@ -47,13 +52,21 @@ class InMemory(Storage):
         with self._lock:
             self.ranges.append((offset, length))
             self.ramp.part_size = LARGE
-        sink.write(memoryview(self.body)[offset : offset + length])
+            corrupt = offset == self.corrupt_at
+            if corrupt:
+                self.corrupt_at = None
+        if self.vouched is not None:
+            sink.vouch(self.vouched)
+        data = bytearray(self.body[offset : offset + length])
+        if corrupt:
+            data[0] ^= 0xFF
+        sink.write(memoryview(data))
 
 
-def fetch(tmp_path: Path, body: bytes, checksum: Checksum) -> tuple[InMemory, StateDir]:
+def fetch(tmp_path: Path, body: bytes, checksum: Checksum | None, **storage_options: Any) -> tuple[InMemory, StateDir]:
     ramp = Ramp(4, 4)
     ramp.part_size = 0  # the storage's own part size rules until the first range is served
-    storage = InMemory(body, ramp)
+    storage = InMemory(body, ramp, **storage_options)
     state = StateDir(str(tmp_path / "out"))
     with state.session(lambda holder, seconds: None):
         state.restart_journal([])
@@ -81,3 +94,12 @@ def test_a_file_assembled_from_ranges_of_several_sizes_is_still_verified(tmp_pat
     with pytest.raises(FetchError, match="checksum mismatch"):
         fetch(tmp_path, body, Checksum("sha256", hashlib.sha256(b"other bytes").hexdigest()))
     assert not (tmp_path / "out" / "weights.bin").exists()
+
+
+def test_ranges_crcs_vouched_for_by_the_answers_catch_a_corrupt_range_and_the_file_is_fetched_again(tmp_path: Path):
+    body = os.urandom(2 * 1024 * KiB)
+    crc = Checksum(CRC32, f"{zlib.crc32(body):08x}")
+    storage, state = fetch(tmp_path, body, None, vouched=crc, corrupt_at=SMALL)
+    assert (tmp_path / "out" / "weights.bin").read_bytes() == body
+    assert storage.ranges[-1] == (0, len(body)), "fetched again, whole, after its ranges"
+    assert [(done.algorithm, done.hexdigest) for done in state.journal_files()] == [(CRC32, crc.hexdigest)]

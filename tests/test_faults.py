@@ -19,6 +19,8 @@ from devkit.relay import CorruptFault, Relay, ResetFault, StallFault, StatusFaul
 from devkit.seaweed import SeaweedFS
 
 BIG = os.urandom(20 * 1024 * 1024 + 777)  # three 8 MiB ranges on S3; an LFS file on the Hub
+RANGED = os.urandom(40 << 20)  # five 8 MiB ranges on S3
+MIDDLE_RANGE = 16 << 20  # where the third starts
 SMALL = {f"s/{i}.json": json.dumps({"i": i}).encode() * 50 for i in range(6)}
 
 
@@ -32,6 +34,12 @@ def tree(root: Path) -> dict[str, bytes]:
 
 def completed(output: Path) -> bool:
     return (output / ".initializer" / "manifest.json").exists()
+
+
+def manifest_checksums(output: Path) -> dict[str, str]:
+    """Each file's checksum algorithm in the manifest, or what it says was verified instead."""
+    entries = json.loads((output / ".initializer" / "manifest.json").read_text())["files"]
+    return {e["path"]: e["checksum"]["algorithm"] if "checksum" in e else e["verified"] for e in entries}
 
 
 # -- S3 -------------------------------------------------------------------------------------------------------------
@@ -126,30 +134,84 @@ def test_s3_throttling_without_end_is_bounded_by_timeout(
     assert result.named("waiting to retry") and not completed(tmp_path / "out")
 
 
-@pytest.mark.parametrize(
-    ("stored", "named"),
-    [
-        ("CRC32", "the CRC32 of the received bytes"),  # boto3's default since 2025: the cheaper check
-        ("SHA256", "the SHA256 of the received bytes"),
-        (None, "the MD5 (its ETag) of the received bytes"),  # stored without a checksum of its own
-    ],
-)
-def test_s3_a_body_corrupted_in_flight_is_caught(
-    seaweed: SeaweedFS, bucket: str, tmp_path: Path, stored: str | None, named: str
-):
+def put_with_checksum(seaweed: SeaweedFS, bucket: str, key: str, body: bytes, stored: str | None) -> None:
+    """Store `body` with S3's own checksum in the `stored` algorithm (None: none, the ETag is its MD5)."""
     from botocore.config import Config
 
     uploader = seaweed.client(
         config=Config(s3={"addressing_style": "path"}, request_checksum_calculation="when_required")
     )
     extra = {"ChecksumAlgorithm": stored} if stored else {}
-    uploader.put_object(Bucket=bucket, Key="m/data.bin", Body=b"payload" * 1000, **extra)
+    uploader.put_object(Bucket=bucket, Key=key, Body=body, **extra)
+
+
+@pytest.mark.parametrize(
+    ("stored", "named"),
+    [
+        ("CRC32", "crc32 checksum mismatch"),  # boto3's default since 2025: the cheaper check
+        ("SHA256", "sha256 checksum mismatch"),
+        (None, "md5 checksum mismatch"),  # stored without a checksum of its own: its ETag is the MD5
+    ],
+)
+def test_s3_a_body_corrupted_in_flight_every_time_fails_the_run(
+    seaweed: SeaweedFS, bucket: str, tmp_path: Path, stored: str | None, named: str
+):
+    put_with_checksum(seaweed, bucket, "m/data.bin", b"payload" * 1000, stored)
     with Relay(seaweed.endpoint) as relay:
         corrupt = relay.add_fault(CorruptFault(match="data.bin", times=None))
         result = s3_fetch(seaweed, relay, bucket, tmp_path / "out")
-    assert result.code == 1 and corrupt.hits == 1  # a corrupt body is not retried: the server said it, wrongly
-    assert named in result.last["error"] and "corrupt" in result.last["error"]
+    assert result.code == 1 and corrupt.hits == 5  # fetched again, a few times, then given up on
+    assert named in result.last["error"] and "corrupt" in result.last["error"] and "data.bin" in result.last["error"]
     assert "data.bin" not in tree(tmp_path / "out") and not completed(tmp_path / "out")
+
+
+@pytest.mark.parametrize("stored", ["CRC32", None], ids=["crc32", "plain etag"])
+def test_s3_a_middle_range_corrupted_once_is_caught_and_the_object_fetched_again(
+    seaweed: SeaweedFS, bucket: str, tmp_path: Path, stored: str | None
+):
+    put_with_checksum(seaweed, bucket, "m/ranged.bin", RANGED, stored)
+    with Relay(seaweed.endpoint) as relay:
+        corrupt = relay.add_fault(CorruptFault(match="ranged.bin", range_from=MIDDLE_RANGE))
+        result = s3_fetch(seaweed, relay, bucket, tmp_path / "out")
+        gets = [path for path in relay.traffic.object_gets() if "ranged.bin" in path]
+    assert result.code == 0, result.stdout
+    assert corrupt.hits == 1 and len(gets) == 5 + 1  # five ranges, then the whole object once more
+    assert result.named("checksum mismatch, fetching the file again")
+    assert tree(tmp_path / "out") == {"ranged.bin": RANGED} and completed(tmp_path / "out")
+    # Fetched again whole, the object's own checksum comes with it (SeaweedFS sends none with ranges).
+    assert manifest_checksums(tmp_path / "out") == {"ranged.bin": (stored or "md5").lower()}
+
+
+def test_s3_a_multipart_object_is_recorded_as_checked_by_size_and_etag(
+    seaweed: SeaweedFS, s3: Any, bucket: str, tmp_path: Path
+):
+    upload = s3.create_multipart_upload(Bucket=bucket, Key="m/parts.bin")["UploadId"]
+    chunks = [RANGED[i : i + (6 << 20)] for i in range(0, 18 << 20, 6 << 20)]  # its ETag ends in -3: no MD5
+    parts = [
+        {"PartNumber": n, "ETag": s3.upload_part(Bucket=bucket, Key="m/parts.bin", UploadId=upload, PartNumber=n,
+                                                 Body=chunk)["ETag"]}
+        for n, chunk in enumerate(chunks, 1)
+    ]  # fmt: skip
+    s3.complete_multipart_upload(Bucket=bucket, Key="m/parts.bin", UploadId=upload, MultipartUpload={"Parts": parts})
+    with Relay(seaweed.endpoint) as relay:
+        result = s3_fetch(seaweed, relay, bucket, tmp_path / "out")
+    assert result.code == 0, result.stdout
+    assert tree(tmp_path / "out") == {"parts.bin": b"".join(chunks)}
+    assert manifest_checksums(tmp_path / "out") == {"parts.bin": "size+version"}
+
+
+@pytest.mark.parametrize("stored", ["CRC32", None], ids=["crc32", "plain etag"])
+def test_s3_a_ranged_object_corrupted_every_time_fails_the_run_naming_it(
+    seaweed: SeaweedFS, bucket: str, tmp_path: Path, stored: str | None
+):
+    put_with_checksum(seaweed, bucket, "m/ranged.bin", RANGED, stored)
+    with Relay(seaweed.endpoint) as relay:
+        relay.add_fault(CorruptFault(match="ranged.bin", times=None))
+        result = s3_fetch(seaweed, relay, bucket, tmp_path / "out")
+    assert result.code == 1
+    error = result.last["error"]
+    assert "ranged.bin" in error and "checksum mismatch" in error and "giving up after 5 downloads" in error
+    assert "ranged.bin" not in tree(tmp_path / "out") and not completed(tmp_path / "out")
 
 
 def test_s3_persistent_resets_exit_1(seaweed: SeaweedFS, s3_relay: tuple[Relay, str], tmp_path: Path):

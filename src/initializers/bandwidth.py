@@ -13,6 +13,7 @@ import threading
 import time
 from typing import Protocol
 
+from initializers.checksums import Checksum
 from initializers.sources.base import Sink
 
 #: Credit an idle bucket may save up, in seconds of the rate: a burst after a pause stays short.
@@ -71,6 +72,9 @@ class _MeteredSink:
     def write(self, data: memoryview) -> None:
         self._bucket.take(len(data))
         self._sink.write(data)
+
+    def vouch(self, checksum: Checksum) -> None:
+        self._sink.vouch(checksum)
 
     def rewind(self) -> None:
         self._sink.rewind()

@@ -1,4 +1,10 @@
-"""Digests a source vouches for, and the hashers that check them: hashlib's, plus git's blob ids."""
+"""Digests a source vouches for, and how a file is checked against one: the one owner of content verification.
+
+Hashers are hashlib's, plus git's blob ids and zlib's CRC-32. A CRC-32 of a file fetched as ranges in parallel is
+combined from the ranges' own CRCs (`combined_crc32`), in whatever order they landed, so the whole-object checksum
+is checked without reading the file again; any other digest of a ranged file is computed from the page cache once
+its last range has landed.
+"""
 
 from __future__ import annotations
 
@@ -30,6 +36,53 @@ class _Crc32:
 
     def hexdigest(self) -> str:
         return f"{self._value:08x}"
+
+
+#: CRC-32's polynomial (zlib's, bit-reflected).
+_CRC32_POLY = 0xEDB88320
+
+
+def _multiply_mod_poly(a: int, b: int) -> int:
+    """a * b modulo the CRC-32 polynomial, both reflected 32-bit polynomials over GF(2)."""
+    product = 0
+    bit = 1 << 31
+    while a:
+        if a & bit:
+            product ^= b
+            a ^= bit
+        bit >>= 1
+        b = (b >> 1) ^ _CRC32_POLY if b & 1 else b >> 1
+    return product
+
+
+#: x^(2^k) modulo the polynomial, k = 0..63: enough to shift a CRC past any length below 2^64 bits.
+_X_TO_2_TO_THE = [1 << 30]  # x^1
+for _ in range(63):
+    _X_TO_2_TO_THE.append(_multiply_mod_poly(_X_TO_2_TO_THE[-1], _X_TO_2_TO_THE[-1]))
+
+
+def crc32_combine(crc_a: int, crc_b: int, length_b: int) -> int:
+    """zlib.crc32(a + b) from zlib.crc32(a), zlib.crc32(b) and len(b): a's CRC shifted past b's bits, plus b's."""
+    shift = 1 << 31  # x^0
+    bits, power = length_b * 8, 0
+    while bits:
+        if bits & 1:
+            shift = _multiply_mod_poly(_X_TO_2_TO_THE[power], shift)
+        bits >>= 1
+        power += 1
+    return _multiply_mod_poly(shift, crc_a) ^ crc_b
+
+
+def combined_crc32(ranges: dict[int, tuple[int, int]], size: int) -> str | None:
+    """The CRC-32 of a file of `size` bytes from its ranges' CRCs (offset -> (length, crc)), as `_Crc32` writes it;
+    None unless the ranges tile the file exactly."""
+    crc = position = 0
+    for offset in sorted(ranges):
+        length, range_crc = ranges[offset]
+        if offset != position:
+            return None
+        crc, position = crc32_combine(crc, range_crc, length), position + length
+    return f"{crc:08x}" if position == size else None
 
 
 def new_hasher(checksum: Checksum, size: int) -> Any:

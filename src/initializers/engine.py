@@ -3,7 +3,9 @@
 Work is a lazy stream of tasks (here a whole small stored file or one range of a large one; in `making.py` a
 group of made files) pulled by threads whose number `concurrency.Ramp` decides as the run goes, so memory stays
 flat whatever the number or size of files. A file reaches its final path only after its last part has landed
-and its size and checksum are verified.
+and its size and checksum are verified: the checksum the listing gave, or the one the first response vouched for
+(`Sink.vouch`), checked in-stream for a file in one part, by combining the ranges' CRCs, or from the page cache
+after the last range. A file whose bytes do not match is fetched again, whole.
 """
 
 from __future__ import annotations
@@ -21,11 +23,12 @@ from typing import Any, NamedTuple
 
 from initializers import logs
 from initializers.bandwidth import TokenBucket
-from initializers.checksums import file_hexdigest, new_hasher
+from initializers.checksums import CRC32, Checksum, combined_crc32, file_hexdigest, new_hasher
 from initializers.concurrency import WINDOW_SECONDS, Ramp
 from initializers.errors import FetchError
 from initializers.plan import RemoteFile
 from initializers.progress import Progress
+from initializers.retry import ATTEMPTS
 from initializers.sources.base import Source, Storage
 from initializers.state import DoneFile, StateDir, start_writeback
 
@@ -53,22 +56,69 @@ class OpenFile:
     parts_pending: int = 0  # ranges handed out whose bytes have not all landed
     all_handed_out: bool = False  # the file's last range is among them
     fd: int = -1
-    hasher: Any = None  # in-stream digest, when the file arrives in one part and has a checksum
+    #: What the whole file must hash to: the listing's checksum, else the first one a response vouched for.
+    expected: Checksum | None = None
+    streamed: str | None = None  # the in-stream digest in `expected`'s algorithm, when the file came in one part
+    range_crcs: dict[int, tuple[int, int]] = field(default_factory=dict)  # offset -> (length, CRC-32) of ranges
     lock: threading.Lock = field(default_factory=threading.Lock)
     #: Writers of one file take turns here: the kernel serialises them on the inode's lock anyway, and its waiters
     #: spin, burning CPU that waiting on this lock does not.
     write_lock: threading.Lock = field(default_factory=threading.Lock)
 
+    def __post_init__(self) -> None:
+        if self.expected is None:
+            self.expected = self.file.checksum
+
+
+class ChecksumMismatch(FetchError):
+    """A file's bytes do not hash to what its source vouched for."""
+
 
 class _PartSink:
-    """Writes one range at its offset in the temporary; counts progress; notices cancellation."""
+    """Writes one range at its offset in the temporary, digesting it when its file has a checksum to meet; counts
+    progress; notices cancellation."""
 
-    def __init__(self, target: OpenFile, offset: int, progress: Progress, cancel: threading.Event) -> None:
+    def __init__(self, target: OpenFile, offset: int, length: int, progress: Progress, cancel: threading.Event) -> None:
         self._target = target
         self._offset = offset
+        self._length = length
         self._progress = progress
         self._cancel = cancel
         self.written = 0
+        self._digest = self._new_digest()
+
+    def vouch(self, checksum: Checksum) -> None:
+        """Take the whole file's checksum from the response, before its body: the first one vouched for stands."""
+        target = self._target
+        with target.lock:
+            if target.expected is None:
+                target.expected = checksum
+            elif target.expected.algorithm == checksum.algorithm and target.expected != checksum:
+                raise FetchError(
+                    f"{target.file.locator} changed during the download ({checksum.algorithm} "
+                    f"{target.expected.hexdigest} became {checksum.hexdigest}); run again to fetch the new version"
+                )
+        if self._digest is None and self.written == 0:
+            self._digest = self._new_digest()
+
+    def _new_digest(self) -> Any:
+        """A digest of this part that helps check the file: any, for a file in one part; a CRC-32, for a range."""
+        expected, size = self._target.expected, self._target.file.size
+        if expected is None:
+            return None
+        if self._length == size:
+            return new_hasher(expected, size)
+        return new_hasher(expected, self._length) if expected.algorithm == CRC32 else None
+
+    def landed(self) -> None:
+        """The part is complete: keep its digest for the file's check."""
+        if self._digest is None:
+            return
+        if self._length == self._target.file.size:
+            self._target.streamed = self._digest.hexdigest()
+        else:
+            with self._target.lock:
+                self._target.range_crcs[self._offset] = (self._length, int(self._digest.hexdigest(), 16))
 
     def write(self, data: memoryview) -> None:
         if self._cancel.is_set():
@@ -82,17 +132,15 @@ class _PartSink:
                     remaining, position = remaining[count:], position + count
         except OSError as exc:  # a local disk failure: not the source's fault, never worth a retry
             raise _disk_error(exc, self._target.file.path) from None
-        if self._target.hasher is not None:
-            self._target.hasher.update(data)
+        if self._digest is not None:
+            self._digest.update(data)
         self.written += len(data)
         self._progress.add_bytes(len(data))
 
     def rewind(self) -> None:
         self._progress.add_bytes(-self.written)
         self.written = 0
-        if self._target.hasher is not None:
-            assert self._target.file.checksum is not None
-            self._target.hasher = new_hasher(self._target.file.checksum, self._target.file.size)
+        self._digest = self._new_digest()
 
 
 class TransferEngine(ABC):
@@ -238,17 +286,24 @@ class TransferEngine(ABC):
                 self._open_changes.notify_all()
         with self._open_changes:
             self._open.pop(file.path, None)
-        self._state.record_done(DoneFile(file.path, st.st_size, file.version, st.st_mtime_ns))
+        verified = target.expected
+        done = DoneFile(file.path, st.st_size, file.version, st.st_mtime_ns)
+        if verified is not None:
+            done = done._replace(algorithm=verified.algorithm, hexdigest=verified.hexdigest)
+        self._state.record_done(done)
         self._progress.file_done(st.st_size)
 
     def _verify_checksum(self, target: OpenFile) -> None:
-        expected = target.file.checksum
-        if expected is None:
+        expected, size = target.expected, target.file.size
+        if expected is None:  # nothing vouched for: the size (and, for S3, If-Match on the ETag) is all there is
             return
-        # Without an in-stream digest (assembled from parallel ranges, or handed over whole): hash the temporary.
-        found = target.hasher.hexdigest() if target.hasher else file_hexdigest(target.temp, expected, target.file.size)
+        found = target.streamed
+        if found is None and expected.algorithm == CRC32:
+            found = combined_crc32(target.range_crcs, size)
+        if found is None:  # ranges in another algorithm, or handed over whole: hash the temporary, from the page cache
+            found = file_hexdigest(target.temp, expected, size)
         if found != expected.hexdigest:
-            raise FetchError(
+            raise ChecksumMismatch(
                 f"{target.file.locator}: {expected.algorithm} checksum mismatch (expected {expected.hexdigest}, "
                 f"got {found}); the downloaded bytes are corrupt"
             )
@@ -297,8 +352,6 @@ class RangeTransfers(TransferEngine):
             part_size = self._part_size()
             if not part_size or file.size <= 2 * part_size:
                 target.parts_pending, target.all_handed_out = 1, True
-                if file.checksum is not None:
-                    target.hasher = new_hasher(file.checksum, file.size)
                 yield Task(file.size, partial(self._transfer_range, target, 0, file.size))
                 continue
             offset = 0
@@ -322,13 +375,7 @@ class RangeTransfers(TransferEngine):
         if target.fd < 0:
             self._open_temp(target, ranged=length < target.file.size)
         if length:
-            sink = _PartSink(target, offset, self._progress, self.cancel)
-            self._storage.read(target.file, offset, length, self._bandwidth.metered(sink) if self._bandwidth else sink)
-            if sink.written != length:
-                raise FetchError(
-                    f"{target.file.locator}: received {sink.written} bytes of range {offset}+{length}; "
-                    "the source ended early"
-                )
+            self._read_range(target, offset, length)
             if length < target.file.size:  # a part of a large file: its bytes head for the disk while others arrive
                 try:
                     start_writeback(target.fd, offset, length)
@@ -338,7 +385,34 @@ class RangeTransfers(TransferEngine):
             target.parts_pending -= 1
             last = target.parts_pending == 0 and target.all_handed_out
         if last:
-            self._finish(target)
+            self._finish_or_fetch_again(target)
+
+    def _read_range(self, target: OpenFile, offset: int, length: int) -> None:
+        sink = _PartSink(target, offset, length, self._progress, self.cancel)
+        self._storage.read(target.file, offset, length, self._bandwidth.metered(sink) if self._bandwidth else sink)
+        if sink.written != length:
+            raise FetchError(
+                f"{target.file.locator}: received {sink.written} bytes of range {offset}+{length}; "
+                "the source ended early"
+            )
+        sink.landed()
+
+    def _finish_or_fetch_again(self, target: OpenFile) -> None:
+        """Finish the file; bytes that miss its checksum (corrupted on the way) are fetched again, whole, in this
+        thread, a few times at most: a source that keeps sending them is at fault, and the run fails."""
+        for attempt in range(1, ATTEMPTS + 1):
+            try:
+                self._finish(target)
+                return
+            except ChecksumMismatch as exc:
+                if attempt == ATTEMPTS:
+                    raise FetchError(f"{exc}; giving up after {ATTEMPTS} downloads") from None
+                _log.warning("checksum mismatch, fetching the file again", path=target.file.path, error=str(exc))
+                self._progress.add_bytes(-target.file.size)
+                target.expected, target.streamed, target.range_crcs = target.file.checksum, None, {}
+                target.fd = self._state.open_temp(target.temp, None)
+                if target.file.size:
+                    self._read_range(target, 0, target.file.size)
 
     def _open_temp(self, target: OpenFile, ranged: bool) -> None:
         with target.lock:

@@ -24,8 +24,8 @@ _SCHEMA = """
 PRAGMA journal_mode = OFF;
 PRAGMA synchronous = OFF;
 PRAGMA temp_store = FILE;
-CREATE TABLE finished (path TEXT PRIMARY KEY, size INTEGER, version TEXT, mtime_ns INTEGER, in_manifest INTEGER)
-    WITHOUT ROWID;
+CREATE TABLE finished (path TEXT PRIMARY KEY, size INTEGER, version TEXT, mtime_ns INTEGER, algorithm TEXT,
+    hexdigest TEXT, in_manifest INTEGER) WITHOUT ROWID;
 CREATE TABLE planned (path TEXT PRIMARY KEY, locator TEXT, size INTEGER, version TEXT, algorithm TEXT,
     hexdigest TEXT, exact_size INTEGER, shard INTEGER) WITHOUT ROWID;
 CREATE TABLE folders (path TEXT PRIMARY KEY) WITHOUT ROWID;
@@ -58,10 +58,11 @@ class PlanIndex:
         """Record finished files; a later record of a path replaces an earlier one (the journal wins), and keeps
         the manifest's claim only when it records the file exactly as the manifest does."""
         self._db.executemany(  # the records are bound as they are (tuples): no row is rebuilt on the way
-            f"INSERT INTO finished VALUES (?, ?, ?, ?, {int(in_manifest)}) ON CONFLICT (path) DO UPDATE SET "
+            f"INSERT INTO finished VALUES (?, ?, ?, ?, ?, ?, {int(in_manifest)}) ON CONFLICT (path) DO UPDATE SET "
             "in_manifest = (excluded.in_manifest OR (in_manifest AND size = excluded.size AND "
             "version = excluded.version AND mtime_ns = excluded.mtime_ns)), size = excluded.size, "
-            "version = excluded.version, mtime_ns = excluded.mtime_ns",
+            "version = excluded.version, mtime_ns = excluded.mtime_ns, algorithm = excluded.algorithm, "
+            "hexdigest = excluded.hexdigest",
             files,
         )
 
@@ -71,11 +72,12 @@ class PlanIndex:
         offered = {file.path: file for file in files}
         found = {}
         for paths in _chunks(list(offered)):
-            for path, size, version, mtime_ns, in_manifest in self._db.execute(
+            for *record, in_manifest in self._db.execute(
                 f"SELECT * FROM finished WHERE path IN ({_marks(paths)})", paths
             ):
-                if offered[path].matches(size, version):
-                    found[path] = (DoneFile(path, size, version, mtime_ns), bool(in_manifest))
+                done = DoneFile(*record)
+                if offered[done.path].matches(done.size, done.version):
+                    found[done.path] = (done, bool(in_manifest))
         return found
 
     # -- the plan -----------------------------------------------------------------------------------------
@@ -138,11 +140,13 @@ class PlanIndex:
     def planned(self) -> Iterator[tuple[RemoteFile, DoneFile | None]]:
         """Every planned file in path order, with its record in `finished` (None if it has none)."""
         rows = self._db.execute(
-            "SELECT p.*, f.size, f.mtime_ns FROM planned p LEFT JOIN finished f ON f.path = p.path ORDER BY p.path"
+            "SELECT p.*, f.size, f.mtime_ns, f.algorithm, f.hexdigest FROM planned p LEFT JOIN finished f "
+            "ON f.path = p.path ORDER BY p.path"
         )
-        for *planned, done_size, mtime_ns in rows:
+        for *planned, done_size, mtime_ns, algorithm, hexdigest in rows:
             file = _remote_file(*planned)
-            yield file, None if done_size is None else DoneFile(file.path, done_size, file.version, mtime_ns)
+            done = DoneFile(file.path, done_size, file.version, mtime_ns, algorithm, hexdigest)
+            yield file, None if done_size is None else done
 
     # -- a plan split over several initializers -------------------------------------------------------------
 
@@ -176,9 +180,9 @@ class PlanIndex:
     def add_finished_in(self, shard: int, files: Iterable[DoneFile]) -> None:
         """Record the finished files another share's journal claims, for the paths that belong to that share."""
         self._db.executemany(
-            "INSERT OR REPLACE INTO finished SELECT ?, ?, ?, ?, 0 WHERE EXISTS "
+            "INSERT OR REPLACE INTO finished SELECT ?, ?, ?, ?, ?, ?, 0 WHERE EXISTS "
             "(SELECT 1 FROM planned WHERE path = ? AND shard = ?)",
-            ((d.path, d.size, d.version, d.mtime_ns, d.path, shard) for d in files),
+            ((*d, d.path, shard) for d in files),
         )
 
     def fingerprint(self) -> str:

@@ -13,7 +13,7 @@ from typing import Any
 
 from initializers import dryrun, manifest, shares
 from initializers.bandwidth import TokenBucket
-from initializers.checksums import file_hexdigest
+from initializers.checksums import Checksum, file_hexdigest
 from initializers.concurrency import Ramp
 from initializers.contract import Config, Kind
 from initializers.engine import RangeTransfers, TransferEngine
@@ -216,7 +216,7 @@ class _Todo:
             for file in batch:
                 self.planned += 1
                 found = finished.get(file.path)
-                if found is not None and self.state.unchanged(found[0]) and self._intact(file):
+                if found is not None and self.state.unchanged(found[0]) and self._intact(file, found[0]):
                     self.done += 1
                     self.in_manifest += found[1]
                     continue
@@ -231,11 +231,13 @@ class _Todo:
             verified = self.done - self.unverifiable
             self.log.info("verified", files=verified, differing=self.differing, without_checksum=self.unverifiable)
 
-    def _intact(self, file: RemoteFile) -> bool:
-        """With VERIFY, a done file's bytes still hash to the source's checksum (no checksum: trusted as it is)."""
+    def _intact(self, file: RemoteFile, done: DoneFile) -> bool:
+        """With VERIFY, a done file's bytes still hash to the checksum they were verified against when fetched (for
+        a record without one, the source's; no checksum: trusted as it is)."""
         if not self.verify:
             return True
-        checksum = self.source.checksum_at_rest(file)
+        recorded = Checksum(done.algorithm, done.hexdigest) if done.algorithm and done.hexdigest else None
+        checksum = recorded or self.source.checksum_at_rest(file)
         if checksum is None:
             self.unverifiable += 1
             return True

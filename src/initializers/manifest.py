@@ -65,10 +65,21 @@ def _public(source: dict[str, Any]) -> dict[str, Any]:
     return json.loads(redact(json.dumps(source)))  # type: ignore[no-any-return]
 
 
+#: What a manifest entry without a checksum says was verified: the size, and the version the requests were pinned
+#: to (an S3 object's ETag, with If-Match), for a file the source stores without a digest of its content.
+SIZE_AND_VERSION = "size+version"
+
+
 def _entry(file: RemoteFile, done: DoneFile) -> dict[str, Any]:
+    """The file's record, with the checksum its bytes were verified against: the one recorded when it was fetched,
+    else the listing's (a record an earlier format wrote without one)."""
     entry: dict[str, Any] = {"path": file.path, "size": done.size, "version": file.version, "mtime_ns": done.mtime_ns}
-    if file.checksum is not None:
+    if done.algorithm is not None:
+        entry["checksum"] = {"algorithm": done.algorithm, "hexdigest": done.hexdigest}
+    elif file.checksum is not None:
         entry["checksum"] = {"algorithm": file.checksum.algorithm, "hexdigest": file.checksum.hexdigest}
+    elif file.exact_size:
+        entry["verified"] = SIZE_AND_VERSION
     return entry
 
 
@@ -104,12 +115,17 @@ def read_files(path: Path) -> Iterator[DoneFile]:
                 return
         for entry in entries:
             try:
-                yield DoneFile._make(_DONE_FIELDS(entry))
+                yield _done_file(entry)
             except (KeyError, TypeError):
                 continue
 
 
-_DONE_FIELDS = operator.itemgetter(*DoneFile._fields)
+def _done_file(entry: dict[str, Any]) -> DoneFile:
+    checksum = entry.get("checksum") or {}
+    return DoneFile(*_DONE_FIELDS(entry), checksum.get("algorithm"), checksum.get("hexdigest"))
+
+
+_DONE_FIELDS = operator.itemgetter("path", "size", "version", "mtime_ns")
 #: Entry lines parsed together, as one JSON array: one parser call for many small documents costs far less.
 _CHUNK_BYTES = 1 << 18
 

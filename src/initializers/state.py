@@ -55,9 +55,16 @@ class DoneFile(NamedTuple):
     size: int
     version: str
     mtime_ns: int
+    #: The checksum its bytes were verified against when fetched (None: none existed, only the size was checked).
+    algorithm: str | None = None
+    hexdigest: str | None = None
 
     def to_json(self) -> str:
-        return json.dumps({"path": self.path, "size": self.size, "version": self.version, "mtime_ns": self.mtime_ns})
+        record: dict[str, object] = {"path": self.path, "size": self.size, "version": self.version}
+        record["mtime_ns"] = self.mtime_ns
+        if self.algorithm is not None:
+            record.update(algorithm=self.algorithm, hexdigest=self.hexdigest)
+        return json.dumps(record)
 
 
 class StateDir:

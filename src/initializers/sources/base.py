@@ -29,6 +29,9 @@ class Sink(Protocol):
 
     def write(self, data: memoryview) -> None: ...
 
+    def vouch(self, checksum: Checksum) -> None:
+        """What the whole file hashes to, as the answer carrying this range says: called before its first byte."""
+
     def rewind(self) -> None:
         """Start the range over: a server ignored a resume request and sends it all again."""
 

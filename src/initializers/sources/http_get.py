@@ -11,7 +11,7 @@ import ssl
 import threading
 from collections.abc import Callable
 from functools import cache
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from initializers import __version__
 from initializers.errors import FetchError
@@ -56,8 +56,8 @@ class HttpGetter:
         """`attempt()` under the retry policy, each retry on fresh connections."""
         return retrying(verb, where, attempt, self.close_thread_connections, lambda: self._interrupted)
 
-    def stream_body(self, response: Response, sink: Sink, wanted: int, where: str, digest: Any = None) -> None:
-        """The rest of the body into `sink` (and `digest`, a hashlib object, when given), `wanted` bytes at most: a
+    def stream_body(self, response: Response, sink: Sink, wanted: int, where: str) -> None:
+        """The rest of the body into `sink`, `wanted` bytes at most: a
         longer body (an endless one, a range longer than asked) is refused once it shows, its excess never written,
         and not retried, since asking again would only fill the disk again. A shorter one is the caller's to judge."""
         buffer = self._buffer()
@@ -69,10 +69,7 @@ class HttpGetter:
                     f"{where}: the server sent more than the {wanted} bytes asked for (the listed size or the "
                     "range); refused"
                 )
-            view = buffer[:count]
-            sink.write(view)
-            if digest is not None:
-                digest.update(view)
+            sink.write(buffer[:count])
             room -= count
 
     def interrupt(self) -> None:

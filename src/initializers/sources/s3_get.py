@@ -16,11 +16,10 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
 from urllib.parse import quote, urlsplit
 
 from initializers import logs
-from initializers.checksums import CRC32, Checksum, new_hasher
+from initializers.checksums import CRC32, Checksum
 from initializers.errors import FetchError
 from initializers.retry import Retriable
 from initializers.sources.base import Sink
@@ -123,13 +122,11 @@ class S3Getter:
         return f"{self._endpoint.scheme}://{self._endpoint.netloc}"
 
     def get(self, request: GetRequest, sink: Sink) -> None:
-        """Stream the range into `sink`, resuming after transient failures from the bytes already written; a whole
-        object is checked against the digest S3 holds for it."""
+        """Stream the range into `sink`, resuming after transient failures from the bytes already written, and tell
+        it the digest S3 holds for the whole object, when the answer shows one (`_vouched`)."""
         download = _Download(request, sink)
         where = self._describe(request.key)
         self._http.retrying(request.operation.verb, where, lambda: self._get_once(download))
-        if download.check is not None:
-            download.check.verify(where)
 
     def get_listing_page(self, query: dict[str, str], where: str) -> bytes:
         """The body of one ListObjectsV2 page of the bucket; `where` names what is listed, for messages."""
@@ -168,17 +165,15 @@ class S3Getter:
         ranged = not (request.whole and start == 0)
         if ranged:
             extra["range"] = f"bytes={start}-{end}"
-        else:
-            extra["x-amz-checksum-mode"] = "ENABLED"  # the object's own checksum, when it was stored with one
+        extra["x-amz-checksum-mode"] = "ENABLED"  # the object's own checksum, when it was stored with one
         response = self._send(self._endpoint.path(request.key), "", extra)
         if response.status not in (200, 206):
             raise self._s3_failure(request.operation, where, response)
         self._check_response(request, response, start, end, ranged)
-        if not ranged:  # nothing kept yet: this response says what the bytes must hash to
-            download.check = _BodyCheck.of(response, request.etag or "", request.length)
-        self._http.stream_body(
-            response, sink, end + 1 - start, where, download.check.hasher if download.check else None
-        )
+        checksum = _vouched(response, request.etag or "", ranged)
+        if checksum is not None:
+            sink.vouch(checksum)
+        self._http.stream_body(response, sink, end + 1 - start, where)
         if request.offset + sink.written <= end:
             raise ProtocolError(f"the body ended {end + 1 - request.offset - sink.written} bytes early")
 
@@ -268,38 +263,22 @@ def s3_error(operation: Operation, where: str, status: int, code: str, message: 
     return f"S3 answered {status} {code} for {where}" + (f": {message}" if message else "")
 
 
-@dataclass
-class _BodyCheck:
-    """What a whole object's bytes must hash to: a full-object checksum S3 stores (x-amz-checksum-*, which boto3
-    has written by default since 2025), else the MD5 a plain ETag is: CRC32 is several times cheaper than MD5,
-    which shows on many small objects."""
-
-    name: str
-    expected: Checksum
-    hasher: Any
-
-    @classmethod
-    def of(cls, response: Response, etag: str, size: int) -> _BodyCheck | None:
-        full_object = (response.header("x-amz-checksum-type") or "FULL_OBJECT").upper() == "FULL_OBJECT"
-        for algorithm in _CHECKSUMS:
-            value = response.header(f"x-amz-checksum-{algorithm}")
-            if value and full_object and "-" not in value:  # "-N": a checksum of the parts' checksums
-                with contextlib.suppress(binascii.Error):
-                    expected = Checksum(algorithm, base64.b64decode(value, validate=True).hex())
-                    return cls(algorithm.upper(), expected, new_hasher(expected, size))
-        encrypted = response.header(_ENCRYPTION_HEADERS[0]) is not None or not (
-            response.header(_ENCRYPTION_HEADERS[1]) or "AES256"
-        ).startswith("AES256")
-        if is_plain_md5(etag) and not encrypted:
-            expected = Checksum("md5", etag)
-            return cls("MD5 (its ETag)", expected, new_hasher(expected, size))
-        return None
-
-    def verify(self, where: str) -> None:
-        if self.hasher.hexdigest() != self.expected.hexdigest:
-            raise FetchError(
-                f"{where}: the {self.name} of the received bytes differs from the one S3 holds; the download is corrupt"
-            )
+def _vouched(response: Response, etag: str, ranged: bool) -> Checksum | None:
+    """What the whole object's bytes must hash to, by this answer: a full-object checksum S3 stores
+    (x-amz-checksum-*, which boto3 has written by default since 2025; on a ranged answer only when it says
+    FULL_OBJECT, as a range's could be a part's), else the MD5 a plain ETag is: CRC32 is several times cheaper than
+    MD5, and ranges' CRCs combine."""
+    stated = response.header("x-amz-checksum-type")
+    full_object = (stated or ("" if ranged else "FULL_OBJECT")).upper() == "FULL_OBJECT"
+    for algorithm in _CHECKSUMS:
+        value = response.header(f"x-amz-checksum-{algorithm}")
+        if value and full_object and "-" not in value:  # "-N": a checksum of the parts' checksums
+            with contextlib.suppress(binascii.Error):
+                return Checksum(algorithm, base64.b64decode(value, validate=True).hex())
+    encrypted = response.header(_ENCRYPTION_HEADERS[0]) is not None or not (
+        response.header(_ENCRYPTION_HEADERS[1]) or "AES256"
+    ).startswith("AES256")
+    return Checksum("md5", etag) if is_plain_md5(etag) and not encrypted else None
 
 
 #: Full-object checksums S3 may hold that the standard library computes, cheapest first (CRC32C and CRC64NVME
@@ -309,11 +288,10 @@ _CHECKSUMS = (CRC32, "sha1", "sha256")
 
 @dataclass
 class _Download:
-    """One range being fetched, across attempts: a resumed attempt keeps feeding the first one's check."""
+    """One range being fetched, across attempts."""
 
     request: GetRequest
     sink: Sink
-    check: _BodyCheck | None = None
 
 
 def is_plain_md5(etag: str) -> bool:
