@@ -107,11 +107,7 @@ class Selection:
         best: int | None = None  # the most preferred format listed so far
         held: dict[int, list[RemoteFile]] = {}
         for file in files:
-            found = next(
-                ((rank, weights.match(file.path)) for rank, (weights, companions) in enumerate(matchers)
-                 if weights.match(file.path) or companions.match(file.path)),
-                None,
-            )  # fmt: skip
+            found = _weight_format_of(file.path, matchers)
             if found is None:
                 yield file
                 continue
@@ -144,3 +140,13 @@ class Selection:
 
     def _skip(self, file: RemoteFile, rule: str) -> None:
         self.skipped.setdefault(rule, Skipped()).add(file)
+
+
+def _weight_format_of(path: str, matchers: list[tuple[Globs, Globs]]) -> tuple[int, bool] | None:
+    """(rank, whether it is the weights themselves) of the first format whose weights or companions `path` is."""
+    for rank, (weights, companions) in enumerate(matchers):
+        if weights.match(path):
+            return rank, True
+        if companions.match(path):
+            return rank, False
+    return None
