@@ -16,8 +16,10 @@ import pytest
 from devkit.programs import clean_env, command, run_program, start_program
 from devkit.relay import Relay
 from devkit.seaweed import SeaweedFS
+from initializers.journal import DoneFile
 from initializers.sources.base import PART_SIZE
-from initializers.state import DoneFile, StateDir, boot_id
+from initializers.stable_storage import boot_id
+from initializers.state import StateDir
 from initializers.termination import PATH_VARIABLE
 
 OBJECTS = {f"d/{i:02d}.bin": os.urandom(64 * 1024) for i in range(12)} | {"d/big.bin": os.urandom(40 << 20)}
@@ -136,19 +138,19 @@ def test_journal_lines_past_the_last_checkpoint_are_trusted_only_on_the_boot_tha
     state = StateDir(str(tmp_path))
     state.tmp.mkdir(parents=True)
     synced, unsynced = DoneFile("a.bin", 1, "v1", 11), DoneFile("b.bin", 2, "v2", 22)
-    state.restart_journal([synced])
-    state.record_done(unsynced)
-    state.close_journal()
+    state.journal.restart([synced])
+    state.journal.record_done(unsynced)
+    state.journal.close()
     if not same_boot:
-        journal = state.journal_path.read_text().replace(boot_id(), "a-boot-before-the-crash")
-        state.journal_path.write_text(journal)
-    assert list(state.journal_files()) == ([synced, unsynced] if same_boot else [synced])
-    state.restart_journal([synced])
-    state.record_done(unsynced)
-    state.checkpoint()  # a checkpoint covers what was journaled before it, whatever the boot
-    state.close_journal()
-    state.journal_path.write_text(state.journal_path.read_text().replace(boot_id(), "another-boot"))
-    assert list(state.journal_files()) == [synced, unsynced]
+        journal = state.journal.path.read_text().replace(boot_id(), "a-boot-before-the-crash")
+        state.journal.path.write_text(journal)
+    assert list(state.journal.files()) == ([synced, unsynced] if same_boot else [synced])
+    state.journal.restart([synced])
+    state.journal.record_done(unsynced)
+    state.journal.checkpoint()  # a checkpoint covers what was journaled before it, whatever the boot
+    state.journal.close()
+    state.journal.path.write_text(state.journal.path.read_text().replace(boot_id(), "another-boot"))
+    assert list(state.journal.files()) == [synced, unsynced]
 
 
 def test_a_withdrawn_manifest_still_counts_what_it_lists_as_done(

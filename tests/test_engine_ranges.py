@@ -69,10 +69,10 @@ def fetch(tmp_path: Path, body: bytes, checksum: Checksum | None, **storage_opti
     storage = InMemory(body, ramp, **storage_options)
     state = StateDir(str(tmp_path / "out"))
     with state.session(lambda holder, seconds: None):
-        state.restart_journal([])
+        state.journal.restart([])
         engine = RangeTransfers(storage, state, ramp, Progress(None, 60.0))
         engine.fetch([RemoteFile("weights.bin", len(body), "v1", "weights.bin", checksum)])
-        state.close_journal()
+        state.journal.close()
     return storage, state
 
 
@@ -85,7 +85,7 @@ def test_ranges_sized_as_they_are_handed_out_tile_the_file_and_finish_it_once(tm
     assert sum(length for _, length in ranges) == len(body)
     lengths = {length for _, length in ranges[:-1]}
     assert SMALL in lengths and LARGE in lengths, "the range size changed while the file was being fetched"
-    assert [done.path for done in state.journal_files()] == ["weights.bin"]
+    assert [done.path for done in state.journal.files()] == ["weights.bin"]
     assert not list(state.tmp.iterdir()), "no temporary is left behind"
 
 
@@ -102,4 +102,4 @@ def test_ranges_crcs_vouched_for_by_the_answers_catch_a_corrupt_range_and_the_fi
     storage, state = fetch(tmp_path, body, None, vouched=crc, corrupt_at=SMALL)
     assert (tmp_path / "out" / "weights.bin").read_bytes() == body
     assert storage.ranges[-1] == (0, len(body)), "fetched again, whole, after its ranges"
-    assert [(done.algorithm, done.hexdigest) for done in state.journal_files()] == [(CRC32, crc.hexdigest)]
+    assert [(done.algorithm, done.hexdigest) for done in state.journal.files()] == [(CRC32, crc.hexdigest)]

@@ -9,8 +9,8 @@ from pathlib import Path
 
 from initializers import manifest
 from initializers.contract import DATASET
+from initializers.journal import DoneFile
 from initializers.plan import RemoteFile
-from initializers.state import DoneFile
 
 #: Enough entries for the document to be read in several chunks.
 ENTRIES = 6000

@@ -381,7 +381,7 @@ def test_killed_run_leaves_no_partial_file_and_no_manifest_then_completes(
         assert not (output / ".initializer" / "manifest.json").exists()
         # What the killed run claims is the journal. The kill may land between a file's rename and its journal
         # line: such a file is complete but unclaimed, and the re-run fetches it again (at most one per worker).
-        claimed = {done.path for done in StateDir(str(output)).journal_files()}
+        claimed = {done.path for done in StateDir(str(output)).journal.files()}
         assert claimed and claimed <= set(partial)
         assert len(set(partial) - claimed) <= int(env["MAX_WORKERS"])
         relay.bytes_per_second = None

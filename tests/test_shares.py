@@ -168,13 +168,13 @@ def test_shares_are_balanced_by_bytes(count: int, tmp_path: Path) -> None:
     sizes = [random.Random(11).choice([1, 10, 100, 1000, 10_000]) * random.Random(i).randint(1, 9) for i in range(2000)]
     index = PlanIndex(tmp_path / "index.sqlite")
     index.plan([RemoteFile(f"f/{i:05d}", size, "v", f"f/{i:05d}") for i, size in enumerate(sizes)])
-    index.assign_shards(count)
+    index.assign_shares(count)
     shares = index.shares(count)
     assert sum(files for files, _ in shares) == 2000 and sum(size for _, size in shares) == sum(sizes)
     assert max(size for _, size in shares) <= max(1.1 * sum(sizes) / count, max(sizes))
     again = PlanIndex(tmp_path / "again.sqlite")
     again.plan([RemoteFile(f"f/{i:05d}", size, "v", f"f/{i:05d}") for i, size in reversed(list(enumerate(sizes)))])
-    again.assign_shards(count)  # listed in another order: split the same way
+    again.assign_shares(count)  # listed in another order: split the same way
 
     def split(plan: PlanIndex) -> list[list[str]]:
         return [[file.path for batch in plan.share(share) for file in batch] for share in range(count)]

@@ -18,8 +18,9 @@ from typing import TYPE_CHECKING, Any
 
 from initializers import manifest
 from initializers.errors import FetchError
+from initializers.journal import DoneFile
 from initializers.plan import STATE_DIR
-from initializers.state import MANIFEST, DoneFile
+from initializers.state import MANIFEST
 
 if TYPE_CHECKING:  # pyarrow loads when a table is opened
     import pyarrow as pa

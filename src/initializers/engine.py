@@ -26,11 +26,13 @@ from initializers.bandwidth import TokenBucket
 from initializers.checksums import CRC32, Checksum, combined_crc32, file_hexdigest, new_hasher
 from initializers.concurrency import WINDOW_SECONDS, Ramp
 from initializers.errors import FetchError
+from initializers.journal import DoneFile
 from initializers.plan import RemoteFile
 from initializers.progress import Progress
 from initializers.retry import ATTEMPTS
 from initializers.sources.base import Source, Storage
-from initializers.state import DoneFile, StateDir, start_writeback
+from initializers.stable_storage import start_writeback
+from initializers.state import StateDir
 
 _STOP_GRACE_SECONDS = 2.0  # how long a stopped run waits for transfer threads to notice before cleaning up
 _log = logs.get_logger("initializers.engine")
@@ -230,7 +232,7 @@ class TransferEngine(ABC):
     def _checkpoint(self) -> None:
         """Claim the files finished since the last checkpoint, once their bytes are on stable storage."""
         try:
-            self._state.checkpoint()
+            self._state.journal.checkpoint()
         except OSError as exc:
             raise _disk_error(exc) from None
 
@@ -279,7 +281,7 @@ class TransferEngine(ABC):
                 raise Cancelled
             self._renaming += 1
         try:
-            self._state.place(target.temp, file.path)
+            self._state.temps.place(target.temp, file.path)
         finally:
             with self._open_changes:
                 self._renaming -= 1
@@ -290,7 +292,7 @@ class TransferEngine(ABC):
         done = DoneFile(file.path, st.st_size, file.version, st.st_mtime_ns)
         if verified is not None:
             done = done._replace(algorithm=verified.algorithm, hexdigest=verified.hexdigest)
-        self._state.record_done(done)
+        self._state.journal.record_done(done)
         self._progress.file_done(st.st_size)
 
     def _verify_checksum(self, target: OpenFile) -> None:
@@ -326,7 +328,7 @@ class TransferEngine(ABC):
             if target.fd >= 0:
                 with contextlib.suppress(OSError):
                     os.close(target.fd)
-            self._state.remove_temp(target.temp)
+            self._state.temps.remove(target.temp)
 
 
 class RangeTransfers(TransferEngine):
@@ -348,7 +350,7 @@ class RangeTransfers(TransferEngine):
         from the rate connections achieve by then.
         """
         for file in files:
-            target = OpenFile(file, self._state.temp_path(file.path))
+            target = OpenFile(file, self._state.temps.path(file.path))
             part_size = self._part_size()
             if not part_size or file.size <= 2 * part_size:
                 target.parts_pending, target.all_handed_out = 1, True
@@ -410,7 +412,7 @@ class RangeTransfers(TransferEngine):
                 _log.warning("checksum mismatch, fetching the file again", path=target.file.path, error=str(exc))
                 self._progress.add_bytes(-target.file.size)
                 target.expected, target.streamed, target.range_crcs = target.file.checksum, None, {}
-                target.fd = self._state.open_temp(target.temp, None)
+                target.fd = self._state.temps.open(target.temp, None)
                 if target.file.size:
                     self._read_range(target, 0, target.file.size)
 
@@ -419,7 +421,7 @@ class RangeTransfers(TransferEngine):
             if target.fd >= 0:
                 return
             self._opened(target)
-            target.fd = self._state.open_temp(target.temp, target.file.size if ranged else None)
+            target.fd = self._state.temps.open(target.temp, target.file.size if ranged else None)
 
 
 def _disk_error(exc: OSError, path: str | None = None) -> FetchError:

@@ -17,8 +17,8 @@ from typing import NoReturn
 
 from initializers.checksums import Checksum
 from initializers.errors import FetchError
+from initializers.journal import DoneFile
 from initializers.plan import PLAN_BATCH, RemoteFile
-from initializers.state import DoneFile
 
 _SCHEMA = """
 PRAGMA journal_mode = OFF;
@@ -27,7 +27,7 @@ PRAGMA temp_store = FILE;
 CREATE TABLE finished (path TEXT PRIMARY KEY, size INTEGER, version TEXT, mtime_ns INTEGER, algorithm TEXT,
     hexdigest TEXT, in_manifest INTEGER) WITHOUT ROWID;
 CREATE TABLE planned (path TEXT PRIMARY KEY, locator TEXT, size INTEGER, version TEXT, algorithm TEXT,
-    hexdigest TEXT, exact_size INTEGER, shard INTEGER) WITHOUT ROWID;
+    hexdigest TEXT, exact_size INTEGER, share INTEGER) WITHOUT ROWID;
 CREATE TABLE folders (path TEXT PRIMARY KEY) WITHOUT ROWID;
 """
 _BATCH_ROWS = 10_000
@@ -150,39 +150,39 @@ class PlanIndex:
 
     # -- a plan split over several initializers -------------------------------------------------------------
 
-    def assign_shards(self, count: int) -> None:
+    def assign_shares(self, count: int) -> None:
         """Split the plan into `count` shares balanced by bytes: largest file first, each to the share with the
         fewest bytes so far (ties: the lower number); the same plan always splits the same way."""
-        loads = [(0, shard) for shard in range(count)]
+        loads = [(0, share) for share in range(count)]
         batch: list[tuple[int, str]] = []
         # The ORDER BY sorts into a temporary b-tree before the first row comes, so updating as rows come is safe.
         for path, size in self._db.execute("SELECT path, size FROM planned ORDER BY size DESC, path"):
-            load, shard = heapq.heappop(loads)
-            heapq.heappush(loads, (load + size, shard))
-            batch.append((shard, path))
+            load, share = heapq.heappop(loads)
+            heapq.heappush(loads, (load + size, share))
+            batch.append((share, path))
             if len(batch) == _BATCH_ROWS:
-                self._db.executemany("UPDATE planned SET shard = ? WHERE path = ?", batch)
+                self._db.executemany("UPDATE planned SET share = ? WHERE path = ?", batch)
                 batch.clear()
-        self._db.executemany("UPDATE planned SET shard = ? WHERE path = ?", batch)
+        self._db.executemany("UPDATE planned SET share = ? WHERE path = ?", batch)
 
-    def share(self, shard: int) -> Iterator[list[RemoteFile]]:
-        """The planned files of one share, in path order, in batches."""
-        rows = self._db.execute("SELECT * FROM planned WHERE shard = ? ORDER BY path", (shard,))
+    def share(self, number: int) -> Iterator[list[RemoteFile]]:
+        """The planned files of share `number`, in path order, in batches."""
+        rows = self._db.execute("SELECT * FROM planned WHERE share = ? ORDER BY path", (number,))
         while batch := rows.fetchmany(PLAN_BATCH):
             yield [_remote_file(*row) for row in batch]
 
     def shares(self, count: int) -> list[tuple[int, int]]:
         """(files, bytes) of each of the `count` shares, by share number."""
-        found = {shard: (files, int(size)) for shard, files, size in
-                 self._db.execute("SELECT shard, count(*), total(size) FROM planned GROUP BY shard")}  # fmt: skip
-        return [found.get(shard, (0, 0)) for shard in range(count)]
+        found = {share: (files, int(size)) for share, files, size in
+                 self._db.execute("SELECT share, count(*), total(size) FROM planned GROUP BY share")}  # fmt: skip
+        return [found.get(share, (0, 0)) for share in range(count)]
 
-    def add_finished_in(self, shard: int, files: Iterable[DoneFile]) -> None:
+    def add_finished_in(self, share: int, files: Iterable[DoneFile]) -> None:
         """Record the finished files another share's journal claims, for the paths that belong to that share."""
         self._db.executemany(
             "INSERT OR REPLACE INTO finished SELECT ?, ?, ?, ?, ?, ?, 0 WHERE EXISTS "
-            "(SELECT 1 FROM planned WHERE path = ? AND shard = ?)",
-            ((*d, d.path, shard) for d in files),
+            "(SELECT 1 FROM planned WHERE path = ? AND share = ?)",
+            ((*d, d.path, share) for d in files),
         )
 
     def fingerprint(self) -> str:
@@ -229,7 +229,7 @@ def _folders(files: list[RemoteFile]) -> list[str]:
 
 
 def _remote_file(
-    path: str, locator: str, size: int, version: str, algorithm: str | None, hexdigest: str, exact: int, _shard: int
+    path: str, locator: str, size: int, version: str, algorithm: str | None, hexdigest: str, exact: int, _share: int
 ) -> RemoteFile:
     """A row of `planned` as the file it plans."""
     return RemoteFile(path, size, version, locator, Checksum(algorithm, hexdigest) if algorithm else None, bool(exact))

@@ -18,6 +18,7 @@ from initializers.concurrency import Ramp
 from initializers.contract import Config, Kind
 from initializers.engine import RangeTransfers, TransferEngine
 from initializers.index import PlanIndex
+from initializers.journal import DoneFile
 from initializers.lookahead import Lookahead
 from initializers.making import MadeFiles
 from initializers.plan import RemoteFile, plan_files
@@ -25,7 +26,7 @@ from initializers.progress import Progress
 from initializers.selection import Selection
 from initializers.sources import open_source, plan_share
 from initializers.sources.base import Maker, Source, Storage
-from initializers.state import DoneFile, StateDir
+from initializers.state import StateDir
 from initializers.stopping import stoppable
 
 PROGRESS_INTERVAL_SECONDS = 5.0
@@ -89,12 +90,12 @@ def _dry_run(config: Config, kind: Kind, log: Any, waiting: _Waiting) -> Outcome
 
 
 def _planned(
-    source: Source, selection: Selection, index: PlanIndex, shard: tuple[int, int] | None, log: Any
+    source: Source, selection: Selection, index: PlanIndex, share: tuple[int, int] | None, log: Any
 ) -> Iterator[list[RemoteFile]]:
     """This run's files, in batches: the listing selected, checked and registered in `index`; of a split plan,
     this share's part."""
     planned = plan_files(selection.filter(source.list_files()), source.describe()["uri"], index.plan)
-    return planned if shard is None else shares.own_share(planned, index, shard, log)
+    return planned if share is None else shares.own_share(planned, index, share, log)
 
 
 def _run(config: Config, kind: Kind, log: Any, waiting: _Waiting) -> Outcome:
@@ -126,11 +127,11 @@ def _list_and_fetch(
     try:
         index.add_finished(manifest.read_files(state.withdrawn_manifest_path), in_manifest=False)
         index.add_finished(manifest.read_files(state.manifest_path), in_manifest=True)
-        index.add_finished(state.journal_files(), in_manifest=False)
-        state.restart_journal(state.journal_files())  # the manifests stay where they are: no need to copy them
-        state.clear_temps()
+        index.add_finished(state.journal.files(), in_manifest=False)
+        state.journal.restart(state.journal.files())  # the manifests stay where they are: no need to copy them
+        state.temps.clear()
         selection = Selection(config, kind, log)
-        planned = _planned(source, selection, index, state.shard, log)
+        planned = _planned(source, selection, index, state.share, log)
         ramp = Ramp(source.default_workers, config.max_workers or source.max_workers)
         bandwidth = TokenBucket(config.max_bandwidth) if config.max_bandwidth else None
         with Progress(log, config.progress_interval or PROGRESS_INTERVAL_SECONDS) as progress:
@@ -144,23 +145,25 @@ def _list_and_fetch(
         waiting.transfers = None
         described = source.describe()  # after listing: it now names the resolved version
         files = todo.planned  # this share's, when the plan is split
-        total = files if state.shard is None else index.totals()[0]
+        total = files if state.share is None else index.totals()[0]
         log.info(
             "listed", files=files, already_done=todo.done, fetched=progress.files_done, ignored=selection.listed - total
         )
-        if state.shard is not None:
-            described = {**described, **shares.described(index, state.shard)}
+        if state.share is not None:
+            described = {**described, **shares.described(index, state.share)}
         if not progress.files_done and todo.in_manifest == files and manifest.describes(previous, described, total):
-            state.remove_journal()
+            state.journal.remove()
             outcome = _outcome(index, 0, 0, started_at, state)
             log.info("up to date", files=outcome.files, bytes=outcome.bytes, manifest=str(state.manifest_path))
             return outcome
         if source.owned_folders:
-            stale = state.remove_stale(source.owned_folders, index.planned_paths(f"{source.owned_folders}/*"))
+            stale = state.destination.remove_stale(
+                source.owned_folders, index.planned_paths(f"{source.owned_folders}/*")
+            )
             if stale:
                 log.info("removed stale files", files=len(stale), first=stale[:5])
         waiting.step = "the manifest to be written"
-        index.add_finished(state.journal_files(), in_manifest=False)  # what this run finished, as it finished it
+        index.add_finished(state.journal.files(), in_manifest=False)  # what this run finished, as it finished it
         with shares.completing(state, index, described, log) as complete:
             if not complete:  # other shares of the split plan are still due: the last one writes the manifest
                 return _outcome(index, progress.files_done, progress.files_done_bytes, started_at, state)
@@ -178,7 +181,7 @@ def _list_and_fetch(
                     selection.allow.patterns,
                 )
             )
-        state.remove_journal()
+        state.journal.remove()
         return _outcome(index, progress.files_done, progress.files_done_bytes, started_at, state)
     finally:
         index.close()
@@ -210,20 +213,20 @@ class _Todo:
     _started: bool = False
 
     def __iter__(self) -> Iterator[RemoteFile]:
-        free = self.state.free_space()
+        free = self.state.destination.free_space()
         for batch in self.batches:
             finished = self.index.finished_among(batch)
             for file in batch:
                 self.planned += 1
                 found = finished.get(file.path)
-                if found is not None and self.state.unchanged(found[0]) and self._intact(file, found[0]):
+                if found is not None and self.state.destination.unchanged(found[0]) and self._intact(file, found[0]):
                     self.done += 1
                     self.in_manifest += found[1]
                     continue
                 if not self._started:
                     self._start()
                 self._todo_bytes += file.size
-                self.state.check_free_space(self._todo_bytes, free)
+                self.state.destination.check_free_space(self._todo_bytes, free)
                 self.progress.add_todo(file.size)
                 yield file
         self.progress.listing_done = True
@@ -241,7 +244,7 @@ class _Todo:
         if checksum is None:
             self.unverifiable += 1
             return True
-        if file_hexdigest(self.state.final_path(file.path), checksum, file.size) == checksum.hexdigest:
+        if file_hexdigest(self.state.destination.final_path(file.path), checksum, file.size) == checksum.hexdigest:
             return True
         self.differing += 1
         self.log.warning("differs from its checksum, fetching it again", path=file.path)

@@ -25,7 +25,7 @@ class MadeFiles(TransferEngine):
         """One task per group of files the source makes in one go (usually one file each)."""
         groups: dict[str, list[OpenFile]] = {}
         for file in files:
-            groups.setdefault(self._maker.made_with(file), []).append(OpenFile(file, self._state.temp_path(file.path)))
+            groups.setdefault(self._maker.made_with(file), []).append(OpenFile(file, self._state.temps.path(file.path)))
         for group in groups.values():
             yield Task(sum(target.file.size for target in group), partial(self._deliver, group))
 

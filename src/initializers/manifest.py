@@ -16,9 +16,9 @@ from typing import Any, TextIO
 
 from initializers import __version__
 from initializers.contract import Kind
+from initializers.journal import DoneFile
 from initializers.logs import redact
 from initializers.plan import RemoteFile
-from initializers.state import DoneFile
 
 FORMAT = 2
 _OPENING = '"files": ['
