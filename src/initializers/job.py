@@ -16,15 +16,14 @@ from initializers.bandwidth import TokenBucket
 from initializers.checksums import Checksum, file_hexdigest
 from initializers.concurrency import Ramp
 from initializers.contract import Config, Kind
-from initializers.engine import RangeTransfers, TransferEngine
+from initializers.engine import Engine
 from initializers.index import PlanIndex
 from initializers.lookahead import Lookahead
-from initializers.making import MadeFiles
 from initializers.plan import RemoteFile, plan_files
 from initializers.progress import Progress
 from initializers.selection import Selection
 from initializers.sources import open_source, plan_share
-from initializers.sources.base import Maker, Source, Storage
+from initializers.sources.base import Source
 from initializers.state import DoneFile, StateDir
 from initializers.stopping import stoppable
 
@@ -50,7 +49,7 @@ class _Waiting:
 
     def __init__(self) -> None:
         self.step = "the source to answer"
-        self.transfers: TransferEngine | None = None
+        self.transfers: Engine | None = None
 
     def current(self) -> str:
         files = self.transfers.in_flight() if self.transfers is not None else []
@@ -135,7 +134,8 @@ def _list_and_fetch(
         bandwidth = TokenBucket(config.max_bandwidth) if config.max_bandwidth else None
         with Progress(log, config.progress_interval or PROGRESS_INTERVAL_SECONDS) as progress:
             todo = _Todo(planned, index, state, progress, log, ramp, source, config.verify)
-            engine = waiting.transfers = _engine(source, state, ramp, progress, bandwidth)
+            factory = source.task_factory(ramp, bandwidth)
+            engine = waiting.transfers = Engine(factory, StateTemporaries(state), state, ramp, progress)
             listing = Lookahead([iter(todo)], LISTING_LOOKAHEAD, "listing", stop=engine.cancel)
             try:
                 engine.fetch(listing)
@@ -255,19 +255,15 @@ class _Todo:
             already_done=self.done,
             workers=self.ramp.workers,
             max_workers=self.ramp.cap,
-            part_size=self.source.part_size if isinstance(self.source, Storage) else None,
+            part_size=self.source.part_size,
         )
 
 
-def _engine(
-    source: Source, state: StateDir, ramp: Ramp, progress: Progress, bandwidth: TokenBucket | None
-) -> TransferEngine:
-    """Stored files come as byte ranges, under the MAX_BANDWIDTH cap; made ones (the cache source's, which refuses
-    the cap) a group at a time."""
-    if isinstance(source, Storage):
-        return RangeTransfers(source, state, ramp, progress, bandwidth)
-    assert isinstance(source, Maker), f"{type(source).__name__} is neither a Storage nor a Maker"
-    return MadeFiles(source, state, ramp, progress)
+class StateTemporaries:
+    """The state folder's temporaries, as the engine sees them (`engine.Temporaries`)."""
+
+    def __init__(self, state: StateDir) -> None:
+        self.path, self.open, self.remove, self.place = state.temp_path, state.open_temp, state.remove_temp, state.place
 
 
 def _finished(file: RemoteFile, done: DoneFile | None) -> DoneFile:
