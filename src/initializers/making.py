@@ -5,16 +5,26 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
 from functools import partial
+from typing import Protocol
 
 from initializers.engine import Cancelled, Engine, OpenFile, Task
 from initializers.plan import RemoteFile
-from initializers.sources.base import Maker
+
+
+class Making(Protocol):
+    """What made files come from: a `Maker`."""
+
+    def made_with(self, file: RemoteFile) -> str: ...
+
+    def make(self, files: list[tuple[RemoteFile, str]], on_bytes: Callable[[int], None]) -> None: ...
+
+    def interrupt(self) -> None: ...
 
 
 class MadeGroups:
     """One task per group of files the maker makes in one go (usually one file each)."""
 
-    def __init__(self, maker: Maker) -> None:
+    def __init__(self, maker: Making) -> None:
         self._maker = maker
 
     def tasks(self, files: Iterable[RemoteFile], engine: Engine) -> Iterator[Task]:
