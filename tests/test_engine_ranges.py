@@ -16,10 +16,11 @@ import pytest
 
 from initializers.checksums import CRC32, Checksum
 from initializers.concurrency import Ramp
-from initializers.engine import RangeTransfers
+from initializers.engine import Engine
 from initializers.errors import FetchError
 from initializers.plan import RemoteFile
 from initializers.progress import Progress
+from initializers.ranges import StoredRanges
 from initializers.sources.base import Sink, Storage
 from initializers.state import StateDir
 
@@ -70,7 +71,7 @@ def fetch(tmp_path: Path, body: bytes, checksum: Checksum | None, **storage_opti
     state = StateDir(str(tmp_path / "out"))
     with state.session(lambda holder, seconds: None):
         state.journal.restart([])
-        engine = RangeTransfers(storage, state, ramp, Progress(None, 60.0))
+        engine = Engine(StoredRanges(storage, ramp), state.temps, state.journal, ramp, Progress(None, 60.0))
         engine.fetch([RemoteFile("weights.bin", len(body), "v1", "weights.bin", checksum)])
         state.journal.close()
     return storage, state

@@ -12,10 +12,11 @@ from pathlib import Path
 import pytest
 
 from initializers.checksums import CRC32, Checksum
-from initializers.engine import Cancelled, OpenFile, _PartSink
+from initializers.engine import Cancelled, OpenFile
 from initializers.errors import FetchError
 from initializers.plan import RemoteFile
 from initializers.progress import Progress
+from initializers.ranges import PartSink
 
 BODY = os.urandom(300_000)
 WHOLE = b"head-" + BODY  # the file the part belongs to: the part starts at offset 5
@@ -23,14 +24,14 @@ CRC = Checksum(CRC32, f"{zlib.crc32(WHOLE):08x}")
 SHA256 = Checksum("sha256", hashlib.sha256(WHOLE).hexdigest())
 
 
-def sink_on(path: Path, checksum: Checksum | None = None) -> tuple[_PartSink, Progress]:
+def sink_on(path: Path, checksum: Checksum | None = None) -> tuple[PartSink, Progress]:
     target = OpenFile(RemoteFile("f.bin", len(WHOLE), "v", "f.bin", checksum), str(path))
     target.fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o600)
     progress = Progress(None, 60.0)
-    return _PartSink(target, 5, len(BODY), progress, threading.Event()), progress
+    return PartSink(target, 5, len(BODY), progress, threading.Event()), progress
 
 
-def write_body(sink: _PartSink) -> None:
+def write_body(sink: PartSink) -> None:
     view = memoryview(BODY)
     for start in range(0, len(BODY), 65536):
         sink.write(view[start : start + 65536])

@@ -5,7 +5,7 @@ from __future__ import annotations
 import itertools
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 
 import pytest
 
@@ -15,6 +15,16 @@ from initializers.lookahead import Lookahead
 def test_one_iterator_keeps_its_order():
     ahead = Lookahead([iter(range(1000))], depth=128, name="test")
     assert list(ahead) == list(range(1000))
+
+
+def test_what_each_producer_returned_is_handed_over_once_all_have_ended():
+    def counted(items: list[str]) -> Generator[str, None, int]:
+        yield from items
+        return len(items)
+
+    ahead = Lookahead([counted(["a", "b"]), iter(["c"]), counted([])], depth=128, name="test")
+    assert sorted(ahead) == ["a", "b", "c"]
+    assert ahead.returned() == [2, None, 0]
 
 
 def test_several_iterators_run_at_once_and_none_waits_for_another_to_be_consumed():

@@ -89,3 +89,18 @@ class Ramp:
         self._trial = (self.limit, throughput)
         self.limit = min(self.limit * 2, self.cap)
         return self.limit
+
+
+def range_size(advised: int | None, ramp: Ramp) -> int | None:
+    """The size of the next range of a large file: the storage's advised size, grown to what one connection's
+    measured rate calls for (`Ramp.part_size`); None: the storage takes whole files only.
+
+    Asked per file and per range: connections speed up, and a source may learn late whether its server takes ranges.
+    """
+    return max(advised, ramp.part_size) if advised else None
+
+
+def comes_whole(size: int, part: int | None) -> bool:
+    """A file of up to two parts comes in one request: splitting it would save at most one part's time and lose the
+    check of its checksum as it streams in."""
+    return not part or size <= 2 * part

@@ -9,25 +9,24 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from initializers import dryrun, manifest, shares
 from initializers.bandwidth import TokenBucket
-from initializers.checksums import Checksum, file_hexdigest
 from initializers.concurrency import Ramp
 from initializers.contract import Config, Kind
-from initializers.engine import RangeTransfers, TransferEngine
+from initializers.engine import Engine
 from initializers.index import PlanIndex
 from initializers.journal import DoneFile
 from initializers.lookahead import Lookahead
-from initializers.making import MadeFiles
 from initializers.plan import RemoteFile, plan_files
 from initializers.progress import Progress
 from initializers.selection import Selection
 from initializers.sources import open_source, plan_share
-from initializers.sources.base import Maker, Source, Storage
+from initializers.sources.base import Source
 from initializers.state import StateDir
 from initializers.stopping import stoppable
+from initializers.todo import Fetching, Listed, todo_pass
 
 PROGRESS_INTERVAL_SECONDS = 5.0
 #: Files the listing may run ahead of the transfers: enough to keep them busy, few enough to keep memory flat.
@@ -51,7 +50,7 @@ class _Waiting:
 
     def __init__(self) -> None:
         self.step = "the source to answer"
-        self.transfers: TransferEngine | None = None
+        self.transfers: Engine | None = None
 
     def current(self) -> str:
         files = self.transfers.in_flight() if self.transfers is not None else []
@@ -135,27 +134,39 @@ def _list_and_fetch(
         ramp = Ramp(source.default_workers, config.max_workers or source.max_workers)
         bandwidth = TokenBucket(config.max_bandwidth) if config.max_bandwidth else None
         with Progress(log, config.progress_interval or PROGRESS_INTERVAL_SECONDS) as progress:
-            todo = _Todo(planned, index, state, progress, log, ramp, source, config.verify)
-            engine = waiting.transfers = _engine(source, state, ramp, progress, bandwidth)
-            listing = Lookahead([iter(todo)], LISTING_LOOKAHEAD, "listing", stop=engine.cancel)
+            factory = source.task_factory(ramp, bandwidth)
+            engine = waiting.transfers = Engine(factory, state.temps, state.journal, ramp, progress)
+            at_rest = source.checksum_at_rest if config.verify else None
+            todo = todo_pass(planned, index, state, progress, log, at_rest)
+            listing = Lookahead([todo], LISTING_LOOKAHEAD, "listing", stop=engine.cancel)
             try:
-                engine.fetch(listing)
+                first = next(listing, None)  # `Fetching`, once a file needs fetching; None: none does
+                if isinstance(first, Fetching):
+                    state.remove_manifest()  # before the first transfer: a changed file must not look complete
+                    log.info("fetching", already_done=first.already_done, workers=ramp.workers, max_workers=ramp.cap,
+                             part_size=source.part_size)  # fmt: skip
+                engine.fetch(cast(Iterator[RemoteFile], listing))  # files only, after the one `Fetching`
             finally:
                 listing.close()
+            listed: Listed = listing.returned()[0]
         waiting.transfers = None
         described = source.describe()  # after listing: it now names the resolved version
-        files = todo.planned  # this share's, when the plan is split
+        files = listed.planned  # this share's, when the plan is split
         total = files if state.share is None else index.totals()[0]
         log.info(
-            "listed", files=files, already_done=todo.done, fetched=progress.files_done, ignored=selection.listed - total
+            "listed",
+            files=files,
+            already_done=listed.done,
+            fetched=progress.files_done,
+            ignored=selection.listed - total,
         )
         if state.share is not None:
             described = {**described, **shares.described(index, state.share)}
-        if not progress.files_done and todo.in_manifest == files and manifest.describes(previous, described, total):
+        if _up_to_date(progress.files_done, listed, total, previous, described):
             state.journal.remove()
-            outcome = _outcome(index, 0, 0, started_at, state)
-            log.info("up to date", files=outcome.files, bytes=outcome.bytes, manifest=str(state.manifest_path))
-            return outcome
+            standing = _outcome(index, None, started_at, state)
+            log.info("up to date", files=standing.files, bytes=standing.bytes, manifest=str(state.manifest_path))
+            return standing
         if source.owned_folders:
             stale = state.destination.remove_stale(
                 source.owned_folders, index.planned_paths(f"{source.owned_folders}/*")
@@ -166,7 +177,7 @@ def _list_and_fetch(
         index.add_finished(state.journal.files(), in_manifest=False)  # what this run finished, as it finished it
         with shares.completing(state, index, described, log) as complete:
             if not complete:  # other shares of the split plan are still due: the last one writes the manifest
-                return _outcome(index, progress.files_done, progress.files_done_bytes, started_at, state)
+                return _outcome(index, progress, started_at, state)
             totals = index.totals()
             entries = ((file, _finished(file, done)) for file, done in index.planned())
             state.write_manifest(
@@ -182,95 +193,16 @@ def _list_and_fetch(
                 )
             )
         state.journal.remove()
-        return _outcome(index, progress.files_done, progress.files_done_bytes, started_at, state)
+        return _outcome(index, progress, started_at, state)
     finally:
         index.close()
 
 
-@dataclass
-class _Todo:
-    """The planned files that still need a transfer, as they are listed; counts what it saw.
-
-    A file an earlier run finished, at the size and version the source offers and untouched on disk, is
-    skipped. Before the first transfer the manifest is withdrawn; the free space is checked as the bytes
-    to fetch add up, before the file that would not fit.
-    """
-
-    batches: Iterator[list[RemoteFile]]
-    index: PlanIndex
-    state: StateDir
-    progress: Progress
-    log: Any
-    ramp: Ramp
-    source: Source
-    verify: bool
-    planned: int = 0
-    done: int = 0
-    in_manifest: int = 0
-    differing: int = 0
-    unverifiable: int = 0
-    _todo_bytes: int = 0
-    _started: bool = False
-
-    def __iter__(self) -> Iterator[RemoteFile]:
-        free = self.state.destination.free_space()
-        for batch in self.batches:
-            finished = self.index.finished_among(batch)
-            for file in batch:
-                self.planned += 1
-                found = finished.get(file.path)
-                if found is not None and self.state.destination.unchanged(found[0]) and self._intact(file, found[0]):
-                    self.done += 1
-                    self.in_manifest += found[1]
-                    continue
-                if not self._started:
-                    self._start()
-                self._todo_bytes += file.size
-                self.state.destination.check_free_space(self._todo_bytes, free)
-                self.progress.add_todo(file.size)
-                yield file
-        self.progress.listing_done = True
-        if self.verify:
-            verified = self.done - self.unverifiable
-            self.log.info("verified", files=verified, differing=self.differing, without_checksum=self.unverifiable)
-
-    def _intact(self, file: RemoteFile, done: DoneFile) -> bool:
-        """With VERIFY, a done file's bytes still hash to the checksum they were verified against when fetched (for
-        a record without one, the source's; no checksum: trusted as it is)."""
-        if not self.verify:
-            return True
-        recorded = Checksum(done.algorithm, done.hexdigest) if done.algorithm and done.hexdigest else None
-        checksum = recorded or self.source.checksum_at_rest(file)
-        if checksum is None:
-            self.unverifiable += 1
-            return True
-        if file_hexdigest(self.state.destination.final_path(file.path), checksum, file.size) == checksum.hexdigest:
-            return True
-        self.differing += 1
-        self.log.warning("differs from its checksum, fetching it again", path=file.path)
-        return False
-
-    def _start(self) -> None:
-        self._started = True
-        self.state.remove_manifest()
-        self.log.info(
-            "fetching",
-            already_done=self.done,
-            workers=self.ramp.workers,
-            max_workers=self.ramp.cap,
-            part_size=self.source.part_size if isinstance(self.source, Storage) else None,
-        )
-
-
-def _engine(
-    source: Source, state: StateDir, ramp: Ramp, progress: Progress, bandwidth: TokenBucket | None
-) -> TransferEngine:
-    """Stored files come as byte ranges, under the MAX_BANDWIDTH cap; made ones (the cache source's, which refuses
-    the cap) a group at a time."""
-    if isinstance(source, Storage):
-        return RangeTransfers(source, state, ramp, progress, bandwidth)
-    assert isinstance(source, Maker), f"{type(source).__name__} is neither a Storage nor a Maker"
-    return MadeFiles(source, state, ramp, progress)
+def _up_to_date(
+    fetched: int, listed: Listed, total: int, previous: dict[str, Any] | None, described: dict[str, Any]
+) -> bool:
+    """Nothing was fetched, and the manifest already lists every planned file, for this source: it stands."""
+    return not fetched and listed.in_manifest == listed.planned and manifest.describes(previous, described, total)
 
 
 def _finished(file: RemoteFile, done: DoneFile | None) -> DoneFile:
@@ -278,16 +210,22 @@ def _finished(file: RemoteFile, done: DoneFile | None) -> DoneFile:
     return done
 
 
-def _outcome(
-    index: PlanIndex, fetched_files: int, fetched_bytes: int, started_at: datetime, state: StateDir
+def _outcome(index: PlanIndex, progress: Progress | None, started_at: datetime, state: StateDir) -> Outcome:
+    """Sizes as written (a file the source produced has its size only once it is there); `progress`: what this run
+    fetched, None for nothing."""
+    fetched = (progress.files_done, progress.files_done_bytes) if progress is not None else (0, 0)
+    return outcome(index.totals(), fetched, started_at, datetime.now(UTC), str(state.root))
+
+
+def outcome(
+    totals: tuple[int, int], fetched: tuple[int, int], started_at: datetime, ended_at: datetime, output_path: str
 ) -> Outcome:
-    """Sizes as written: a file the source produced has its size only once it is there."""
-    files, size = index.totals()
+    """A run's outcome: `totals` and `fetched` as (files, bytes)."""
     return Outcome(
-        files=files,
-        bytes=size,
-        fetched_files=fetched_files,
-        fetched_bytes=fetched_bytes,
-        seconds=(datetime.now(UTC) - started_at).total_seconds(),
-        output_path=str(state.root),
+        files=totals[0],
+        bytes=totals[1],
+        fetched_files=fetched[0],
+        fetched_bytes=fetched[1],
+        seconds=(ended_at - started_at).total_seconds(),
+        output_path=output_path,
     )

@@ -9,7 +9,7 @@ from __future__ import annotations
 import queue
 import threading
 from collections.abc import Iterator, Sequence
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 _T = TypeVar("_T")
 _END = object()
@@ -37,8 +37,9 @@ class Lookahead(Generic[_T]):
         self._closed = stop or threading.Event()
         self._error: BaseException | None = None
         self._running = len(producers)
+        self._returned: list[Any] = [None] * len(producers)
         self._threads = [
-            threading.Thread(target=self._produce, args=(producer,), name=f"{name}-{index}", daemon=True)
+            threading.Thread(target=self._produce, args=(producer, index), name=f"{name}-{index}", daemon=True)
             for index, producer in enumerate(producers)
         ]
         for thread in self._threads:
@@ -69,6 +70,12 @@ class Lookahead(Generic[_T]):
             raise self._error
         raise StopIteration
 
+    def returned(self) -> list[Any]:
+        """What each producer returned (a generator's return value; None for other iterators), in the order given;
+        for use once this lookahead has been consumed to its end."""
+        assert not self._running, "the producers have not all ended"
+        return list(self._returned)
+
     def close(self) -> None:
         """Stop the producers at their next item (daemon threads: one blocked in the network does not hold the
         process)."""
@@ -76,10 +83,15 @@ class Lookahead(Generic[_T]):
         for thread in self._threads:
             thread.join(1.0)
 
-    def _produce(self, items: Iterator[_T]) -> None:
+    def _produce(self, items: Iterator[_T], index: int) -> None:
         batch: list[_T] = []
         try:
-            for item in items:
+            while True:
+                try:
+                    item = next(items)
+                except StopIteration as end:
+                    self._returned[index] = end.value
+                    break
                 batch.append(item)
                 # A batch goes when full, or at once while the consumer has nothing to do: the first file starts as
                 # soon as it is listed.

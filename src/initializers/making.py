@@ -1,42 +1,56 @@
-"""Made files (the cache source's shard parts), beside the transfers of stored ones: the same threads,
-temporaries, verification and renames, with a group of files made in one go as the unit of work."""
+"""Made files (the cache source's shard parts): the task factory of `Maker` sources, a group of files made in one
+go as the unit of work, into temporaries the engine then verifies and renames."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from functools import partial
+from typing import Protocol
 
-from initializers.concurrency import Ramp
-from initializers.engine import Cancelled, OpenFile, Task, TransferEngine
+from initializers.engine import Cancelled, Engine, OpenFile, Task
 from initializers.plan import RemoteFile
-from initializers.progress import Progress
-from initializers.sources.base import Maker
-from initializers.state import StateDir
 
 
-class MadeFiles(TransferEngine):
-    """Files a `Maker` makes, a group at a time, into temporaries the engine then verifies and renames."""
+class Making(Protocol):
+    """What made files come from: a `Maker`."""
 
-    def __init__(self, maker: Maker, state: StateDir, ramp: Ramp, progress: Progress) -> None:
-        super().__init__(maker, state, ramp, progress)
+    def made_with(self, file: RemoteFile) -> str: ...
+
+    def make(self, files: list[tuple[RemoteFile, str]], on_bytes: Callable[[int], None]) -> None: ...
+
+    def interrupt(self) -> None: ...
+
+
+class MadeGroups:
+    """One task per group of files the maker makes in one go (usually one file each)."""
+
+    def __init__(self, maker: Making) -> None:
         self._maker = maker
 
-    def _tasks(self, files: Iterable[RemoteFile]) -> Iterator[Task]:
-        """One task per group of files the source makes in one go (usually one file each)."""
+    def tasks(self, files: Iterable[RemoteFile], engine: Engine) -> Iterator[Task]:
         groups: dict[str, list[OpenFile]] = {}
         for file in files:
-            groups.setdefault(self._maker.made_with(file), []).append(OpenFile(file, self._state.temps.path(file.path)))
+            groups.setdefault(self._maker.made_with(file), []).append(engine.target(file))
         for group in groups.values():
-            yield Task(sum(target.file.size for target in group), partial(self._deliver, group))
+            yield Task(sum(target.file.size for target in group), partial(self._deliver, engine, group))
 
-    def _deliver(self, group: list[OpenFile]) -> None:
-        for target in group:
-            self._opened(target)  # so that a failure removes whatever the source left there
-        self._maker.make([(target.file, target.temp) for target in group], self._counting)
-        for target in group:
-            self._finish(target)
+    def interrupt(self) -> None:
+        self._maker.interrupt()
 
-    def _counting(self, count: int) -> None:
-        if self.cancel.is_set():
+    def _deliver(self, engine: Engine, group: list[OpenFile]) -> None:
+        for target in group:
+            engine.opened(target)  # so that a failure removes whatever the maker left there
+        self._maker.make([(target.file, target.temp) for target in group], _counting(engine))
+        for target in group:
+            engine.finish(target)
+
+
+def _counting(engine: Engine) -> Callable[[int], None]:
+    """Bytes the maker reports, counted as progress; a cancelled run stops it at its next report."""
+
+    def on_bytes(count: int) -> None:
+        if engine.cancel.is_set():
             raise Cancelled
-        self._progress.add_bytes(count)
+        engine.progress.add_bytes(count)
+
+    return on_bytes

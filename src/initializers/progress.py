@@ -41,6 +41,10 @@ class Progress:
             self.total_files += 1
             self.total_bytes += size
 
+    def listed_all(self) -> None:
+        """The listing has ended: the totals are final, and an ETA can be given."""
+        self.listing_done = True
+
     def add_bytes(self, count: int) -> None:
         with self._lock:
             self.bytes_done += count

@@ -10,10 +10,15 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from initializers.checksums import Checksum
 from initializers.plan import RemoteFile
+
+if TYPE_CHECKING:
+    from initializers.bandwidth import TokenBucket
+    from initializers.concurrency import Ramp
+    from initializers.engine import TaskFactory
 
 #: The size of the ranges a large file is fetched in over capped connections, as AWS advises for parallel GETs (the
 #: Hub's CDN is alike); faster connections get larger ones (`concurrency`).
@@ -46,6 +51,9 @@ class Source(ABC):
     #: A glob of top-level folders whose whole content the source defines (the cache source's shards): files
     #: there that the plan no longer lists are stale and get removed. None: files beside the plan are left alone.
     owned_folders: str | None = None
+    #: The smallest range a large file is fetched in (connections measured fast get larger ones); a file of up to
+    #: two ranges comes whole. None: always whole.
+    part_size: int | None = None
 
     @abstractmethod
     def list_files(self) -> Iterator[RemoteFile]:
@@ -60,6 +68,10 @@ class Source(ABC):
         """What the manifest records about the source, free of secrets: its URI and, once `list_files` has run,
         the version it resolved to."""
 
+    @abstractmethod
+    def task_factory(self, ramp: Ramp, bandwidth: TokenBucket | None) -> TaskFactory:
+        """What the engine's tasks are for this kind of source; `bandwidth`: the MAX_BANDWIDTH cap, if any."""
+
     def interrupt(self) -> None:  # noqa: B027 - optional hook
         """Unblock transfers waiting on the network, from another thread, when the run is being stopped."""
 
@@ -70,9 +82,11 @@ class Source(ABC):
 class Storage(Source):
     """Files stored as they are, read by byte ranges (S3, the Hub)."""
 
-    #: The smallest range a large file is fetched in (connections measured fast get larger ones); a file of up to
-    #: two ranges comes whole. None: always in one range.
-    part_size: int | None = None
+    def task_factory(self, ramp: Ramp, bandwidth: TokenBucket | None) -> TaskFactory:
+        """Ranges of the stored files, under the MAX_BANDWIDTH cap."""
+        from initializers.ranges import StoredRanges  # the engine's side, which imports these contracts
+
+        return StoredRanges(self, ramp, bandwidth)
 
     @abstractmethod
     def read(self, file: RemoteFile, offset: int, length: int, sink: Sink) -> None:
@@ -81,6 +95,12 @@ class Storage(Source):
 
 class Maker(Source):
     """Files made rather than copied (shard parts cut from a table's data files), several in one go."""
+
+    def task_factory(self, ramp: Ramp, bandwidth: TokenBucket | None) -> TaskFactory:
+        """Groups of made files; the cap does not apply (the cache source refuses MAX_BANDWIDTH)."""
+        from initializers.making import MadeGroups  # the engine's side, which imports these contracts
+
+        return MadeGroups(self)
 
     @abstractmethod
     def made_with(self, file: RemoteFile) -> str:

@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
 from initializers.checksums import GIT_SHA1, Checksum
+from initializers.concurrency import comes_whole
 from initializers.contract import Config, Kind
 from initializers.errors import ConfigError, FetchError
 from initializers.plan import RemoteFile
@@ -77,7 +78,7 @@ class HfSource(Storage):
 
         entries = self._retrying(f"listing {self.location}", resolve_and_list)
         files = [_remote_file(entry, self._server) for entry in entries]
-        large = next((file for file in files if file.size > 2 * PART_SIZE), None)
+        large = next((file for file in files if not comes_whole(file.size, PART_SIZE)), None)
         if large is not None and self._getter.takes_ranges(self._url(large), self._uri_of(large)):
             self.part_size = PART_SIZE
         yield from files
