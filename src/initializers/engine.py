@@ -24,7 +24,7 @@ from typing import Any, NamedTuple
 from initializers import logs
 from initializers.bandwidth import TokenBucket
 from initializers.checksums import CRC32, Checksum, combined_crc32, file_hexdigest, new_hasher
-from initializers.concurrency import WINDOW_SECONDS, Ramp
+from initializers.concurrency import WINDOW_SECONDS, Ramp, RequestTimes
 from initializers.errors import FetchError
 from initializers.plan import RemoteFile
 from initializers.progress import Progress
@@ -85,6 +85,7 @@ class _PartSink:
         self._progress = progress
         self._cancel = cancel
         self.written = 0
+        self.first_byte: float | None = None  # when the first byte arrived (time.monotonic)
         self._digest = self._new_digest()
 
     def vouch(self, checksum: Checksum) -> None:
@@ -123,6 +124,8 @@ class _PartSink:
     def write(self, data: memoryview) -> None:
         if self._cancel.is_set():
             raise Cancelled
+        if self.first_byte is None:
+            self.first_byte = time.monotonic()
         fd, position = self._target.fd, self._offset + self.written
         remaining = data
         try:
@@ -168,6 +171,7 @@ class TransferEngine(ABC):
         #: Set when a thread ends, or when smaller tasks call for more threads than run.
         self._wake = threading.Event()
         self._started_for = 0  # the number of threads `_start_threads` last started up to
+        self._request_times = RequestTimes()
 
     def fetch(self, files: Iterable[RemoteFile]) -> None:
         """Fetch every file to its final path, or raise with nothing partial left at a final path."""
@@ -198,9 +202,11 @@ class TransferEngine(ABC):
             elapsed = now[0] - before[0]
             if elapsed >= WINDOW_SECONDS:
                 throughput, cpu_share = (now[2] - before[2]) / elapsed, (now[1] - before[1]) / elapsed
-                limit = self._ramp.limit
-                if self._ramp.observe(throughput, cpu_share) != limit:
+                limit, requests = self._ramp.limit, self._ramp.requests
+                latency = self._request_times.window()
+                if self._ramp.observe(throughput, cpu_share, latency) != limit or self._ramp.requests != requests:
                     _log.debug("streams", streams=self._ramp.limit, was=limit, workers=self._ramp.workers,
+                               requests=self._ramp.requests, waiting_share=round(latency.waiting_share, 2),
                                part_mib=self._ramp.part_size >> 20, mb_s=round(throughput / 1e6, 1),
                                cpu_share=round(cpu_share, 2))  # fmt: skip
                 before = now
@@ -388,6 +394,7 @@ class RangeTransfers(TransferEngine):
             self._finish_or_fetch_again(target)
 
     def _read_range(self, target: OpenFile, offset: int, length: int) -> None:
+        started = time.monotonic()
         sink = _PartSink(target, offset, length, self._progress, self.cancel)
         self._storage.read(target.file, offset, length, self._bandwidth.metered(sink) if self._bandwidth else sink)
         if sink.written != length:
@@ -396,6 +403,8 @@ class RangeTransfers(TransferEngine):
                 "the source ended early"
             )
         sink.landed()
+        if sink.first_byte is not None:
+            self._request_times.add(sink.first_byte - started, time.monotonic() - started)
 
     def _finish_or_fetch_again(self, target: OpenFile) -> None:
         """Finish the file; bytes that miss its checksum (corrupted on the way) are fetched again, whole, in this
