@@ -197,3 +197,14 @@ def test_latency_leaves_large_files_streams_to_the_throughput_ramp():
     ramp.observe(64e6, 0.2, ROUND_TRIP)
     assert ramp.workers == ramp.limit == 16  # the usual doubling, one part per stream
     assert ramp.requests == BASE_REQUESTS
+
+
+def test_requests_that_lower_throughput_once_doubled_are_brought_back_for_good():
+    # More threads than the CPU's share affords: each request takes as long, yet fewer finish.
+    ramp = small_files(Ramp(8, 256))
+    ramp.observe(20e6, 0.3, ROUND_TRIP)
+    assert ramp.workers == 128
+    ramp.observe(15e6, 0.3, ROUND_TRIP)
+    assert ramp.workers == BASE_REQUESTS
+    ramp.observe(20e6, 0.3, ROUND_TRIP)
+    assert ramp.workers == BASE_REQUESTS

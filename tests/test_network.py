@@ -60,7 +60,7 @@ def test_small_objects_are_fetched_concurrently_and_more_so_when_it_pays(
     assert result.code == 0, result.stdout + result.stderr
     assert all((tmp_path / "out" / key).read_bytes() == body for key, body in objects.items())
     started = result.named("fetching")[0]
-    assert started["workers"] == 8 and started["max_workers"] == 256
+    assert started["workers"] == 8 and started["max_workers"] == 64
     # Every request waits a round trip: more connections than the eight it started with paid, and were opened.
     assert network.connections.peak > 8 + 1
 
@@ -95,14 +95,14 @@ def test_max_workers_caps_the_connections(
 def test_latency_bound_small_objects_run_more_at_once_than_the_base_and_never_more_than_max_workers(
     seaweed: SeaweedFS, s3: Any, bucket: str, tmp_path: Path
 ):
-    """A long round trip: small-object requests wait on it, so more of them go out at once, up to the cap. The relay
+    """A long round trip: small-object requests wait on it, so more of them go out at once, up to MAX_WORKERS. The relay
     in front of the emulator counts the object GETs under way at once, as the client sees them."""
     objects = {f"d{i % 10}/f{i:04d}.bin": os.urandom(1024) for i in range(800)}
     with ThreadPoolExecutor(16) as pool:
         list(pool.map(lambda item: s3.put_object(Bucket=bucket, Key=item[0], Body=item[1]), objects.items()))
     with NetworkEmulator(seaweed.endpoint, rtt=0.1, rate=16e6) as network, Relay(network.url) as relay:
         env = {**seaweed.env(), "ENDPOINT": relay.endpoint, "STORAGE_URI": f"s3://{bucket}"}
-        result = run_program("dataset", {**env, "OUTPUT_PATH": str(tmp_path / "all")})
+        result = run_program("dataset", {**env, "OUTPUT_PATH": str(tmp_path / "all"), "MAX_WORKERS": "256"})
         most_at_once = relay.traffic.object_gets_at_once
         relay.reset()
         low = run_program("dataset", {**env, "OUTPUT_PATH": str(tmp_path / "some"), "MAX_WORKERS": "8",
@@ -110,7 +110,7 @@ def test_latency_bound_small_objects_run_more_at_once_than_the_base_and_never_mo
         most_at_once_low = relay.traffic.object_gets_at_once
     assert result.code == 0, result.stdout + result.stderr
     assert all((tmp_path / "all" / key).read_bytes() == body for key, body in objects.items())
-    assert 64 < most_at_once <= 256  # beyond the requests a run starts with, within the default cap
+    assert 64 < most_at_once <= 256  # beyond the requests a run starts with, within the cap
     assert low.code == 0, low.stdout + low.stderr
     assert len(list((tmp_path / "some" / "d0").iterdir())) == 80
     assert most_at_once_low <= 8

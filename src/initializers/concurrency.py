@@ -12,9 +12,10 @@ starts at `BASE_REQUESTS` and doubles toward the cap while the requests are late
 byte takes most of their time) and the CPU has room: a long round trip leaves each request's connection idle, and
 only more of them in flight raise throughput. A busy server makes requests wait too, and more of them would only
 queue there (costing us threads): that shows as requests taking longer once more are in flight (on a round trip
-they take as long as before), so such a doubling is undone and the ceiling stays. Judging by request time rather
-than throughput needs no request of the new ones to have finished, which over a long round trip takes longer than
-a window. Where the CPU is the limit (loopback) the ceiling stays put.
+they take as long as before). More threads can also cost us more CPU than the waits they hide: that shows as
+throughput falling. Either undoes the doubling, and the ceiling stays. Neither needs any of the new requests to
+have finished, which over a long round trip takes longer than a window (a throughput rise would). Where the CPU is
+the limit (loopback) the ceiling stays put. Only a cap above `BASE_REQUESTS` lets it grow.
 
 The ramp also sizes the ranges of large files from the rate one connection achieved: capped connections get
 `PART_SIZE` ranges, so a file spreads over many of them; fast ones get larger ranges, up to `MAX_PART_SIZE`,
@@ -102,8 +103,8 @@ class Ramp:
     _task_bytes: float = PART_SIZE  # running mean of the sizes of the tasks started
     part_size: int = PART_SIZE  # the range size a connection's measured rate calls for, in whole MiB
     requests: int = BASE_REQUESTS  # the most small-file requests at once: grows while they are latency-bound
-    _requests_trial: tuple[int, float] | None = None  # (requests, request seconds) before the doubling being tried
-    _requests_settled: bool = False  # a doubling of `requests` made them queue: the waiting is not the round trip's
+    _requests_trial: tuple[int, float, float] | None = None  # (requests, request seconds, throughput) before it
+    _requests_settled: bool = False  # a doubling of `requests` did not pay: the waiting is not the round trip's
 
     def __post_init__(self) -> None:
         self.limit = max(1, min(self.limit, self.cap))
@@ -143,14 +144,14 @@ class Ramp:
         return self.limit
 
     def _follow_latency(self, throughput: float, cpu_share: float, latency: Latency) -> None:
-        """Double `requests` while small files are latency-bound, the CPU has room and the last doubling did not
-        make requests queue."""
+        """Double `requests` while small files are latency-bound, the CPU has room and the last doubling neither made
+        requests queue nor lowered throughput."""
         if self._requests_trial is not None:
             if not latency.request_seconds:  # none finished: nothing to judge the doubling by yet
                 return
-            requests_before, seconds_before = self._requests_trial
+            requests_before, seconds_before, throughput_before = self._requests_trial
             self._requests_trial = None
-            if latency.request_seconds >= seconds_before * _QUEUEING:
+            if latency.request_seconds >= seconds_before * _QUEUEING or throughput * _WORTH_KEEPING < throughput_before:
                 self.requests, self._requests_settled = requests_before, True
         bound_by_requests = self.limit * self._per_stream() > self.requests < self.cap
         if (
@@ -160,7 +161,7 @@ class Ramp:
             and latency.waiting_share >= _LATENCY_BOUND
             and cpu_share < _BUSY_CPU
         ):
-            self._requests_trial = (self.requests, latency.request_seconds)
+            self._requests_trial = (self.requests, latency.request_seconds, throughput)
             self.requests = min(self.cap, self.requests * 2)
 
     def _double(self, throughput: float, cpu_share: float) -> int:

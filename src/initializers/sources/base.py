@@ -13,7 +13,6 @@ from collections.abc import Callable, Iterator
 from typing import Any, Protocol
 
 from initializers.checksums import Checksum
-from initializers.contract import MAX_WORKERS_LIMIT
 from initializers.plan import RemoteFile
 
 #: The size of the ranges a large file is fetched in over capped connections, as AWS advises for parallel GETs (the
@@ -42,9 +41,9 @@ class Source(ABC):
 
     #: Parallel transfers at the start; more while more raise throughput (see `concurrency`).
     default_workers: int = 8
-    #: The most parallel transfers when MAX_WORKERS is not set: as many small-file requests as a long round trip
-    #: calls for (streams of large files stop earlier, where doubling them no longer pays).
-    max_workers: int = MAX_WORKERS_LIMIT
+    #: The most parallel transfers when MAX_WORKERS is not set: enough to fill a link of capped connections, and as
+    #: many small-file requests as do well before more threads cost more CPU than the round trips they hide.
+    max_workers: int = 64
     #: A glob of top-level folders whose whole content the source defines (the cache source's shards): files
     #: there that the plan no longer lists are stale and get removed. None: files beside the plan are left alone.
     owned_folders: str | None = None
