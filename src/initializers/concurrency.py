@@ -3,8 +3,9 @@
 On a real network each connection is capped (S3 and the Hub's CDN serve tens of MB/s per request) and
 every request pays a round trip, so throughput grows with connections until the link, the server or
 our CPU is the limit; on loopback our CPU is the limit from the start. Neither count can be known in
-advance, so the engine measures: every window it reports the bytes delivered and the CPU the process
-used, and the ramp answers with the number of streams for the next window.
+advance, so the engine measures: every window it reports the bytes delivered, the CPU the process
+used and how long its requests waited for their first byte, and the ramp answers with the number of streams (and
+of small-file requests) for the next window.
 
 A stream is a part's worth of bytes. Tasks smaller than that (small files) are bound by round trips, not
 bytes: as many more of them run at once as would move a part's bytes together, up to `requests`. That ceiling
@@ -94,7 +95,7 @@ class RequestTimes:
 
 @dataclass
 class Ramp:
-    """The limit for each window, from the throughput and CPU share measured in the one before."""
+    """The limit for each window, from the throughput, CPU share and latency measured in the one before."""
 
     limit: int  # streams
     cap: int  # transfers
