@@ -1,8 +1,11 @@
-"""A real network's terms, emulated: every connection pays a 20 ms round trip and is capped at 8 MB/s.
+"""A real network's terms, emulated: every connection pays a round trip and is capped in rate.
 
 S3 sets through `devkit.netem` in front of SeaweedFS, every tool at its defaults (this tool, s5cmd, rclone,
-`aws s3 cp`); the Hub with the emulator in front of its CDN origin only (as the Hub's CDN caps each
-connection), this tool vs `hf download`. Run with `make bench-network` (BENCH_ROUNDS, BENCH_OUT).
+`aws s3 cp`), at each round trip (5, 20 and 80 ms: a region's own S3, a neighbouring one, another continent or a
+proxy) and each per-connection cap (8 and 32 MB/s, as S3 serves one request); the Hub with the emulator in front of
+its CDN origin only (as the Hub's CDN caps each connection), this tool vs `hf download`, at 20 ms and 8 MB/s. Run
+with `make bench-network` (BENCH_ROUNDS, BENCH_OUT; BENCH_RTTS_MS and BENCH_RATES_MB to choose other terms, e.g.
+`BENCH_RTTS_MS=80 BENCH_RATES_MB=8`).
 """
 
 from __future__ import annotations
@@ -18,8 +21,10 @@ from devkit.hubserver import HubServer
 from devkit.netem import NetworkEmulator
 from devkit.seaweed import ACCESS_KEY, SECRET_KEY, SeaweedFS
 
-RTT = 0.02
+RTT = 0.02  # the Hub's terms
 RATE = 8e6
+RTTS = tuple(float(ms) / 1000 for ms in os.environ.get("BENCH_RTTS_MS", "5,20,80").split(","))
+RATES = tuple(float(mb) * 1e6 for mb in os.environ.get("BENCH_RATES_MB", "8,32").split(","))
 
 SETS = {
     "N1": DataSet("N1: one 256 MiB object", "net-1", [("blob.bin", 256 * MiB)]),
@@ -60,17 +65,29 @@ CONTENDERS = {"initializers": s3.ours, "s5cmd": s3.s5cmd, "rclone copy": rclone,
 
 
 def s3_suite(rounds: int, out_root: Path, quick: bool) -> list[Result]:
+    """Every set at every round trip and cap: seeded once, then measured behind an emulator per pair of terms."""
     results = []
-    with SeaweedFS.start() as server, NetworkEmulator(server.endpoint, rtt=RTT, rate=RATE) as emulator:
-        behind = _Behind(server, emulator)
-        for dataset in (QUICK_SETS if quick else SETS).values():
+    sets = (QUICK_SETS if quick else SETS).values()
+    terms = [(RTTS[-1], RATES[0])] if quick else [(rtt, rate) for rtt in RTTS for rate in RATES]
+    with SeaweedFS.start() as server:
+        for dataset in sets:
             print(f"seeding {dataset.name} ...", flush=True)
             s3.seed(server, dataset, out_root)
-            contenders = {name: partial(make, behind, dataset) for name, make in CONTENDERS.items()}
-            samples = measure(dataset.name[:2], contenders, dataset.total, out_root, rounds, "initializers")
-            title = f"Network {dataset.name} (RTT {RTT * 1000:.0f} ms, {RATE / 1e6:.0f} MB/s per connection)"
-            results.append(Result(title, dataset.total, samples, peer="s5cmd"))
+        for rtt, rate in terms:
+            with NetworkEmulator(server.endpoint, rtt=rtt, rate=rate) as emulator:
+                behind = _Behind(server, emulator)
+                for dataset in sets:
+                    contenders = {name: partial(make, behind, dataset) for name, make in CONTENDERS.items()}
+                    label = f"{dataset.name[:2]} {rtt * 1000:.0f} ms {rate / 1e6:.0f} MB/s"
+                    samples = measure(label, contenders, dataset.total, out_root, rounds, "initializers")
+                    title = f"Network {dataset.name} ({terms_of(rtt, rate)})"
+                    results.append(Result(title, dataset.total, samples, peer="s5cmd"))
     return results
+
+
+def terms_of(rtt: float, rate: float) -> str:
+    """A table title's network terms, as the goals read them back."""
+    return f"RTT {rtt * 1000:.0f} ms, {rate / 1e6:.0f} MB/s per connection"
 
 
 def hub_suite(rounds: int, out_root: Path, quick: bool) -> list[Result]:
@@ -85,7 +102,7 @@ def hub_suite(rounds: int, out_root: Path, quick: bool) -> list[Result]:
         total = blob.stat().st_size + 2
         contenders = {"initializers": partial(hf.ours, hub, repo), "hf download": partial(hf.hf_download, hub, repo)}
         samples = measure("NH", contenders, total, out_root, rounds, rerun="initializers")
-        title = f"Network Hub: one {blob.stat().st_size >> 20} MiB LFS file (CDN: RTT 20 ms, 8 MB/s per connection)"
+        title = f"Network Hub: one {blob.stat().st_size >> 20} MiB LFS file (CDN: {terms_of(RTT, RATE)})"
     blob.unlink()
     return [Result(title, total, samples, peer="hf download")]
 

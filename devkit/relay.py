@@ -11,6 +11,7 @@ silent connections (`StallFault`), bodies altered in flight (`CorruptFault`), an
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import hashlib
 import http.client
@@ -55,18 +56,40 @@ class Traffic:
     fault struck, but a chunk a vanished client failed to take all the same. Bodies the relay builds itself (rewritten
     listings, injected objects, fault replies) and upstream bodies without a Content-Length are not counted.
     `requests` includes faulted requests; `refused` counts connections and requests reset because of `Relay.refuse`,
-    which `requests` leaves out.
+    which `requests` leaves out. `object_gets_at_once` is the most object GETs (listings excluded) under way at once,
+    each from its request's arrival until its answer was sent.
     """
 
     requests: list[tuple[str, str]] = field(default_factory=list)  # (method, path)
     headers: list[dict[str, str]] = field(default_factory=list)  # each request's headers, names in lower case
     body_bytes: int = 0
     refused: int = 0
+    object_gets_now: int = 0
+    object_gets_at_once: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def object_gets(self) -> list[str]:
         """Paths of GETs that fetched object bytes (listings excluded)."""
-        return [path for method, path in self.requests if method == "GET" and "list-type=" not in path]
+        return [path for method, path in self.requests if _is_object_get(method, path)]
+
+    @contextlib.contextmanager
+    def under_way(self, method: str, path: str) -> Iterator[None]:
+        """Count the request among those under way while it is served, if it is an object GET."""
+        if not _is_object_get(method, path):
+            yield
+            return
+        with self.lock:
+            self.object_gets_now += 1
+            self.object_gets_at_once = max(self.object_gets_at_once, self.object_gets_now)
+        try:
+            yield
+        finally:
+            with self.lock:
+                self.object_gets_now -= 1
+
+
+def _is_object_get(method: str, path: str) -> bool:
+    return method == "GET" and "list-type=" not in path
 
 
 @dataclass(kw_only=True)
@@ -219,6 +242,7 @@ class Relay:
             self.traffic.headers.clear()
             self.traffic.body_bytes = 0
             self.traffic.refused = 0
+            self.traffic.object_gets_at_once = self.traffic.object_gets_now
 
     def add_fault(self, fault: F) -> F:
         """Strike matching requests from now on; returns the fault, whose `hits` tests can assert on."""
@@ -278,6 +302,7 @@ def _unacknowledged(connection: socket.socket) -> int:
 
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
+    request_queue_size = 1024  # hundreds of clients' connections may arrive at once
 
     def __init__(self, relay: Relay, port: int) -> None:
         self.relay = relay
@@ -300,7 +325,8 @@ def _handler_for(relay: Relay) -> type[BaseHTTPRequestHandler]:
             pass
 
         def do_GET(self) -> None:
-            self._relay()
+            with relay.traffic.under_way(self.command, self.path):
+                self._relay()
 
         def do_HEAD(self) -> None:
             self._relay()

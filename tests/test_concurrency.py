@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from initializers.concurrency import MAX_PART_SIZE, Ramp
+from initializers.concurrency import BASE_REQUESTS, MAX_PART_SIZE, NO_REQUESTS, Latency, Ramp
 from initializers.sources.base import PART_SIZE
 
 
@@ -113,3 +113,98 @@ def test_a_window_with_nothing_delivered_keeps_the_range_size():
     sized = ramp.part_size
     ramp.observe(0.0, 0.1)  # waiting for the next listing page
     assert ramp.part_size == sized
+
+
+def small_files(ramp: Ramp, size: int = 64 * KiB) -> Ramp:
+    for _ in range(100):
+        ramp.task_started(size)
+    return ramp
+
+
+def test_small_files_start_at_the_base_number_of_requests():
+    assert small_files(Ramp(8, 256)).workers == BASE_REQUESTS
+    assert small_files(Ramp(8, 8)).workers == 8  # a lower cap holds from the start
+
+
+ROUND_TRIP = Latency(waiting_share=0.8, request_seconds=0.1)  # waiting for the first byte takes most of a request
+
+
+def test_latency_bound_small_files_grow_toward_the_cap_in_a_few_windows():
+    # A long round trip: requests take as long however many are in flight, and the CPU is idle.
+    ramp = small_files(Ramp(8, 256))
+    seen = []
+    for _ in range(4):
+        ramp.observe(ramp.workers * 0.3e6, 0.2, ROUND_TRIP)
+        seen.append(ramp.workers)
+    assert seen == [128, 256, 256, 256]
+
+
+def test_a_doubling_of_requests_judged_only_once_some_of_them_finished():
+    ramp = small_files(Ramp(8, 256))
+    ramp.observe(20e6, 0.2, ROUND_TRIP)
+    ramp.observe(20e6, 0.2, NO_REQUESTS)  # a round trip longer than a window: no request finished yet
+    assert ramp.workers == 128
+    ramp.observe(40e6, 0.2, ROUND_TRIP)
+    assert ramp.workers == 256
+
+
+def test_requests_that_queue_once_doubled_are_brought_back_for_good():
+    # A busy server: requests wait there, not on the round trip; twice as many take twice as long.
+    ramp = small_files(Ramp(8, 256))
+    seen = []
+    for _ in range(10):
+        seconds = 0.05 * ramp.workers / BASE_REQUESTS
+        ramp.observe(20e6, 0.3, Latency(0.9, seconds))
+        seen.append(ramp.workers)
+    assert seen == [128] + [BASE_REQUESTS] * 9
+
+
+def test_requests_grow_while_they_do_not_queue_and_stop_where_they_do():
+    ramp = small_files(Ramp(8, 256))
+    seconds_at = {64: 0.1, 128: 0.11, 256: 0.2}  # the server saturates between 128 and 256
+    for _ in range(6):
+        ramp.observe(20e6, 0.2, Latency(0.8, seconds_at[ramp.workers]))
+    assert ramp.workers == 128
+
+
+def test_latency_bound_requests_never_exceed_a_lower_cap():
+    ramp = small_files(Ramp(8, 100))
+    for _ in range(10):
+        ramp.observe(20e6, 0.2, ROUND_TRIP)
+    assert ramp.workers == 100
+    low = small_files(Ramp(8, 8))
+    for _ in range(10):
+        low.observe(20e6, 0.2, ROUND_TRIP)
+    assert low.workers == 8
+
+
+def test_requests_stay_put_where_the_cpu_is_the_limit_or_bytes_dominate():
+    # Loopback: the CPU is busy whatever waits; or a request's time goes mostly into its body's bytes.
+    busy = small_files(Ramp(8, 256))
+    bytes_bound = small_files(Ramp(8, 256))
+    idle = small_files(Ramp(8, 256))
+    for _ in range(10):
+        busy.observe(200e6, 0.9, ROUND_TRIP)
+        bytes_bound.observe(20e6, 0.2, Latency(0.3, 0.1))
+        idle.observe(0.0, 0.05, NO_REQUESTS)  # waiting for the listing: nothing to judge by
+    assert busy.workers == bytes_bound.workers == idle.workers == BASE_REQUESTS
+
+
+def test_latency_leaves_large_files_streams_to_the_throughput_ramp():
+    ramp = Ramp(8, 256)
+    for _ in range(100):
+        ramp.task_started(PART_SIZE)
+    ramp.observe(64e6, 0.2, ROUND_TRIP)
+    assert ramp.workers == ramp.limit == 16  # the usual doubling, one part per stream
+    assert ramp.requests == BASE_REQUESTS
+
+
+def test_requests_that_lower_throughput_once_doubled_are_brought_back_for_good():
+    # More threads than the CPU's share affords: each request takes as long, yet fewer finish.
+    ramp = small_files(Ramp(8, 256))
+    ramp.observe(20e6, 0.3, ROUND_TRIP)
+    assert ramp.workers == 128
+    ramp.observe(15e6, 0.3, ROUND_TRIP)
+    assert ramp.workers == BASE_REQUESTS
+    ramp.observe(20e6, 0.3, ROUND_TRIP)
+    assert ramp.workers == BASE_REQUESTS

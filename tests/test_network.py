@@ -17,6 +17,7 @@ import pytest
 from devkit.hubserver import HubServer
 from devkit.netem import NetworkEmulator
 from devkit.programs import run_program
+from devkit.relay import Relay
 from devkit.seaweed import SeaweedFS
 
 MiB = 1 << 20
@@ -89,6 +90,30 @@ def test_max_workers_caps_the_connections(
     assert result.code == 0, result.stdout + result.stderr
     assert (tmp_path / "out" / "weights.bin").read_bytes() == LARGE
     assert network.connections.peak <= 2 + 1  # the transfers, and the listing's connection kept open
+
+
+def test_latency_bound_small_objects_run_more_at_once_than_the_base_and_never_more_than_max_workers(
+    seaweed: SeaweedFS, s3: Any, bucket: str, tmp_path: Path
+):
+    """A long round trip: small-object requests wait on it, so more of them go out at once, up to MAX_WORKERS. The relay
+    in front of the emulator counts the object GETs under way at once, as the client sees them."""
+    objects = {f"d{i % 10}/f{i:04d}.bin": os.urandom(1024) for i in range(800)}
+    with ThreadPoolExecutor(16) as pool:
+        list(pool.map(lambda item: s3.put_object(Bucket=bucket, Key=item[0], Body=item[1]), objects.items()))
+    with NetworkEmulator(seaweed.endpoint, rtt=0.1, rate=16e6) as network, Relay(network.url) as relay:
+        env = {**seaweed.env(), "ENDPOINT": relay.endpoint, "STORAGE_URI": f"s3://{bucket}"}
+        result = run_program("dataset", {**env, "OUTPUT_PATH": str(tmp_path / "all"), "MAX_WORKERS": "256"})
+        most_at_once = relay.traffic.object_gets_at_once
+        relay.reset()
+        low = run_program("dataset", {**env, "OUTPUT_PATH": str(tmp_path / "some"), "MAX_WORKERS": "8",
+                                      "ALLOW_PATTERNS": "d0/*"})  # fmt: skip
+        most_at_once_low = relay.traffic.object_gets_at_once
+    assert result.code == 0, result.stdout + result.stderr
+    assert all((tmp_path / "all" / key).read_bytes() == body for key, body in objects.items())
+    assert 64 < most_at_once <= 256  # beyond the requests a run starts with, within the cap
+    assert low.code == 0, low.stdout + low.stderr
+    assert len(list((tmp_path / "some" / "d0").iterdir())) == 80
+    assert most_at_once_low <= 8
 
 
 @pytest.fixture(scope="module")

@@ -335,8 +335,8 @@ class Config:
     )
     max_workers: int | None = _setting(
         "MAX_WORKERS",
-        "Most parallel transfers, at most 256 [default: per source, S3 and Hub: 64, from 8 up while it pays, small "
-        "files many at once].",
+        "Most parallel transfers, at most 256 [default: per source, S3 and Hub: 64, from 8 streams up while it "
+        "pays; small files 64 at once, more up to the cap while round trips dominate].",
         WORKERS,
     )
     read_timeout: float = _setting(

@@ -21,7 +21,7 @@ from typing import NamedTuple, Protocol
 
 from initializers import logs
 from initializers.checksums import CRC32, Checksum, combined_crc32, file_hexdigest
-from initializers.concurrency import WINDOW_SECONDS, Ramp
+from initializers.concurrency import WINDOW_SECONDS, Ramp, RequestTimes
 from initializers.errors import FetchError
 from initializers.journal import DoneFile
 from initializers.plan import RemoteFile
@@ -128,6 +128,8 @@ class Engine:
         #: Set when a thread ends, or when smaller tasks call for more threads than run.
         self._wake = threading.Event()
         self._started_for = 0  # the number of threads `_start_threads` last started up to
+        #: How long requests waited for their first byte, and took in all: the factories add, each window reads.
+        self.request_times = RequestTimes()
 
     def fetch(self, files: Iterable[RemoteFile]) -> None:
         """Fetch every file to its final path, or raise with nothing partial left at a final path."""
@@ -213,9 +215,11 @@ class Engine:
             elapsed = now[0] - before[0]
             if elapsed >= WINDOW_SECONDS:
                 throughput, cpu_share = (now[2] - before[2]) / elapsed, (now[1] - before[1]) / elapsed
-                limit = self._ramp.limit
-                if self._ramp.observe(throughput, cpu_share) != limit:
+                limit, requests = self._ramp.limit, self._ramp.requests
+                latency = self.request_times.window()
+                if self._ramp.observe(throughput, cpu_share, latency) != limit or self._ramp.requests != requests:
                     _log.debug("streams", streams=self._ramp.limit, was=limit, workers=self._ramp.workers,
+                               requests=self._ramp.requests, waiting_share=round(latency.waiting_share, 2),
                                part_mib=self._ramp.part_size >> 20, mb_s=round(throughput / 1e6, 1),
                                cpu_share=round(cpu_share, 2))  # fmt: skip
                 before = now

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from collections.abc import Iterable, Iterator
 from functools import partial
 from typing import Any, Protocol
@@ -51,6 +52,7 @@ class PartSink:
         self._progress = progress
         self._cancel = cancel
         self.written = 0
+        self.first_byte: float | None = None  # when the first byte arrived (time.monotonic)
         self._digest = self._new_digest()
 
     def vouch(self, checksum: Checksum) -> None:
@@ -89,6 +91,8 @@ class PartSink:
     def write(self, data: memoryview) -> None:
         if self._cancel.is_set():
             raise Cancelled
+        if self.first_byte is None:
+            self.first_byte = time.monotonic()
         fd, position = self._target.fd, self._offset + self.written
         remaining = data
         try:
@@ -157,6 +161,7 @@ class StoredRanges:
             self._finish_or_fetch_again(engine, target)
 
     def _read_range(self, engine: Engine, target: OpenFile, offset: int, length: int) -> None:
+        started = time.monotonic()
         sink = PartSink(target, offset, length, engine.progress, engine.cancel)
         self._reader.read(target.file, offset, length, self._bandwidth.metered(sink) if self._bandwidth else sink)
         if sink.written != length:
@@ -165,6 +170,8 @@ class StoredRanges:
                 "the source ended early"
             )
         sink.landed()
+        if sink.first_byte is not None:
+            engine.request_times.add(sink.first_byte - started, time.monotonic() - started)
 
     def _finish_or_fetch_again(self, engine: Engine, target: OpenFile) -> None:
         """Finish the file; bytes that miss its checksum (corrupted on the way) are fetched again, whole, in this

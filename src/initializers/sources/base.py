@@ -46,7 +46,8 @@ class Source(ABC):
 
     #: Parallel transfers at the start; more while more raise throughput (see `concurrency`).
     default_workers: int = 8
-    #: The most parallel transfers when MAX_WORKERS is not set: enough to fill a link of capped connections.
+    #: The most parallel transfers when MAX_WORKERS is not set: enough to fill a link of capped connections, and as
+    #: many small-file requests as do well before more threads cost more CPU than the round trips they hide.
     max_workers: int = 64
     #: A glob of top-level folders whose whole content the source defines (the cache source's shards): files
     #: there that the plan no longer lists are stale and get removed. None: files beside the plan are left alone.

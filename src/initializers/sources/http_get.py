@@ -7,6 +7,7 @@ one retry policy (`retry.py`); callers resume from the bytes their sink already 
 
 from __future__ import annotations
 
+import mmap
 import ssl
 import threading
 from collections.abc import Callable
@@ -20,7 +21,9 @@ from initializers.sources.base import Sink
 from initializers.sources.http1 import Connection, Proxy, Response
 
 _T = TypeVar("_T")
-_BUFFER_SIZE = 256 * 1024  # per thread; a loopback recv rarely returns more
+#: Per thread; a loopback recv rarely returns more. Mapped rather than allocated, so that only the pages bodies
+#: reach are resident: hundreds of threads fetching small files hold a few KiB each, not the whole buffer.
+_BUFFER_SIZE = 256 * 1024
 #: What both sources' requests call themselves.
 USER_AGENT = f"initializers/{__version__}"
 RETRIABLE_STATUS = frozenset({408, 429, 500, 502, 503, 504})
@@ -104,5 +107,5 @@ class HttpGetter:
     def _buffer(self) -> memoryview:
         buffer = getattr(self._local, "buffer", None)
         if buffer is None:
-            buffer = self._local.buffer = memoryview(bytearray(_BUFFER_SIZE))
+            buffer = self._local.buffer = memoryview(mmap.mmap(-1, _BUFFER_SIZE))
         return buffer
