@@ -24,6 +24,7 @@ from initializers.errors import ConfigError, FetchError
 from initializers.plan import RemoteFile
 from initializers.retry import Retriable, retrying
 from initializers.sharding import cut, shard_sizes
+from initializers.sources.aws import Role, aws_access
 from initializers.sources.base import Maker
 from initializers.sources.iceberg_io import S3_SCHEMES, TableStorage
 from initializers.uris import CacheLocation
@@ -71,7 +72,8 @@ class IcebergSource(Maker):
         if self._only is not None:
             self.owned_folders = shard_folder(self._only)
         prefer_system_allocator()  # read when pyarrow first allocates, which is later
-        self._storage = TableStorage(config, self._metadata_location)
+        role = Role.given(config.iam_role, "IAM_ROLE") or Role.given(config.role_arn, "ROLE_ARN")
+        self._storage = TableStorage(config, self._metadata_location, aws_access(config, role))
         self._description: dict[str, Any] = {"uri": str(location), "metadata_location": self._metadata_location}
         recorded = {name: getattr(config, name) for name in _RECORDED if getattr(config, name) is not None}
         if recorded:
