@@ -201,10 +201,8 @@ class IcebergSource(Maker):
                 raise FetchError(f"{what} is not an Iceberg table metadata file: {_first_line(exc)}") from None
             raise FetchError(f"{what}: {_first_line(exc)}") from None
         except OSError as exc:
-            explained, error_type = _explain_os_error(exc, self._storage.endpoint), _aws_error_type(exc)
-            if error_type in _TRANSIENT_TYPES:
-                raise Retriable(explained, throttled=error_type in _THROTTLING_TYPES) from None
-            raise FetchError(f"{what}: {explained}") from None
+            explained = _explain_os_error(exc, self._storage.endpoint)
+            raise pyarrow_transient(exc, explained) or FetchError(f"{what}: {explained}") from None
         except ValueError as exc:  # pyiceberg's refusals (unsupported formats, deletes, types) are ValueErrors
             raise FetchError(f"{what}: {_first_line(exc)}") from None
 
@@ -257,6 +255,16 @@ _TRANSIENT_TYPES = frozenset(
     {"INTERNAL_FAILURE", "SERVICE_UNAVAILABLE", "NETWORK_CONNECTION", "REQUEST_TIMEOUT", "SLOW_DOWN", "THROTTLING"}
 )
 _THROTTLING_TYPES = frozenset({"SLOW_DOWN", "THROTTLING"})
+
+
+def pyarrow_transient(exc: OSError, explained: str) -> Retriable | None:
+    """The cache's one rule for what is worth another attempt, for every read pyarrow's S3 client makes (metadata,
+    manifests, deletes, data files): the AWS error types of a 5xx, a dropped connection or throttling; None for a
+    failure no retry changes. `explained`: the failure as messages say it."""
+    error_type = _aws_error_type(exc)
+    if error_type in _TRANSIENT_TYPES:
+        return Retriable(explained, throttled=error_type in _THROTTLING_TYPES)
+    return None
 
 
 def _aws_error_type(exc: OSError) -> str | None:
