@@ -15,6 +15,7 @@ import pytest
 from devkit.hubserver import HubServer
 from devkit.processes import settle
 from devkit.programs import ProgramResult, run_program, start_program
+from devkit.relay import Relay, self_signed_certificate
 from devkit.samples import MINILM_NOT_LOADED, MINILM_REPO, minilm_files
 
 TOKEN = "hf_private_reader_5d1c9e77"  # distinctive, so tests can prove it never leaks
@@ -275,3 +276,28 @@ def test_a_repo_of_20k_files_lists_over_pages_and_fetches(tmp_path: Path):
     assert all((tmp_path / "out" / path).read_bytes() == files[path] for path in list(files)[::997])
     assert manifest(tmp_path / "out")["total_files"] == 20_000
     assert again.code == 0 and again.named("up to date") and again.last["fetched_files"] == 0
+
+
+def test_a_hub_certificate_that_does_not_verify_names_the_variable_each_hub_path_reads(hub: HubServer, tmp_path: Path):
+    """The listing (huggingface_hub, through httpx) and the file downloads (our GETs) both trust SSL_CERT_FILE: a
+    certificate failure on either names it, fails at once, and setting it is the fix."""
+    cert, key = self_signed_certificate(tmp_path)
+    with Relay(hub.endpoint, tls=(cert, key)) as api:
+        listing = fetch(hub, "model", "hf://org/shards", tmp_path / "listing", HF_ENDPOINT=api.endpoint)
+    with Relay(hub.cdn_endpoint, tls=(cert, key)) as cdn:
+        hub.cdn_public_endpoint = cdn.endpoint
+        try:
+            download = fetch(hub, "model", "hf://org/shards", tmp_path / "download")
+            trusted = fetch(hub, "model", "hf://org/shards", tmp_path / "trusted", SSL_CERT_FILE=str(cert))
+        finally:
+            hub.cdn_public_endpoint = None
+    assert listing.last["error"].startswith("cannot list listing hf://org/shards: ")
+    assert download.last["error"].startswith("cannot download ")
+    for failed in (listing, download):
+        assert failed.code == 1, failed.stdout + failed.stderr
+        assert "the server's TLS certificate does not verify" in failed.last["error"]
+        assert "for a private CA set SSL_CERT_FILE (or SSL_CERT_DIR)" in failed.last["error"]
+        assert "REQUESTS_CA_BUNDLE" not in failed.last["error"] and "AWS_CA_BUNDLE" not in failed.last["error"]
+        assert failed.named("waiting to retry") == []  # permanent: no retry can fix it
+    assert trusted.code == 0, trusted.stdout + trusted.stderr
+    assert tree(tmp_path / "trusted") == SHARDS

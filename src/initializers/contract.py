@@ -437,43 +437,16 @@ class Config:
         """IGNORE_PATTERNS unset, or the list the Kubeflow SDK sends by default: the kind's default selection."""
         return self.ignore_patterns is None or self.ignore_patterns == kind.default_ignore_patterns
 
-    def data_nodes(self) -> int:
-        """How many shards the cache source writes: NUM_DATA_NODES, or CLUSTER_SIZE - 1 as Kubeflow sends it."""
-        from_cluster = None if self.cluster_size is None else self.cluster_size - 1
-        if from_cluster is None and self.num_data_nodes is None:
-            raise ConfigError(
-                "NUM_DATA_NODES is not set (nor CLUSTER_SIZE, data nodes + 1, as Kubeflow sends it): the cache "
-                "source needs the number of data nodes to shard the table for"
-            )
-        if from_cluster is not None and self.num_data_nodes is not None and from_cluster != self.num_data_nodes:
-            raise ConfigError(
-                f"CLUSTER_SIZE={self.cluster_size} means {from_cluster} data nodes, but NUM_DATA_NODES="
-                f"{self.num_data_nodes}; set only one of them"
-            )
-        nodes = self.num_data_nodes if self.num_data_nodes is not None else from_cluster
-        assert nodes is not None
-        if nodes < 2:
-            given = (
-                f"NUM_DATA_NODES={nodes}" if self.num_data_nodes is not None else f"CLUSTER_SIZE={self.cluster_size}"
-            )
-            raise ConfigError(f"{given}: the cache source needs at least 2 data nodes, got {nodes}")
-        return nodes
-
-    def shard(self, count_implied: int | None = None) -> tuple[int, int] | None:
-        """(index, count) of this run's share when the work is split, else None. `count_implied`: the count the
-        source itself fixes (the cache's data nodes), which SHARD_COUNT may only repeat."""
-        count = self.shard_count
-        if count_implied is not None:
-            if count is not None and count != count_implied:
-                raise ConfigError(
-                    f"SHARD_COUNT={count}, but the table is sharded for {count_implied} data nodes "
-                    "(NUM_DATA_NODES / CLUSTER_SIZE); leave SHARD_COUNT unset"
-                )
-            count = count_implied if self.shard_index is not None or count is not None else None
-        if count is None:
+    def shard(self) -> tuple[int, int] | None:
+        """(index, count) of this run's share of a plan split over SHARD_COUNT initializers, else None."""
+        if self.shard_count is None:
             if self.shard_index is not None:
                 raise ConfigError("SHARD_INDEX is set but SHARD_COUNT is not: say how many initializers split the plan")
             return None
+        return self.share_of(self.shard_count)
+
+    def share_of(self, count: int) -> tuple[int, int]:
+        """(index, count): SHARD_INDEX, else JOB_COMPLETION_INDEX as an Indexed Job sets it, of `count` shares."""
         index = self.shard_index if self.shard_index is not None else self.job_completion_index
         if index is None:
             raise ConfigError(

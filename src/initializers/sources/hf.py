@@ -22,8 +22,8 @@ from initializers.errors import ConfigError, FetchError
 from initializers.plan import RemoteFile
 from initializers.retry import Retriable, retrying
 from initializers.sources.base import PART_SIZE, Sink, Storage
-from initializers.sources.hf_get import BAD_TOKEN, HubGetter, gated, not_found
-from initializers.sources.http_get import RETRIABLE_STATUS, retriable
+from initializers.sources.hf_get import BAD_TOKEN, HUB_TRUST, HubGetter, gated, hub_transient, not_found
+from initializers.sources.http_get import certificate_refused, untrusted_certificate
 from initializers.sources.hub_guard import HubGuard
 from initializers.uris import HfLocation
 
@@ -144,7 +144,7 @@ class HfSource(Storage):
         """`call` with huggingface_hub's errors translated, under the retry policy (throttling waited out)."""
 
         def translated() -> _T:
-            with self._translated_errors():
+            with self._translated_errors(what):
                 return call()
 
         return retrying("list", what, translated)
@@ -154,8 +154,8 @@ class HfSource(Storage):
         return f"hf://{self.location.repo_id}/{file.path}"
 
     @contextlib.contextmanager
-    def _translated_errors(self) -> Iterator[None]:
-        """huggingface_hub's exceptions, turned into messages that say what to do."""
+    def _translated_errors(self, what: str) -> Iterator[None]:
+        """huggingface_hub's exceptions, turned into messages that say what to do; `what` is being listed."""
         errors = self._hub.errors
         repo = self._repo
         try:
@@ -174,10 +174,14 @@ class HfSource(Storage):
             status = exc.response.status_code if exc.response is not None else None
             if status == 401:
                 raise FetchError(BAD_TOKEN) from None
-            if status is not None and (status >= 500 or status in RETRIABLE_STATUS):
-                raise retriable(status, "from the Hub", exc.response.headers.get("retry-after")) from None
+            if status is not None and (
+                transient := hub_transient(status, "from the Hub", exc.response.headers.get("retry-after"))
+            ):
+                raise transient from None
             raise FetchError(f"the Hub refused a request for {repo}: {exc}") from None
         except (errors.LocalEntryNotFoundError, self._transport_errors) as exc:
+            if failure := untrusted_certificate(exc):
+                raise certificate_refused("list", what, failure, HUB_TRUST) from None
             raise Retriable(f"cannot reach the Hub at {self._hub.constants.ENDPOINT}: {exc}") from None
         except self._too_many_redirects:
             raise FetchError(f"{self._server}: more than 20 redirects answering for {repo}") from None

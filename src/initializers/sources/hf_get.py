@@ -13,6 +13,7 @@ import ssl
 from urllib.parse import urljoin, urlsplit
 
 from initializers.errors import FetchError
+from initializers.retry import Retriable
 from initializers.sources.base import Sink
 from initializers.sources.http1 import ProtocolError, Response
 from initializers.sources.http_get import RETRIABLE_STATUS, USER_AGENT, HttpGetter, retriable
@@ -36,6 +37,16 @@ def not_found(repo: str) -> str:
 
 
 BAD_TOKEN = "the Hub rejected the token: check ACCESS_TOKEN (or HF_TOKEN)"
+#: Where both Hub paths take their CA certificates from: Python's default context here, httpx's for huggingface_hub.
+HUB_TRUST = "SSL_CERT_FILE (or SSL_CERT_DIR)"
+
+
+def hub_transient(status: int, reason: str, retry_after_header: str | None) -> Retriable | None:
+    """The Hub's one rule for what is worth another attempt, for its API and its file downloads alike: a 5xx, a
+    timeout, throttling (429, waited out as asked); None for an answer no retry changes."""
+    if status >= 500 or status in RETRIABLE_STATUS:
+        return retriable(status, reason, retry_after_header)
+    return None
 
 
 class HubGetter:
@@ -44,7 +55,7 @@ class HubGetter:
         self._hub_origin = (hub.scheme, hub.netloc)
         self._token = token
         self._repo = repo  # "model OWNER/NAME", for messages
-        self._http = HttpGetter(ssl.create_default_context, timeout)
+        self._http = HttpGetter(ssl.create_default_context, timeout, HUB_TRUST)
         self._headers = {"user-agent": USER_AGENT, "accept-encoding": "identity"}
 
     def get(self, url: str, size: int, offset: int, length: int, where: str, sink: Sink) -> None:
@@ -123,8 +134,8 @@ class HubGetter:
         response.read_all()
         code = response.header("x-error-code") or ""
         message = response.header("x-error-message") or response.reason
-        if response.status in RETRIABLE_STATUS:
-            return retriable(response.status, message, response.header("retry-after"))
+        if transient := hub_transient(response.status, message, response.header("retry-after")):
+            return transient
         if code == "GatedRepo":
             return FetchError(gated(self._repo))
         if code == "RepoNotFound":

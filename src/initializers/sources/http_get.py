@@ -39,12 +39,35 @@ def retriable(status: int, reason: str, retry_after_header: str | None, throttle
     )
 
 
-class HttpGetter:
-    """Per-thread connections and buffers; retries; bodies into sinks. Thread-safe."""
+def untrusted_certificate(exc: BaseException) -> ssl.SSLCertVerificationError | None:
+    """The certificate failure behind `exc`: `exc` itself, or what a client library (httpx) wrapped in its own."""
+    seen: set[int] = set()
+    found: BaseException | None = exc
+    while found is not None and id(found) not in seen:
+        if isinstance(found, ssl.SSLCertVerificationError):
+            return found
+        seen.add(id(found))
+        found = found.__cause__ or found.__context__
+    return None
 
-    def __init__(self, ssl_context: Callable[[], ssl.SSLContext], timeout: float) -> None:
+
+def certificate_refused(verb: str, where: str, failure: ssl.SSLCertVerificationError, trust: str) -> FetchError:
+    """A certificate that does not verify: permanent, no retry can fix it. `trust` names the variable the failing
+    path reads its CA certificates from, so that the hint is one that works."""
+    return FetchError(
+        f"cannot {verb} {where}: the server's TLS certificate does not verify ({failure.verify_message}); for a "
+        f"private CA set {trust} to its certificate file"
+    )
+
+
+class HttpGetter:
+    """Per-thread connections and buffers; retries; bodies into sinks. Thread-safe. `trust`: the variable the
+    `ssl_context` takes its CA certificates from, named when a certificate does not verify."""
+
+    def __init__(self, ssl_context: Callable[[], ssl.SSLContext], timeout: float, trust: str) -> None:
         Proxy.check_environment()
         self._ssl_context = cache(ssl_context)  # loading a trust store is slow: only once https is used
+        self._trust = trust
         self._timeout = timeout
         self._local = threading.local()
         self._connections: set[Connection] = set()
@@ -56,8 +79,16 @@ class HttpGetter:
         return self._connection(scheme, netloc).get(target, headers)
 
     def retrying(self, verb: str, where: str, attempt: Callable[[], _T]) -> _T:
-        """`attempt()` under the retry policy, each retry on fresh connections."""
-        return retrying(verb, where, attempt, self.close_thread_connections, lambda: self._interrupted)
+        """`attempt()` under the retry policy, each retry on fresh connections; a certificate that does not verify
+        fails at once, naming the variable to set."""
+
+        def trusted_attempt() -> _T:
+            try:
+                return attempt()
+            except ssl.SSLCertVerificationError as exc:
+                raise certificate_refused(verb, where, exc, self._trust) from None
+
+        return retrying(verb, where, trusted_attempt, self.close_thread_connections, lambda: self._interrupted)
 
     def stream_body(self, response: Response, sink: Sink, wanted: int, where: str) -> None:
         """The rest of the body into `sink`, `wanted` bytes at most: a

@@ -24,6 +24,7 @@ from initializers.errors import ConfigError, FetchError
 from initializers.plan import RemoteFile
 from initializers.retry import Retriable, retrying
 from initializers.sharding import cut, shard_sizes
+from initializers.sources.aws import Role, aws_access
 from initializers.sources.base import Maker
 from initializers.sources.iceberg_io import S3_SCHEMES, TableStorage
 from initializers.uris import CacheLocation
@@ -65,13 +66,14 @@ class IcebergSource(Maker):
             raise ConfigError("MAX_BANDWIDTH does not apply to cache:// sources: pyarrow reads the table's files")
         self.location = location
         self._metadata_location = _metadata_location(config.metadata_loc)
-        self._nodes = config.data_nodes()
+        self._nodes = data_nodes(config)
         #: SHARD_INDEX: this node materialises only its own shard, reading only the data files that overlap it.
-        self._only = shard[0] if (shard := config.shard(count_implied=self._nodes)) else None
+        self._only = node_shard(config, self._nodes)
         if self._only is not None:
             self.owned_folders = shard_folder(self._only)
         prefer_system_allocator()  # read when pyarrow first allocates, which is later
-        self._storage = TableStorage(config, self._metadata_location)
+        role = Role.given(config.iam_role, "IAM_ROLE") or Role.given(config.role_arn, "ROLE_ARN")
+        self._storage = TableStorage(config, self._metadata_location, aws_access(config, role))
         self._description: dict[str, Any] = {"uri": str(location), "metadata_location": self._metadata_location}
         recorded = {name: getattr(config, name) for name in _RECORDED if getattr(config, name) is not None}
         if recorded:
@@ -199,12 +201,47 @@ class IcebergSource(Maker):
                 raise FetchError(f"{what} is not an Iceberg table metadata file: {_first_line(exc)}") from None
             raise FetchError(f"{what}: {_first_line(exc)}") from None
         except OSError as exc:
-            explained, error_type = _explain_os_error(exc, self._storage.endpoint), _aws_error_type(exc)
-            if error_type in _TRANSIENT_TYPES:
-                raise Retriable(explained, throttled=error_type in _THROTTLING_TYPES) from None
-            raise FetchError(f"{what}: {explained}") from None
+            explained = _explain_os_error(exc, self._storage.endpoint)
+            raise pyarrow_transient(exc, explained) or FetchError(f"{what}: {explained}") from None
         except ValueError as exc:  # pyiceberg's refusals (unsupported formats, deletes, types) are ValueErrors
             raise FetchError(f"{what}: {_first_line(exc)}") from None
+
+
+def data_nodes(config: Config) -> int:
+    """How many shards the cache source writes: NUM_DATA_NODES, or CLUSTER_SIZE - 1 as Kubeflow sends it."""
+    from_cluster = None if config.cluster_size is None else config.cluster_size - 1
+    if from_cluster is None and config.num_data_nodes is None:
+        raise ConfigError(
+            "NUM_DATA_NODES is not set (nor CLUSTER_SIZE, data nodes + 1, as Kubeflow sends it): the cache "
+            "source needs the number of data nodes to shard the table for"
+        )
+    if from_cluster is not None and config.num_data_nodes is not None and from_cluster != config.num_data_nodes:
+        raise ConfigError(
+            f"CLUSTER_SIZE={config.cluster_size} means {from_cluster} data nodes, but NUM_DATA_NODES="
+            f"{config.num_data_nodes}; set only one of them"
+        )
+    nodes = config.num_data_nodes if config.num_data_nodes is not None else from_cluster
+    assert nodes is not None
+    if nodes < 2:
+        given = (
+            f"NUM_DATA_NODES={nodes}" if config.num_data_nodes is not None else f"CLUSTER_SIZE={config.cluster_size}"
+        )
+        raise ConfigError(f"{given}: the cache source needs at least 2 data nodes, got {nodes}")
+    return nodes
+
+
+def node_shard(config: Config, nodes: int) -> int | None:
+    """SHARD_INDEX as the cache source reads it: the one shard of the table's `nodes` this node materialises (None:
+    all of them), rather than a share of a plan split over SHARD_COUNT initializers; SHARD_COUNT may only repeat
+    the number of data nodes."""
+    if config.shard_count is not None and config.shard_count != nodes:
+        raise ConfigError(
+            f"SHARD_COUNT={config.shard_count}, but the table is sharded for {nodes} data nodes "
+            "(NUM_DATA_NODES / CLUSTER_SIZE); leave SHARD_COUNT unset"
+        )
+    if config.shard_index is None and config.shard_count is None:
+        return None
+    return config.share_of(nodes)[0]
 
 
 def _plan_files(table: Table, snapshot_id: int, where: str) -> list[FileScanTask]:
@@ -255,6 +292,16 @@ _TRANSIENT_TYPES = frozenset(
     {"INTERNAL_FAILURE", "SERVICE_UNAVAILABLE", "NETWORK_CONNECTION", "REQUEST_TIMEOUT", "SLOW_DOWN", "THROTTLING"}
 )
 _THROTTLING_TYPES = frozenset({"SLOW_DOWN", "THROTTLING"})
+
+
+def pyarrow_transient(exc: OSError, explained: str) -> Retriable | None:
+    """The cache's one rule for what is worth another attempt, for every read pyarrow's S3 client makes (metadata,
+    manifests, deletes, data files): the AWS error types of a 5xx, a dropped connection or throttling; None for a
+    failure no retry changes. `explained`: the failure as messages say it."""
+    error_type = _aws_error_type(exc)
+    if error_type in _TRANSIENT_TYPES:
+        return Retriable(explained, throttled=error_type in _THROTTLING_TYPES)
+    return None
 
 
 def _aws_error_type(exc: OSError) -> str | None:

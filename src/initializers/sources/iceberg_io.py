@@ -16,14 +16,7 @@ from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from initializers.contract import Config
-from initializers.sources.aws import (
-    aws_session,
-    check_credential_settings,
-    checked_endpoint,
-    refreshing_credentials,
-    region_setting,
-    static_credentials,
-)
+from initializers.sources.aws import AwsAccess
 from initializers.sources.http1 import CONNECT_TIMEOUT, Proxy, proxy_url
 from initializers.sources.s3 import S3Source
 from initializers.sources.sigv4 import SigningCredentials
@@ -39,39 +32,32 @@ _VERSION_HINT = "metadata/version-hint.text"  # what pyiceberg reads when METADA
 class TableStorage:
     """Where the table's files are read from, and with which settings; `file_io()` is safe to call from threads."""
 
-    def __init__(self, config: Config, metadata_location: str) -> None:
-        role = (config.iam_role, "IAM_ROLE") if config.iam_role else (config.role_arn, "ROLE_ARN")
-        check_credential_settings(config, *role)
+    def __init__(self, config: Config, metadata_location: str, access: AwsAccess) -> None:
         self._settings = {
             "py-io-impl": "pyiceberg.io.pyarrow.PyArrowFileIO",
             "s3.connect-timeout": str(CONNECT_TIMEOUT),
             "s3.request-timeout": str(config.read_timeout),
         }
-        if config.endpoint:
-            self._settings["s3.endpoint"] = str(checked_endpoint(config.endpoint))
-        if config.anonymous:
+        if access.endpoint:
+            self._settings["s3.endpoint"] = access.endpoint
+        if access.anonymous:
             self._settings["s3.anonymous"] = "true"
         parts = urlsplit(metadata_location)
         self._metadata: tuple[S3Source, str] | None = None
         # A region is always set: without one, pyarrow asks AWS for the bucket's region, a stall of seconds per file.
-        self.region = region_setting(config) or "us-east-1"
+        self.region = access.region
         self._credentials: Callable[[], SigningCredentials | None]
         if parts.scheme.lower() in S3_SCHEMES:
-            source = S3Source(S3Location(parts.netloc, parts.path.lstrip("/")), config, role)
+            source = S3Source(S3Location(parts.netloc, parts.path.lstrip("/")), config, access)
             self._metadata = source, _first_file(parts.path.lstrip("/"))
             self._credentials = source.credentials
-            self.region = source.region
-        elif static := static_credentials(config, role[0]):  # local metadata: data files may still be on S3
-            self._credentials = lambda: static
-        elif role[0]:
-            session = aws_session(config, *role)
-            self._credentials = refreshing_credentials(session)
-            self.region = region_setting(config) or session.get_config_variable("region") or self.region
+        elif access.static or access.role:  # local metadata: data files may still be on S3
+            self._credentials = access.credentials()
         else:  # a local table, or pyarrow's own credential chain for S3 data files
             self._credentials = lambda: None
-        storage = urlsplit(config.endpoint or f"https://s3.{self.region}.amazonaws.com")
+        storage = urlsplit(access.endpoint or f"https://s3.{self.region}.amazonaws.com")
         # pyarrow reads no proxy variable itself
-        if (config.endpoint or self._metadata) and (named := proxy_url(storage.scheme, storage.netloc)):
+        if (access.endpoint or self._metadata) and (named := proxy_url(storage.scheme, storage.netloc)):
             Proxy.parse(*named)  # only http:// proxies, as for S3 and the Hub: anything else is exit 2
             self._settings["s3.proxy-uri"] = named[0]
         self._lock = threading.Lock()

@@ -8,7 +8,6 @@ imported, which brings the first byte sooner.
 
 from __future__ import annotations
 
-import os
 import ssl
 from collections.abc import Callable, Iterator
 from functools import partial
@@ -19,15 +18,7 @@ from initializers.contract import Config
 from initializers.errors import ConfigError, FetchError
 from initializers.lookahead import Lookahead
 from initializers.plan import RemoteFile
-from initializers.sources.aws import (
-    aws_session,
-    check_credential_settings,
-    checked_endpoint,
-    refreshing_credentials,
-    region_setting,
-    shared_config_present,
-    static_credentials,
-)
+from initializers.sources.aws import AwsAccess, Role, aws_access
 from initializers.sources.base import PART_SIZE, Sink, Storage
 from initializers.sources.s3_get import OPEN, PROBE_KEY, GetRequest, ObjectEndpoint, S3Getter, is_plain_md5
 from initializers.sources.s3_listing import (
@@ -55,36 +46,22 @@ LISTING_AHEAD = 2000
 class S3Source(Storage):
     part_size = PART_SIZE
 
-    def __init__(self, location: S3Location, config: Config, role: tuple[str | None, str] | None = None) -> None:
-        """`role`: the role to assume and the variable that names it, when not ROLE_ARN (the cache's IAM_ROLE)."""
+    def __init__(self, location: S3Location, config: Config, access: AwsAccess) -> None:
         self.location = location
-        self._endpoint_url = checked_endpoint(config.endpoint)
-        role_arn, role_variable = role or (config.role_arn, "ROLE_ARN")
-        check_credential_settings(config, role_arn, role_variable)
-        static = static_credentials(config, role_arn)
-        nothing_to_resolve = bool(self._endpoint_url and (config.anonymous or static) and not shared_config_present())
-        session = None if nothing_to_resolve else aws_session(config, role_arn, role_variable)
-        region = region_setting(config) or (session and session.get_config_variable("region")) or "us-east-1"
-        #: The credentials each request is signed with, as of now. ANONYMOUS: none, unsigned requests; static keys:
-        #: as given; else the chain's, which refresh themselves (assumed roles, web identity).
-        self.credentials: Callable[[], SigningCredentials | None] = (
-            (lambda: static) if config.anonymous or static else refreshing_credentials(session)
-        )
+        self._endpoint_url = access.endpoint
+        #: What each request is signed with, as of now (see `AwsAccess.credentials`).
+        self.credentials: Callable[[], SigningCredentials | None] = access.credentials()
 
         def endpoint_in(region: str) -> ObjectEndpoint:
-            if self._endpoint_url:
-                return ObjectEndpoint.path_style(self._endpoint_url, location.bucket)
-            return _aws_endpoint(session, region, location.bucket, config.anonymous)
+            if access.endpoint:
+                return ObjectEndpoint.path_style(access.endpoint, location.bucket)
+            return _aws_endpoint(access.session, region, location.bucket, access.anonymous)
 
-        # AWS_CA_BUNDLE, or a profile's ca_bundle
-        ca_bundle = session.get_config_variable("ca_bundle") if session else os.environ.get("AWS_CA_BUNDLE")
-        if ca_bundle and not os.path.isfile(ca_bundle):
-            raise ConfigError(f"AWS_CA_BUNDLE (or the profile's ca_bundle): no such file {ca_bundle!r}")
         self._getter = S3Getter(
             endpoint_in,
-            region,
+            access.region,
             self.credentials,
-            partial(ssl.create_default_context, cafile=ca_bundle),
+            partial(ssl.create_default_context, cafile=access.ca_bundle),
             self._uri_of,
             timeout=config.read_timeout,
             requester_pays=config.request_payer == "requester",
@@ -97,7 +74,7 @@ class S3Source(Storage):
 
     @classmethod
     def from_config(cls, uri: str, config: Config) -> S3Source:
-        return cls(S3Location.parse(uri), config)
+        return cls(S3Location.parse(uri), config, aws_access(config, Role.given(config.role_arn, "ROLE_ARN")))
 
     def describe(self) -> dict[str, Any]:
         return {"uri": str(self.location), "endpoint": self._endpoint_url, "region": self.region}

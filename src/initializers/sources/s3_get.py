@@ -31,6 +31,8 @@ _MAX_LISTING_PAGE = 16 << 20  # a page of 1000 keys of 1 KiB each is about 1.3 M
 #: A key whose botocore-built URL reveals the bucket's addressing (see ObjectEndpoint.from_object_url).
 PROBE_KEY = "initializers-probe"
 _log = logs.get_logger("initializers.s3")
+#: Where the S3 source takes its CA certificates from (`AwsAccess.ca_bundle`), as a certificate failure names it.
+S3_TRUST = "AWS_CA_BUNDLE (or a profile's ca_bundle)"
 #: Response headers that mean the ETag is not the MD5 of the content.
 _ENCRYPTION_HEADERS = ("x-amz-server-side-encryption-customer-algorithm", "x-amz-server-side-encryption")
 
@@ -107,7 +109,7 @@ class S3Getter:
         self._relocation_lock = threading.Lock()
         self._credentials = credentials
         self._describe = describe
-        self._http = HttpGetter(ssl_context, timeout)
+        self._http = HttpGetter(ssl_context, timeout, S3_TRUST)
         self._common = {"user-agent": USER_AGENT}
         if requester_pays:
             self._common["x-amz-request-payer"] = "requester"
@@ -213,9 +215,8 @@ class S3Getter:
         if region and region != self.region and (response.status == 301 or code in _WRONG_REGION):
             self._relocate(region)
             return Retriable(f"{response.status} {code}: the bucket is in {region}")
-        if response.status in RETRIABLE_STATUS or code in ("SlowDown", "RequestTimeout", "InternalError"):
-            return retriable(response.status, code, response.header("retry-after"), throttled=code == "SlowDown")
-        return FetchError(s3_error(operation, where, response.status, code, message))
+        transient = s3_transient(response.status, code, response.header("retry-after"))
+        return transient or FetchError(s3_error(operation, where, response.status, code, message))
 
     def _relocate(self, region: str) -> None:
         """Send everything from now on to the bucket's own region (once: threads redirected together agree)."""
@@ -224,6 +225,14 @@ class S3Getter:
                 _log.info("bucket in another region", bucket_region=region, configured_region=self.region)
                 self._endpoint = self._endpoint_in(region)
                 self._signer = GetSigner(region)
+
+
+def s3_transient(status: int, code: str, retry_after_header: str | None) -> Retriable | None:
+    """S3's one rule for what is worth another attempt: a 5xx, a timeout, throttling (SlowDown, waited out as asked);
+    None for an answer no retry changes."""
+    if status in RETRIABLE_STATUS or code in ("SlowDown", "RequestTimeout", "InternalError"):
+        return retriable(status, code, retry_after_header, throttled=code == "SlowDown")
+    return None
 
 
 #: Error codes with which S3 says a request went to the wrong region (it names the right one).
