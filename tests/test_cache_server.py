@@ -310,7 +310,7 @@ def test_the_partition_rule_as_a_pure_function() -> None:
 
 def test_the_readme_lists_the_servers_variables_as_its_schema_declares_them() -> None:
     from initializers.cache_server import ServerConfig
-    from initializers.contract import settings_of
+    from initializers.settings import settings_of
 
     readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
     section = readme.split("### Reading a cache")[1].split("\n#")[0]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import re
 from pathlib import Path
 
@@ -12,6 +11,10 @@ from hypothesis import strategies as st
 
 from initializers.contract import DATASET, MODEL, Config
 from initializers.errors import ConfigError
+from initializers.settings import build, setting_fields, settings_of
+from initializers.sources.aws_options import AwsOptions
+from initializers.sources.cache_options import CacheOptions, KubeflowCacheCluster
+from initializers.sources.hub_options import HubOptions
 
 
 def test_unset_empty_and_custom_ignore_patterns_are_distinct():
@@ -37,8 +40,8 @@ def test_options_win_over_variables():
 
 
 def test_hf_token_is_the_fallback_for_access_token():
-    assert Config.from_env({"HF_TOKEN": "hf_a"}).access_token == "hf_a"
-    assert Config.from_env({"HF_TOKEN": "hf_a", "ACCESS_TOKEN": "hf_b"}).access_token == "hf_b"
+    assert Config.from_env({"HF_TOKEN": "hf_a"}).hub.access_token == "hf_a"
+    assert Config.from_env({"HF_TOKEN": "hf_a", "ACCESS_TOKEN": "hf_b"}).hub.access_token == "hf_b"
 
 
 def test_empty_text_variables_count_as_unset():
@@ -79,8 +82,32 @@ def test_secrets_are_listed_and_never_echoed():
 
 def test_every_setting_has_a_distinct_variable_and_option():
     settings = [s for _, s in Config.settings()]
-    assert len({s.env for s in settings}) == len(settings) == len(dataclasses.fields(Config))
+    assert len({s.env for s in settings}) == len(settings) == len(list(setting_fields(Config)))
     assert {s.option for s in settings} >= {"--storage-uri", "--ignore-patterns", "--output-path"}
+
+
+def test_each_sources_options_are_in_the_schema_exactly_once_and_claim_no_other_variable():
+    flattened = Config.settings()
+    for group, held_as in ((HubOptions, "hub"), (AwsOptions, "aws"), (CacheOptions, "cache")):
+        assert isinstance(getattr(Config(), held_as), group)
+        for declared in settings_of(group):
+            assert flattened.count(declared) == 1, declared
+    assert set(settings_of(KubeflowCacheCluster)) <= set(settings_of(CacheOptions))
+    names = [name for name, _ in flattened]
+    variables = [variable for _, s in flattened for variable in (s.env, *s.fallback_env)]
+    assert len(set(names)) == len(names)  # options and `build` key on field names
+    assert len(set(variables)) == len(variables)
+
+
+def test_a_sources_options_are_read_into_its_group():
+    config = Config.from_env({"REVISION": "v1", "ENDPOINT": "http://s3", "ANONYMOUS": "yes", "HEAD_CPU": "2",
+                              "NUM_DATA_NODES": "3", "MAX_WORKERS": "4"})  # fmt: skip
+    assert config.hub == HubOptions(revision="v1")
+    assert config.aws == AwsOptions(endpoint="http://s3", anonymous=True)
+    assert config.cache == CacheOptions(num_data_nodes=3, kubeflow=KubeflowCacheCluster(head_cpu="2"))
+    assert config.max_workers == 4
+    assert config.to_env() == {"REVISION": "v1", "ENDPOINT": "http://s3", "ANONYMOUS": "true", "NUM_DATA_NODES": "3",
+                               "HEAD_CPU": "2", "MAX_WORKERS": "4"}  # fmt: skip
 
 
 def test_a_pattern_with_a_comma_cannot_be_written():
@@ -99,7 +126,7 @@ _pattern = (
 @st.composite
 def configs(draw: st.DrawFn) -> Config:
     values = {}
-    for field in dataclasses.fields(Config):
+    for field in setting_fields(Config):
         codec = field.metadata["setting"].codec.expected
         if codec.startswith("an integer from 1 to "):
             strategy = st.none() | st.integers(1, 256)
@@ -125,7 +152,7 @@ def configs(draw: st.DrawFn) -> Config:
         if field.default is not None:  # a setting with a default is never None: unset means the default
             strategy = strategy.filter(lambda value: value is not None)
         values[field.name] = draw(strategy)
-    return Config(**values)
+    return build(Config, values)
 
 
 @given(configs())

@@ -26,8 +26,9 @@ import click
 
 from initializers.arrow_memory import prefer_system_allocator
 from initializers.cli import EXIT_BAD_CONFIG, EXIT_FETCH_FAILED, EXIT_OK, exit_now, failed, options_for
-from initializers.contract import DATASET, TEXT, Codec, Config, _setting, parse_settings, settings_of
+from initializers.contract import DATASET, Config
 from initializers.errors import ConfigError, FetchError
+from initializers.settings import TEXT, Codec, parse_schema, setting_field, setting_fields, settings_of
 
 PROGRAM = "cache-server"
 #: Kubeflow's cache Service listens there (`<TRAIN_JOB_NAME>-cache-service:50051`).
@@ -49,7 +50,7 @@ PORT_NUMBER: Codec[int] = Codec(_parse_port, str, "a port number, 1 to 65535")
 
 def _the_contracts(name: str) -> Any:
     """A field declared as the contract declares it: one variable, one meaning, one help text."""
-    (found,) = (f for f in dataclasses.fields(Config) if f.name == name)
+    (found,) = (f for f in setting_fields(Config) if f.name == name)
     return dataclasses.field(default=found.default, metadata=found.metadata)
 
 
@@ -57,16 +58,18 @@ def _the_contracts(name: str) -> Any:
 class ServerConfig:
     """The server's configuration, from its variables (or options)."""
 
-    output_path: str = _setting(
+    output_path: str = setting_field(
         "OUTPUT_PATH",
         f"The completed cache:// materialisation to serve [default: {DATASET.default_output_path}].",
         default=DATASET.default_output_path,
     )
-    port: int = _setting("PORT", f"Port to listen on [default: {DEFAULT_PORT}].", PORT_NUMBER, default=DEFAULT_PORT)
-    bind_address: str = _setting(
+    port: int = setting_field(
+        "PORT", f"Port to listen on [default: {DEFAULT_PORT}].", PORT_NUMBER, default=DEFAULT_PORT
+    )
+    bind_address: str = setting_field(
         "BIND_ADDRESS", "Address to listen on [default: 0.0.0.0, every IPv4 interface].", TEXT, default="0.0.0.0"
     )
-    advertise_host: str | None = _setting(
+    advertise_host: str | None = setting_field(
         "ADVERTISE_HOST",
         "Host named in the endpoints' locations, where readers fetch their partitions: a pod IP, a Service name, "
         "127.0.0.1 for a sidecar [default: POD_IP, else the address this host's name resolves to: a pod's IP].",
@@ -77,7 +80,7 @@ class ServerConfig:
 
     @classmethod
     def from_env(cls, env: Mapping[str, str], options: Mapping[str, str | None] | None = None) -> ServerConfig:
-        return cls(**parse_settings(settings_of(cls), env, options))
+        return parse_schema(cls, env, options)
 
     def advertised(self) -> str:
         if self.advertise_host:

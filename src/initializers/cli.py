@@ -10,8 +10,9 @@ from typing import Any, NoReturn
 import click
 
 from initializers import __version__
-from initializers.contract import Config, Kind, Setting
+from initializers.contract import Config, Kind
 from initializers.errors import ConfigError, InitializerError, Stopped
+from initializers.settings import Setting
 
 EXIT_OK, EXIT_FETCH_FAILED, EXIT_BAD_CONFIG = 0, 1, 2
 #: Allocations between two runs of the cyclic collector over the youngest objects (Python's default: 700).

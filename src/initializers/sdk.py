@@ -11,8 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields, replace
 from typing import Any, ClassVar
 
-from initializers.contract import DATASET, MODEL, Config, Kind, checked_value
+from initializers.contract import DATASET, MODEL, Config, Kind
 from initializers.errors import ConfigError
+from initializers.settings import build, checked_value
 from initializers.uris import CacheLocation, HfLocation, S3Location, scheme_of
 
 DEFAULT_DATASET_IMAGE = "ghcr.io/initializers/dataset-initializer:latest"
@@ -54,10 +55,10 @@ class _InitializerConfig:
         for patterns in ("ignore_patterns", "allow_patterns"):
             if values.get(patterns) is not None:
                 values[patterns] = tuple(values[patterns])
-        return Config(**values, output_path=output_path)
+        return build(Config, {**values, "output_path": output_path})
 
 
-_CONFIG_FIELDS = {f.name for f in fields(Config)}
+_CONFIG_FIELDS = {name for name, _ in Config.settings()}
 
 
 @dataclass
@@ -95,7 +96,8 @@ class DataCacheInitializer(_InitializerConfig, kind=DATASET, scheme="cache"):
 
     def to_config(self, output_path: str | None = None) -> Config:
         """Kubeflow sends the cluster size (data nodes + 1), not the number of data nodes."""
-        return replace(super().to_config(output_path), cluster_size=self.num_data_nodes + 1, num_data_nodes=None)
+        config = super().to_config(output_path)
+        return replace(config, cache=replace(config.cache, cluster_size=self.num_data_nodes + 1, num_data_nodes=None))
 
 
 def _default_model_patterns() -> list[str]:

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
-from initializers.contract import Config, Kind
-from initializers.sources.base import Source
-from initializers.uris import scheme_of
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the contract imports this package's option modules: importing it must cost nothing
+    from initializers.contract import Config, Kind
+    from initializers.sources.base import Source
 
 
 def open_source(config: Config, kind: Kind, staging: str) -> Source:
     """The source for STORAGE_URI; `staging` is a folder it may keep resumable bookkeeping in."""
+    from initializers.uris import scheme_of
+
     uri = config.require_storage_uri()
     scheme = scheme_of(uri, kind)
     if scheme == "s3":
@@ -27,4 +31,6 @@ def open_source(config: Config, kind: Kind, staging: str) -> Source:
 def plan_share(config: Config, kind: Kind) -> tuple[int, int] | None:
     """The share (index, count) of a plan split over several initializers that this run fetches; None when not
     split. hf:// and s3:// plans are split by the job; the cache source shards the table by itself."""
+    from initializers.uris import scheme_of
+
     return None if scheme_of(config.require_storage_uri(), kind) == "cache" else config.shard()

@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
-from initializers.contract import Config
 from initializers.errors import ConfigError, FetchError
+from initializers.sources.aws_options import AwsOptions
 from initializers.sources.sigv4 import SigningCredentials
 
 if TYPE_CHECKING:  # botocore is imported only where it has something to resolve
@@ -65,23 +65,23 @@ class AwsAccess:
         return refreshing_credentials(self.session, self.role)
 
 
-def aws_access(config: Config, role: Role | None) -> AwsAccess:
+def aws_access(options: AwsOptions, role: Role | None) -> AwsAccess:
     """The run's `AwsAccess`: the settings checked once, botocore set up only when it has something to decide.
     `role`: the role to assume, named by ROLE_ARN or (the cache) IAM_ROLE."""
-    endpoint = checked_endpoint(config.endpoint)
-    check_credential_settings(config, role)
+    endpoint = checked_endpoint(options.endpoint)
+    check_credential_settings(options, role)
     static = (
-        SigningCredentials(config.access_key_id, config.secret_access_key)
-        if config.access_key_id and config.secret_access_key and not role
+        SigningCredentials(options.access_key_id, options.secret_access_key)
+        if options.access_key_id and options.secret_access_key and not role
         else None
     )
-    nothing_to_resolve = bool(endpoint and (config.anonymous or static) and not shared_config_present())
-    session = None if nothing_to_resolve else aws_session(config, role)
-    region = region_setting(config) or (session and session.get_config_variable("region")) or "us-east-1"
+    nothing_to_resolve = bool(endpoint and (options.anonymous or static) and not shared_config_present())
+    session = None if nothing_to_resolve else aws_session(options, role)
+    region = region_setting(options) or (session and session.get_config_variable("region")) or "us-east-1"
     ca_bundle = session.get_config_variable("ca_bundle") if session else os.environ.get("AWS_CA_BUNDLE")
     if ca_bundle and not os.path.isfile(ca_bundle):
         raise ConfigError(f"AWS_CA_BUNDLE (or the profile's ca_bundle): no such file {ca_bundle!r}")
-    return AwsAccess(endpoint, region, config.anonymous, role, ca_bundle, static, session)
+    return AwsAccess(endpoint, region, options.anonymous, role, ca_bundle, static, session)
 
 
 def checked_endpoint(endpoint: str | None) -> str | None:
@@ -92,21 +92,21 @@ def checked_endpoint(endpoint: str | None) -> str | None:
     return endpoint
 
 
-def check_credential_settings(config: Config, role: Role | None) -> None:
+def check_credential_settings(options: AwsOptions, role: Role | None) -> None:
     """Refuse combinations of credential settings that cannot mean anything."""
-    if bool(config.access_key_id) != bool(config.secret_access_key):
-        missing = "SECRET_ACCESS_KEY" if config.access_key_id else "ACCESS_KEY_ID"
+    if bool(options.access_key_id) != bool(options.secret_access_key):
+        missing = "SECRET_ACCESS_KEY" if options.access_key_id else "ACCESS_KEY_ID"
         raise ConfigError(f"{missing} is not set: ACCESS_KEY_ID and SECRET_ACCESS_KEY go together")
-    if config.anonymous and (config.access_key_id or role):
+    if options.anonymous and (options.access_key_id or role):
         raise ConfigError(
             f"ANONYMOUS=true conflicts with ACCESS_KEY_ID/{role.variable if role else 'ROLE_ARN'}: unsigned requests "
             "carry no identity"
         )
 
 
-def region_setting(config: Config) -> str | None:
+def region_setting(options: AwsOptions) -> str | None:
     """REGION, else the AWS_* variables; None leaves it to a botocore profile or the caller's default."""
-    return config.region or os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
+    return options.region or os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
 
 
 def shared_config_present() -> bool:
@@ -114,7 +114,7 @@ def shared_config_present() -> bool:
     return os.path.exists(os.environ.get("AWS_CONFIG_FILE") or os.path.expanduser("~/.aws/config"))
 
 
-def aws_session(config: Config, role: Role | None) -> botocore.session.Session:
+def aws_session(options: AwsOptions, role: Role | None) -> botocore.session.Session:
     """A botocore session (boto3's core, without its import cost) with the contract's settings applied."""
     import botocore.session
 
@@ -122,12 +122,12 @@ def aws_session(config: Config, role: Role | None) -> botocore.session.Session:
     # Listings carry a LastModified per key that we never read, and botocore's dateutil parsing of it costs more
     # than the rest of the listing.
     session.get_component("response_parser_factory").set_parser_defaults(timestamp_parser=str)
-    if config.access_key_id and config.secret_access_key:
-        session.set_credentials(config.access_key_id, config.secret_access_key)
-    if config.region:
-        session.set_config_variable("region", config.region)
+    if options.access_key_id and options.secret_access_key:
+        session.set_credentials(options.access_key_id, options.secret_access_key)
+    if options.region:
+        session.set_config_variable("region", options.region)
     if role:
-        _assume_role(session, role, config.endpoint)
+        _assume_role(session, role, options.endpoint)
     return session
 
 

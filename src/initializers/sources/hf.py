@@ -36,8 +36,8 @@ class HfSource(Storage):
     def __init__(self, location: HfLocation, config: Config, kind: Kind, staging: str) -> None:
         self.location = location
         self.repo_type = kind.name  # "dataset" or "model": the program decides what the repo is
-        self.revision = location.revision or config.revision or "main"
-        self._token: str | bool = config.access_token or False  # False: never a token stored on this machine
+        self.revision = location.revision or config.hub.revision or "main"
+        self._token: str | bool = config.hub.access_token or False  # False: never a token stored on this machine
         # Read by huggingface_hub at import time; users' own values win.
         os.environ.setdefault("HF_HOME", os.path.join(staging, "home"))
         os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
@@ -51,7 +51,7 @@ class HfSource(Storage):
         self._guard = HubGuard(huggingface_hub.constants.ENDPOINT, config.read_timeout)
         self._guard.install(huggingface_hub.get_session())
         self._getter = HubGetter(
-            huggingface_hub.constants.ENDPOINT, config.access_token, self._repo, config.read_timeout
+            huggingface_hub.constants.ENDPOINT, config.hub.access_token, self._repo, config.read_timeout
         )
         self.commit: str | None = None
 

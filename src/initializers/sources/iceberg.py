@@ -23,9 +23,11 @@ from initializers.contract import Config
 from initializers.errors import ConfigError, FetchError
 from initializers.plan import RemoteFile
 from initializers.retry import Retriable, retrying
+from initializers.settings import values_of
 from initializers.sharding import cut, shard_sizes
 from initializers.sources.aws import Role, aws_access
 from initializers.sources.base import Maker
+from initializers.sources.cache_options import CacheOptions
 from initializers.sources.iceberg_io import S3_SCHEMES, TableStorage
 from initializers.uris import CacheLocation
 
@@ -35,19 +37,6 @@ if TYPE_CHECKING:  # pyarrow and pyiceberg load only once the configuration is k
     from initializers.sources.iceberg_parts import Part, PartWriter
 
 _T = TypeVar("_T")
-#: Sent by Kubeflow for the cache cluster it would start; recorded in the manifest, not needed here.
-_RECORDED = (
-    "head_cpu",
-    "head_mem",
-    "worker_cpu",
-    "worker_mem",
-    "train_job_name",
-    "cache_image",
-    "readiness_initial_delay_seconds",
-    "readiness_period_seconds",
-    "readiness_timeout_seconds",
-    "readiness_failure_threshold",
-)
 
 
 def shard_folder(index: int) -> str:
@@ -65,17 +54,17 @@ class IcebergSource(Maker):
         if config.max_bandwidth is not None:
             raise ConfigError("MAX_BANDWIDTH does not apply to cache:// sources: pyarrow reads the table's files")
         self.location = location
-        self._metadata_location = _metadata_location(config.metadata_loc)
-        self._nodes = data_nodes(config)
+        self._metadata_location = _metadata_location(config.cache.metadata_loc)
+        self._nodes = data_nodes(config.cache)
         #: SHARD_INDEX: this node materialises only its own shard, reading only the data files that overlap it.
         self._only = node_shard(config, self._nodes)
         if self._only is not None:
             self.owned_folders = shard_folder(self._only)
         prefer_system_allocator()  # read when pyarrow first allocates, which is later
-        role = Role.given(config.iam_role, "IAM_ROLE") or Role.given(config.role_arn, "ROLE_ARN")
-        self._storage = TableStorage(config, self._metadata_location, aws_access(config, role))
+        role = Role.given(config.cache.iam_role, "IAM_ROLE") or Role.given(config.aws.role_arn, "ROLE_ARN")
+        self._storage = TableStorage(config, self._metadata_location, aws_access(config.aws, role))
         self._description: dict[str, Any] = {"uri": str(location), "metadata_location": self._metadata_location}
-        recorded = {name: getattr(config, name) for name in _RECORDED if getattr(config, name) is not None}
+        recorded = {name: value for name, value in values_of(config.cache.kubeflow).items() if value is not None}
         if recorded:
             self._description["kubeflow"] = recorded
         self._parts: dict[str, Part] = {}
@@ -207,24 +196,24 @@ class IcebergSource(Maker):
             raise FetchError(f"{what}: {_first_line(exc)}") from None
 
 
-def data_nodes(config: Config) -> int:
+def data_nodes(options: CacheOptions) -> int:
     """How many shards the cache source writes: NUM_DATA_NODES, or CLUSTER_SIZE - 1 as Kubeflow sends it."""
-    from_cluster = None if config.cluster_size is None else config.cluster_size - 1
-    if from_cluster is None and config.num_data_nodes is None:
+    from_cluster = None if options.cluster_size is None else options.cluster_size - 1
+    if from_cluster is None and options.num_data_nodes is None:
         raise ConfigError(
             "NUM_DATA_NODES is not set (nor CLUSTER_SIZE, data nodes + 1, as Kubeflow sends it): the cache "
             "source needs the number of data nodes to shard the table for"
         )
-    if from_cluster is not None and config.num_data_nodes is not None and from_cluster != config.num_data_nodes:
+    if from_cluster is not None and options.num_data_nodes is not None and from_cluster != options.num_data_nodes:
         raise ConfigError(
-            f"CLUSTER_SIZE={config.cluster_size} means {from_cluster} data nodes, but NUM_DATA_NODES="
-            f"{config.num_data_nodes}; set only one of them"
+            f"CLUSTER_SIZE={options.cluster_size} means {from_cluster} data nodes, but NUM_DATA_NODES="
+            f"{options.num_data_nodes}; set only one of them"
         )
-    nodes = config.num_data_nodes if config.num_data_nodes is not None else from_cluster
+    nodes = options.num_data_nodes if options.num_data_nodes is not None else from_cluster
     assert nodes is not None
     if nodes < 2:
         given = (
-            f"NUM_DATA_NODES={nodes}" if config.num_data_nodes is not None else f"CLUSTER_SIZE={config.cluster_size}"
+            f"NUM_DATA_NODES={nodes}" if options.num_data_nodes is not None else f"CLUSTER_SIZE={options.cluster_size}"
         )
         raise ConfigError(f"{given}: the cache source needs at least 2 data nodes, got {nodes}")
     return nodes

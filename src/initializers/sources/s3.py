@@ -64,7 +64,7 @@ class S3Source(Storage):
             partial(ssl.create_default_context, cafile=access.ca_bundle),
             self._uri_of,
             timeout=config.read_timeout,
-            requester_pays=config.request_payer == "requester",
+            requester_pays=config.aws.request_payer == "requester",
         )
 
     @property
@@ -74,7 +74,7 @@ class S3Source(Storage):
 
     @classmethod
     def from_config(cls, uri: str, config: Config) -> S3Source:
-        return cls(S3Location.parse(uri), config, aws_access(config, Role.given(config.role_arn, "ROLE_ARN")))
+        return cls(S3Location.parse(uri), config, aws_access(config.aws, Role.given(config.aws.role_arn, "ROLE_ARN")))
 
     def describe(self) -> dict[str, Any]:
         return {"uri": str(self.location), "endpoint": self._endpoint_url, "region": self.region}
