@@ -14,6 +14,7 @@ from functools import cache
 from typing import TypeVar
 
 from initializers import __version__
+from initializers.clock import Clock, SystemClock
 from initializers.errors import FetchError
 from initializers.retry import Retriable, retry_after, retrying
 from initializers.sources.base import Sink
@@ -39,8 +40,9 @@ def retriable(status: int, reason: str, retry_after_header: str | None, throttle
 class HttpGetter:
     """Per-thread connections and buffers; retries; bodies into sinks. Thread-safe."""
 
-    def __init__(self, ssl_context: Callable[[], ssl.SSLContext], timeout: float) -> None:
+    def __init__(self, ssl_context: Callable[[], ssl.SSLContext], timeout: float, clock: Clock | None = None) -> None:
         Proxy.check_environment()
+        self._clock = clock or SystemClock()
         self._ssl_context = cache(ssl_context)  # loading a trust store is slow: only once https is used
         self._timeout = timeout
         self._local = threading.local()
@@ -54,7 +56,7 @@ class HttpGetter:
 
     def retrying(self, verb: str, where: str, attempt: Callable[[], _T]) -> _T:
         """`attempt()` under the retry policy, each retry on fresh connections."""
-        return retrying(verb, where, attempt, self.close_thread_connections, lambda: self._interrupted)
+        return retrying(verb, where, attempt, self.close_thread_connections, lambda: self._interrupted, self._clock)
 
     def stream_body(self, response: Response, sink: Sink, wanted: int, where: str) -> None:
         """The rest of the body into `sink`, `wanted` bytes at most: a
