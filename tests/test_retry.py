@@ -64,7 +64,7 @@ def test_a_failure_that_clears_returns_the_answer_after_as_many_waits() -> None:
 
 def test_throttling_honours_retry_after_beyond_the_attempts_for_errors() -> None:
     clock = RecordingClock()
-    attempt, calls = failing(ATTEMPTS + 3, lambda: Retriable("503 SlowDown", throttled=True, retry_after=7.0))
+    attempt, _ = failing(ATTEMPTS + 3, lambda: Retriable("503 SlowDown", throttled=True, retry_after=7.0))
     assert retrying("get", "x", attempt, clock=clock) == "done"
     assert len(clock.sleeps) == ATTEMPTS + 3
     assert all(7.0 <= wait <= 7.5 for wait in clock.sleeps)  # as asked, plus a little jitter
@@ -73,7 +73,7 @@ def test_throttling_honours_retry_after_beyond_the_attempts_for_errors() -> None
 def test_throttling_gives_up_once_the_budget_would_be_exceeded_saying_what_was_asked() -> None:
     clock = RecordingClock()
     attempt, calls = failing(None, lambda: Retriable("429 Too Many Requests", throttled=True, retry_after=100.0))
-    with pytest.raises(FetchError, match="asked to wait 100 s more after 30[0-9] s of waiting, beyond the 330 s"):
+    with pytest.raises(FetchError, match=r"asked to wait 100 s more after 30[0-9] s of waiting, beyond the 330 s"):
         retrying("get", "x", attempt, clock=clock)
     assert len(clock.sleeps) == 3 and sum(clock.sleeps) <= THROTTLE_BUDGET_SECONDS < sum(clock.sleeps) + 100
     assert len(calls) == 4
@@ -81,7 +81,7 @@ def test_throttling_gives_up_once_the_budget_would_be_exceeded_saying_what_was_a
 
 def test_throttling_without_retry_after_backs_off_and_is_budgeted_too() -> None:
     clock = RecordingClock()
-    attempt, calls = failing(None, lambda: Retriable("503 Slow Down", throttled=True))
+    attempt, _ = failing(None, lambda: Retriable("503 Slow Down", throttled=True))
     with pytest.raises(FetchError, match="the server throttled after"):
         retrying("get", "x", attempt, clock=clock)
     assert all(0.2 <= wait <= 0.6 for wait in clock.sleeps) and sum(clock.sleeps) <= THROTTLE_BUDGET_SECONDS
