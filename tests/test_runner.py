@@ -132,6 +132,7 @@ def test_one_failing_step_is_named_with_its_exit_code_and_last_lines(
     assert (tmp_path / "model" / "model.safetensors").read_bytes() == BODY
 
 
+@pytest.mark.slow  # runs both programs as processes, through the runner
 def test_both_failing_steps_are_reported(tmp_path: Path):
     initializer = sdk.Initializer(
         dataset=sdk.S3DatasetInitializer(storage_uri="s3://b/x", endpoint="http://127.0.0.1:9"),
