@@ -8,27 +8,13 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
+from devkit.driven_clock import DrivenClock
 from devkit.hubserver import HubServer
 from devkit.relay import Relay, StatusFault
 from initializers.checksums import Checksum
 from initializers.errors import FetchError
 from initializers.retry import ATTEMPTS, THROTTLE_BUDGET_SECONDS, Retriable, retrying
 from initializers.sources.hf_get import HubGetter
-
-
-class RecordingClock:
-    """Time that passes only when the code under test sleeps; every sleep is recorded and returns at once."""
-
-    def __init__(self) -> None:
-        self.now = 0.0
-        self.sleeps: list[float] = []
-
-    def monotonic(self) -> float:
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        self.sleeps.append(seconds)
-        self.now += seconds
 
 
 def failing(times: int | None, error: Callable[[], Exception]) -> tuple[Callable[[], str], list[int]]:
@@ -45,7 +31,7 @@ def failing(times: int | None, error: Callable[[], Exception]) -> tuple[Callable
 
 
 def test_transient_failures_back_off_exponentially_then_give_up_after_the_attempts() -> None:
-    clock = RecordingClock()
+    clock = DrivenClock()
     attempt, calls = failing(None, lambda: ConnectionResetError("reset by peer"))
     with pytest.raises(FetchError, match=f"cannot get x: giving up after {ATTEMPTS} attempts: ConnectionResetError"):
         retrying("get", "x", attempt, clock=clock)
@@ -56,14 +42,14 @@ def test_transient_failures_back_off_exponentially_then_give_up_after_the_attemp
 
 
 def test_a_failure_that_clears_returns_the_answer_after_as_many_waits() -> None:
-    clock = RecordingClock()
+    clock = DrivenClock()
     attempt, calls = failing(2, lambda: Retriable("500 Internal Server Error"))
     assert retrying("get", "x", attempt, clock=clock) == "done"
     assert len(calls) == 3 and len(clock.sleeps) == 2
 
 
 def test_throttling_honours_retry_after_beyond_the_attempts_for_errors() -> None:
-    clock = RecordingClock()
+    clock = DrivenClock()
     attempt, _ = failing(ATTEMPTS + 3, lambda: Retriable("503 SlowDown", throttled=True, retry_after=7.0))
     assert retrying("get", "x", attempt, clock=clock) == "done"
     assert len(clock.sleeps) == ATTEMPTS + 3
@@ -71,7 +57,7 @@ def test_throttling_honours_retry_after_beyond_the_attempts_for_errors() -> None
 
 
 def test_throttling_gives_up_once_the_budget_would_be_exceeded_saying_what_was_asked() -> None:
-    clock = RecordingClock()
+    clock = DrivenClock()
     attempt, calls = failing(None, lambda: Retriable("429 Too Many Requests", throttled=True, retry_after=100.0))
     with pytest.raises(FetchError, match=r"asked to wait 100 s more after 30[0-9] s of waiting, beyond the 330 s"):
         retrying("get", "x", attempt, clock=clock)
@@ -80,7 +66,7 @@ def test_throttling_gives_up_once_the_budget_would_be_exceeded_saying_what_was_a
 
 
 def test_throttling_without_retry_after_backs_off_and_is_budgeted_too() -> None:
-    clock = RecordingClock()
+    clock = DrivenClock()
     attempt, _ = failing(None, lambda: Retriable("503 Slow Down", throttled=True))
     with pytest.raises(FetchError, match="the server throttled after"):
         retrying("get", "x", attempt, clock=clock)
@@ -88,7 +74,7 @@ def test_throttling_without_retry_after_backs_off_and_is_budgeted_too() -> None:
 
 
 def test_an_interruption_stops_before_the_next_attempt_without_waiting() -> None:
-    clock = RecordingClock()
+    clock = DrivenClock()
     stopped: list[bool] = []
     attempt, calls = failing(None, lambda: TimeoutError("timed out"))
     with pytest.raises(FetchError, match="x: interrupted"):
@@ -130,7 +116,7 @@ def hub_relay() -> Iterator[tuple[HubServer, Relay]]:
         yield hub, relay
 
 
-def hub_get(relay: Relay, clock: RecordingClock) -> Collected:
+def hub_get(relay: Relay, clock: DrivenClock) -> Collected:
     getter = HubGetter(relay.endpoint, None, "model org/m", timeout=10, clock=clock)
     sink = Collected()
     try:
@@ -145,7 +131,7 @@ def test_a_persistent_server_error_is_given_up_after_the_attempts_with_backoff(
 ) -> None:
     _, relay = hub_relay
     errors = relay.add_fault(StatusFault(status=500, times=None, body=b"{}", content_type="application/json"))
-    clock = RecordingClock()
+    clock = DrivenClock()
     with pytest.raises(FetchError, match=f"config.json: giving up after {ATTEMPTS} attempts: Retriable: 500"):
         hub_get(relay, clock)
     assert errors.hits == ATTEMPTS and len(clock.sleeps) == ATTEMPTS - 1
@@ -158,7 +144,7 @@ def test_a_rate_limit_is_waited_out_as_the_server_asks(hub_relay: tuple[HubServe
         StatusFault(status=429, times=ATTEMPTS + 2, headers={"Retry-After": "42"}, body=b'{"error": "rate limited"}',
                     content_type="application/json")
     )  # fmt: skip
-    clock = RecordingClock()
+    clock = DrivenClock()
     assert hub_get(relay, clock).data == BODY
     assert limited.hits == ATTEMPTS + 2 and len(clock.sleeps) == ATTEMPTS + 2
     assert all(42 <= wait <= 42.5 for wait in clock.sleeps)
