@@ -82,3 +82,21 @@ def moto() -> Iterator[Moto]:
         server.add_role("admin-only", admin, allow("s3:GetObject", "s3:ListBucket"))
         server.enforce_auth()
         yield server
+
+
+@pytest.fixture
+def private_hf_client(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory) -> None:
+    """huggingface_hub's client for these tests only: plain HTTP (no Xet), no agent look-up at huggingface.co, a
+    private home (no stored token). It read its environment when imported, so its constants are set beside it."""
+    from huggingface_hub import constants
+
+    home = tmp_path_factory.mktemp("hf-home")
+    settings = {"HF_HUB_DISABLE_XET": True, "HF_HUB_DISABLE_TELEMETRY": True, "HF_HUB_OFFLINE": False}
+    paths = {"HF_HOME": home, "HF_HUB_CACHE": home / "hub", "HF_ASSETS_CACHE": home / "assets",
+             "HF_XET_CACHE": home / "xet", "HF_TOKEN_PATH": home / "token"}  # fmt: skip
+    for name, value in {**settings, **paths}.items():
+        monkeypatch.setattr(constants, name, value if isinstance(value, bool) else str(value))
+    monkeypatch.setenv("HF_HUB_DISABLE_XET", "1")
+    monkeypatch.setenv("HF_HUB_DISABLE_TELEMETRY", "1")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "0")
+    monkeypatch.setenv("HF_HOME", str(home))

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import httpx2
 import pytest
-from huggingface_hub import HfApi, RepoFile, RepoFolder, constants, hf_hub_download, hf_hub_url
+from huggingface_hub import HfApi, RepoFile, RepoFolder, hf_hub_download, hf_hub_url
 from huggingface_hub import snapshot_download as hf_snapshot_download
 from huggingface_hub.errors import (
     GatedRepoError,
@@ -23,6 +23,8 @@ from huggingface_hub.errors import (
 )
 
 from devkit.hubserver import ALL_REPOS, HubServer
+
+pytestmark = pytest.mark.usefixtures("private_hf_client")
 
 MODEL = "org/model"
 BIG = random.Random(7).randbytes(11 * 1024 * 1024)  # LFS by size, whatever its name
@@ -71,22 +73,6 @@ def fetch(
         repo_id, filename, endpoint=hub.endpoint, cache_dir=tmp_path / "cache", token=token, **kwargs
     )
     return Path(path).read_bytes()
-
-
-@pytest.fixture(autouse=True)
-def private_hub_client(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory) -> None:
-    """huggingface_hub's client for these tests only: plain HTTP (no Xet), no agent look-up at huggingface.co, a
-    private home (no stored token). It read its environment when imported, so its constants are set beside it."""
-    home = tmp_path_factory.mktemp("hf-home")
-    settings = {"HF_HUB_DISABLE_XET": True, "HF_HUB_DISABLE_TELEMETRY": True, "HF_HUB_OFFLINE": False}
-    paths = {"HF_HOME": home, "HF_HUB_CACHE": home / "hub", "HF_ASSETS_CACHE": home / "assets",
-             "HF_XET_CACHE": home / "xet", "HF_TOKEN_PATH": home / "token"}  # fmt: skip
-    for name, value in {**settings, **paths}.items():
-        monkeypatch.setattr(constants, name, value if isinstance(value, bool) else str(value))
-    monkeypatch.setenv("HF_HUB_DISABLE_XET", "1")
-    monkeypatch.setenv("HF_HUB_DISABLE_TELEMETRY", "1")
-    monkeypatch.setenv("HF_HUB_OFFLINE", "0")
-    monkeypatch.setenv("HF_HOME", str(home))
 
 
 @pytest.fixture(scope="module")

@@ -2,32 +2,24 @@
 
 from __future__ import annotations
 
-import atexit
 import errno
 import hashlib
 import http.client
 import json
-import os
 import random
 import select
-import shutil
-import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
+from huggingface_hub import hf_hub_download
 
-# huggingface_hub reads these when imported: plain HTTP (no Xet), no telemetry, a home of its own.
-_HF_HOME = tempfile.mkdtemp(prefix="hf-home-relay-")
-atexit.register(shutil.rmtree, _HF_HOME, True)
-os.environ.update(HF_HUB_DISABLE_XET="1", HF_HUB_DISABLE_TELEMETRY="1", HF_HOME=_HF_HOME)
+from devkit.hubserver import HubServer
+from devkit.relay import Relay, ResetFault, StallFault, StatusFault
 
-from huggingface_hub import hf_hub_download  # noqa: E402
-
-from devkit.hubserver import HubServer  # noqa: E402
-from devkit.relay import Relay, ResetFault, StallFault, StatusFault  # noqa: E402
+pytestmark = pytest.mark.usefixtures("private_hf_client")
 
 REPO = "org/files"
 BLOB = random.Random(3).randbytes(1024 * 1024)  # not LFS: the Hub origin serves it itself
