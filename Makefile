@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install test lint format demo clean images bench bench-install bench-s3 bench-hf bench-iceberg bench-startup bench-network bench-scale bench-durability bench-shards bench-cache-server
+.PHONY: install test test-quick lint format demo clean images bench bench-install bench-s3 bench-hf bench-iceberg bench-startup bench-network bench-scale bench-durability bench-shards bench-cache-server
 
 OLAH := .venvs/olah
 
@@ -34,6 +34,10 @@ $(MOTO)/.installed: Makefile
 
 test: install
 	$(PY) -m pytest $(PYTEST_ARGS)
+
+# Unit and in-process tests only: no real storage servers, no program runs, no images (see tests/conftest.py).
+test-quick: install
+	$(PY) -m pytest -m "not slow" $(PYTEST_ARGS)
 
 lint: install
 	$(VENV)/bin/ruff check .

@@ -3,6 +3,7 @@ from __future__ import annotations
 import hashlib
 import re
 import sys
+import types
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -13,6 +14,39 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the devkit packa
 
 from devkit.moto import Moto, allow
 from devkit.seaweed import SeaweedFS
+
+#: What makes a test `slow` (left out of `make test-quick`, which runs `-m "not slow"`): a real storage server's
+#: fixture, or running the programs as processes (a run costs seconds of CPU), or building images. Found per test, by
+#: the fixtures it uses and the names its code reaches through the module's own functions, so new tests are sorted
+#: as they are added; mark a test `@pytest.mark.slow` by hand only for another reason.
+SLOW_FIXTURES = frozenset({"seaweed", "moto"})
+SLOW_NAMES = frozenset({"run_program", "start_program", "images"})
+
+
+def _reaches_slow_names(code: types.CodeType, module: types.ModuleType, seen: set[types.CodeType]) -> bool:
+    """Whether `code`, or a function of `module` it names (or a function nested in it), uses a name in SLOW_NAMES."""
+    if code in seen:
+        return False
+    seen.add(code)
+    if SLOW_NAMES & set(code.co_names):
+        return True
+    nested = [const for const in code.co_consts if isinstance(const, types.CodeType)]
+    called = [
+        found.__code__
+        for name in code.co_names
+        if isinstance(found := getattr(module, name, None), types.FunctionType) and found.__module__ == module.__name__
+    ]
+    return any(_reaches_slow_names(other, module, seen) for other in nested + called)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        function = getattr(item, "function", None)
+        if function is None:
+            continue
+        uses_servers = bool(SLOW_FIXTURES & set(getattr(item, "fixturenames", ())))
+        if uses_servers or _reaches_slow_names(function.__code__, item.module, set()):
+            item.add_marker(pytest.mark.slow)
 
 
 @pytest.fixture(scope="session")
@@ -48,3 +82,21 @@ def moto() -> Iterator[Moto]:
         server.add_role("admin-only", admin, allow("s3:GetObject", "s3:ListBucket"))
         server.enforce_auth()
         yield server
+
+
+@pytest.fixture
+def private_hf_client(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory) -> None:
+    """huggingface_hub's client for these tests only: plain HTTP (no Xet), no agent look-up at huggingface.co, a
+    private home (no stored token). It read its environment when imported, so its constants are set beside it."""
+    from huggingface_hub import constants
+
+    home = tmp_path_factory.mktemp("hf-home")
+    settings = {"HF_HUB_DISABLE_XET": True, "HF_HUB_DISABLE_TELEMETRY": True, "HF_HUB_OFFLINE": False}
+    paths = {"HF_HOME": home, "HF_HUB_CACHE": home / "hub", "HF_ASSETS_CACHE": home / "assets",
+             "HF_XET_CACHE": home / "xet", "HF_TOKEN_PATH": home / "token"}  # fmt: skip
+    for name, value in {**settings, **paths}.items():
+        monkeypatch.setattr(constants, name, value if isinstance(value, bool) else str(value))
+    monkeypatch.setenv("HF_HUB_DISABLE_XET", "1")
+    monkeypatch.setenv("HF_HUB_DISABLE_TELEMETRY", "1")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "0")
+    monkeypatch.setenv("HF_HOME", str(home))

@@ -6,24 +6,10 @@ import os
 from pathlib import Path
 from typing import Any
 
+from devkit.driven_clock import DrivenClock
 from devkit.programs import run_program
 from devkit.seaweed import SeaweedFS
 from initializers.bandwidth import BURST_SECONDS, TokenBucket
-
-
-class DrivenClock:
-    """Time that passes only when someone sleeps; the sleeps are recorded."""
-
-    def __init__(self) -> None:
-        self.now = 100.0
-        self.sleeps: list[float] = []
-
-    def monotonic(self) -> float:
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        self.sleeps.append(seconds)
-        self.now += seconds
 
 
 class Collecting:

@@ -25,6 +25,10 @@ from devkit.programs import ProgramResult, run_program, start_program
 from devkit.relay import Relay, StatusFault
 from devkit.seaweed import SeaweedFS
 
+#: Seconds a stopped materialisation may take to exit: it needs well under one, the crawling data files many more.
+#: Only catches a stop that waits for them, not a measure of speed.
+STOP_CEILING_SECONDS = 15.0
+
 SESSION_SECONDS = 1.5
 
 
@@ -139,12 +143,10 @@ def test_a_signal_stops_a_materialisation_promptly_leaving_nothing_that_looks_co
         assert process.stdout is not None
         while '"event": "fetching"' not in (line := process.stdout.readline()):
             assert line, process.stderr.read() if process.stderr else "exited early"
-        time.sleep(1.0)  # well into the data files
-        sent = time.monotonic()
+        while relay.traffic.body_bytes == 0:  # into the data files
+            time.sleep(0.02)
         process.send_signal(signal.SIGTERM)
-        stdout, _ = process.communicate(timeout=30)
-        elapsed = time.monotonic() - sent
-    assert elapsed < 5, f"took {elapsed:.1f} s to stop"
+        stdout, _ = process.communicate(timeout=STOP_CEILING_SECONDS)
     assert process.returncode == 1 and "stopped by SIGTERM" in stdout.strip().splitlines()[-1]
     assert not (output / ".initializer" / "manifest.json").exists()
     assert not list(output.glob("shard-*/*")) and not list((output / ".initializer" / "tmp").glob("*"))

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +20,10 @@ from devkit.seaweed import SeaweedFS
 BIG = os.urandom(20 * 1024 * 1024 + 777)  # three 8 MiB ranges on S3; an LFS file on the Hub
 RANGED = os.urandom(40 << 20)  # five 8 MiB ranges on S3
 MIDDLE_RANGE = 16 << 20  # where the third starts
+#: Only catches a hang (a stall waited out, retries without end): the runs take seconds; not a measure of speed.
+HANG_CEILING_SECONDS = 120.0
+#: A stall no run could wait out within the ceiling (the relay ends it when the test stops it).
+ENDLESS_STALL_SECONDS = 2 * HANG_CEILING_SECONDS
 SMALL = {f"s/{i}.json": json.dumps({"i": i}).encode() * 50 for i in range(6)}
 
 
@@ -56,7 +59,12 @@ def s3_relay(seaweed: SeaweedFS, s3: Any, bucket: str) -> Iterator[tuple[Relay, 
 
 def s3_fetch(seaweed: SeaweedFS, relay: Relay, bucket: str, output: Path, **extra: str) -> ProgramResult:
     env = {**seaweed.env(), "ENDPOINT": relay.endpoint, "STORAGE_URI": f"s3://{bucket}/m", "OUTPUT_PATH": str(output)}
-    return run_program("dataset", {**env, **extra})
+    return run_program("dataset", {**env, **extra}, timeout=HANG_CEILING_SECONDS)
+
+
+def retried_after_a_read_timeout(result: ProgramResult) -> bool:
+    """The run gave up on a silent connection and tried again, rather than waiting the silence out."""
+    return any("TimeoutError" in wait["reason"] for wait in result.named("waiting to retry"))
 
 
 S3_EXPECTED = {"big.bin": BIG, **SMALL}
@@ -89,11 +97,10 @@ def test_s3_stall_longer_than_the_read_timeout_is_retried_not_waited_for(
     seaweed: SeaweedFS, s3_relay: tuple[Relay, str], tmp_path: Path
 ):
     relay, bucket = s3_relay
-    stall = relay.add_fault(StallFault(seconds=60, after_bytes=1_000_000, times=1, match="big.bin"))
-    started = time.monotonic()
+    stall = relay.add_fault(StallFault(seconds=ENDLESS_STALL_SECONDS, after_bytes=1_000_000, times=1, match="big.bin"))
     result = s3_fetch(seaweed, relay, bucket, tmp_path / "out", READ_TIMEOUT="1")
     assert result.code == 0, result.stdout
-    assert stall.hits == 1 and time.monotonic() - started < 15
+    assert stall.hits == 1 and retried_after_a_read_timeout(result)
     assert tree(tmp_path / "out") == S3_EXPECTED
 
 
@@ -102,9 +109,7 @@ def test_s3_persistent_failure_exits_1_in_bounded_time_with_nothing_complete(
 ):
     relay, bucket = s3_relay
     relay.add_fault(StatusFault(status=500, times=None, match="big.bin"))
-    started = time.monotonic()
-    result = s3_fetch(seaweed, relay, bucket, tmp_path / "out")
-    assert time.monotonic() - started < 30
+    result = s3_fetch(seaweed, relay, bucket, tmp_path / "out")  # the waits are real: test_retry drives them
     assert result.code == 1
     assert "big.bin: giving up after 5 attempts" in result.last["error"] and "InternalError" in result.last["error"]
     assert "big.bin" not in tree(tmp_path / "out") and not completed(tmp_path / "out")
@@ -227,9 +232,7 @@ def test_s3_refused_connections_fail_the_listing_cleanly(
 ):
     relay, bucket = s3_relay
     relay.refuse = True
-    started = time.monotonic()
     result = s3_fetch(seaweed, relay, bucket, tmp_path / "out")
-    assert time.monotonic() - started < 60
     assert result.code == 1 and "cannot list" in result.last["error"]
     assert tree(tmp_path / "out") == {}
 
@@ -254,7 +257,7 @@ def hub_relays() -> Iterator[HubRelays]:
 
 def hub_fetch(relays: HubRelays, output: Path, **extra: str) -> ProgramResult:
     env = {"STORAGE_URI": "hf://org/m", "OUTPUT_PATH": str(output), "HF_ENDPOINT": relays.api.endpoint}
-    return run_program("model", {**env, **extra})
+    return run_program("model", {**env, **extra}, timeout=HANG_CEILING_SECONDS)
 
 
 HUB_EXPECTED = {"model.safetensors": BIG, **SMALL}
@@ -273,11 +276,10 @@ def test_hub_survives_503s_on_the_api_and_resets_on_the_cdn(hub_relays: HubRelay
 
 @pytest.mark.parametrize("variable", ["READ_TIMEOUT", "HF_HUB_DOWNLOAD_TIMEOUT"])
 def test_hub_stall_longer_than_the_read_timeout_is_retried(hub_relays: HubRelays, tmp_path: Path, variable: str):
-    stall = hub_relays.cdn.add_fault(StallFault(seconds=60, after_bytes=1_000_000, times=1))
-    started = time.monotonic()
-    result = hub_fetch(hub_relays, tmp_path / "out", **{variable: "1"})
+    stall = hub_relays.cdn.add_fault(StallFault(seconds=ENDLESS_STALL_SECONDS, after_bytes=1_000_000, times=1))
+    result = hub_fetch(hub_relays, tmp_path / "out", **{variable: "1"})  # waiting the stall out passes the ceiling
     assert result.code == 0, result.stdout
-    assert stall.hits == 1 and time.monotonic() - started < 20
+    assert stall.hits == 1
     assert tree(tmp_path / "out") == HUB_EXPECTED
 
 
@@ -316,8 +318,6 @@ def test_a_malformed_hub_download_timeout_is_a_configuration_error(hub_relays: H
 
 def test_hub_persistent_failure_exits_1_with_nothing_complete(hub_relays: HubRelays, tmp_path: Path):
     hub_relays.cdn.add_fault(StatusFault(status=500, times=None, body=b"{}", content_type="application/json"))
-    started = time.monotonic()
-    result = hub_fetch(hub_relays, tmp_path / "out")
-    assert time.monotonic() - started < 40
+    result = hub_fetch(hub_relays, tmp_path / "out")  # the waits are real: test_retry drives them
     assert result.code == 1 and "giving up after 5 attempts" in result.last["error"]
     assert "model.safetensors" not in tree(tmp_path / "out") and not completed(tmp_path / "out")

@@ -3,28 +3,18 @@ redirects, ranges and hooks other tests rely on."""
 
 from __future__ import annotations
 
-import atexit
 import hashlib
-import os
 import random
-import shutil
-import tempfile
 import time
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx2
 import pytest
-
-# huggingface_hub reads these when imported: plain HTTP (no Xet), no agent look-up at huggingface.co, a private home.
-_HF_HOME = tempfile.mkdtemp(prefix="hf-home-")
-atexit.register(shutil.rmtree, _HF_HOME, True)
-os.environ.update(HF_HUB_DISABLE_XET="1", HF_HUB_DISABLE_TELEMETRY="1", HF_HOME=_HF_HOME, HF_HUB_OFFLINE="0")
-
-import httpx2  # noqa: E402
-from huggingface_hub import HfApi, RepoFile, RepoFolder, constants, hf_hub_download, hf_hub_url  # noqa: E402
-from huggingface_hub import snapshot_download as hf_snapshot_download  # noqa: E402
-from huggingface_hub.errors import (  # noqa: E402
+from huggingface_hub import HfApi, RepoFile, RepoFolder, hf_hub_download, hf_hub_url
+from huggingface_hub import snapshot_download as hf_snapshot_download
+from huggingface_hub.errors import (
     GatedRepoError,
     HfHubHTTPError,
     RemoteEntryNotFoundError,
@@ -32,7 +22,9 @@ from huggingface_hub.errors import (  # noqa: E402
     RevisionNotFoundError,
 )
 
-from devkit.hubserver import ALL_REPOS, HubServer  # noqa: E402
+from devkit.hubserver import ALL_REPOS, HubServer
+
+pytestmark = pytest.mark.usefixtures("private_hf_client")
 
 MODEL = "org/model"
 BIG = random.Random(7).randbytes(11 * 1024 * 1024)  # LFS by size, whatever its name
@@ -85,7 +77,6 @@ def fetch(
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HubServer]:
-    assert constants.HF_HUB_DISABLE_XET and constants.HF_HUB_DISABLE_TELEMETRY, "huggingface_hub was imported too early"
     big = tmp_path_factory.mktemp("sources") / "big.dat"
     big.write_bytes(BIG)
     with HubServer() as hub:

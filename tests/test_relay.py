@@ -2,31 +2,24 @@
 
 from __future__ import annotations
 
-import atexit
 import errno
 import hashlib
 import http.client
 import json
-import os
 import random
-import shutil
-import tempfile
+import select
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
+from huggingface_hub import hf_hub_download
 
-# huggingface_hub reads these when imported: plain HTTP (no Xet), no telemetry, a home of its own.
-_HF_HOME = tempfile.mkdtemp(prefix="hf-home-relay-")
-atexit.register(shutil.rmtree, _HF_HOME, True)
-os.environ.update(HF_HUB_DISABLE_XET="1", HF_HUB_DISABLE_TELEMETRY="1", HF_HOME=_HF_HOME)
+from devkit.hubserver import HubServer
+from devkit.relay import Relay, ResetFault, StallFault, StatusFault
 
-from huggingface_hub import hf_hub_download  # noqa: E402
-
-from devkit.hubserver import HubServer  # noqa: E402
-from devkit.relay import Relay, ResetFault, StallFault, StatusFault  # noqa: E402
+pytestmark = pytest.mark.usefixtures("private_hf_client")
 
 REPO = "org/files"
 BLOB = random.Random(3).randbytes(1024 * 1024)  # not LFS: the Hub origin serves it itself
@@ -186,23 +179,32 @@ def test_a_reset_before_the_headers_reaches_neither_the_server_nor_a_reply(hub: 
         ResetFault(before_headers=True, after_bytes=1)
 
 
+#: A stall that outlasts a loopback request on a busy machine, so "answered during the stall" is an event to check.
+HELD_SECONDS = 3.0
+
+
+def still_silent(connection: http.client.HTTPConnection) -> bool:
+    """Nothing more to read on the connection, not even its end: the relay is still holding it."""
+    assert connection.sock is not None
+    return not select.select([connection.sock], [], [], 0)[0]
+
+
 def test_a_stall_holds_its_reply_while_other_requests_are_answered(relay: Relay) -> None:
-    fault = relay.add_fault(StallFault(seconds=1.0, after_bytes=10_000, match=BLOB_PATH))
+    fault = relay.add_fault(StallFault(seconds=HELD_SECONDS, after_bytes=10_000, match=BLOB_PATH))
     started = time.monotonic()
     stalled = connect(relay.endpoint)
     stalled.request("GET", BLOB_PATH)
     reply = stalled.getresponse()
-    assert reply.status == 200 and time.monotonic() - started < 0.5
+    assert reply.status == 200 and reply.read(10_000) == BLOB[:10_000]  # the head and the first bytes, then silence
 
-    other_started = time.monotonic()
     assert fetch(relay.endpoint, CONFIG_PATH)[2] == b'{"a": 1}\n'
-    assert time.monotonic() - other_started < 0.5
+    assert still_silent(stalled), "the other request waited for the stall to end"
 
     with pytest.raises(http.client.IncompleteRead) as caught:  # closed cleanly, well short of Content-Length
         reply.read()
     stalled.close()
-    assert 1.0 <= time.monotonic() - started < 3
-    assert caught.value.partial == BLOB[:10_000] and fault.hits == 1
+    assert time.monotonic() - started >= HELD_SECONDS  # a lower bound: a busy machine only makes it longer
+    assert caught.value.partial == b"" and fault.hits == 1
 
 
 def test_a_stall_before_the_headers_trips_read_timeouts_then_closes(relay: Relay) -> None:
@@ -219,7 +221,7 @@ def test_a_stall_before_the_headers_trips_read_timeouts_then_closes(relay: Relay
     with pytest.raises(http.client.RemoteDisconnected):
         patient.getresponse()
     patient.close()
-    assert 0.6 <= time.monotonic() - started < 2.5
+    assert time.monotonic() - started >= 0.6  # a lower bound: the stall ran out before the relay closed
 
 
 def test_stopping_the_relay_ends_its_stalls(hub: HubServer) -> None:
@@ -228,11 +230,9 @@ def test_stopping_the_relay_ends_its_stalls(hub: HubServer) -> None:
         connection = connect(relay.endpoint)
         connection.request("GET", BLOB_PATH)
         reply = connection.getresponse()
-    started = time.monotonic()
-    with pytest.raises(http.client.IncompleteRead):
+    with pytest.raises(http.client.IncompleteRead):  # not TimeoutError: a stall left running outlasts the 10 s read
         reply.read()
     connection.close()
-    assert time.monotonic() - started < 2
 
 
 def test_refuse_resets_new_and_kept_alive_connections_until_switched_off(hub: HubServer, relay: Relay) -> None:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import signal
 import subprocess
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -61,9 +60,7 @@ def looks_complete(output: Path) -> list[str]:
 
 def test_the_deadline_ends_a_run_whose_listing_never_finishes(stalled: tuple[StallingServer, dict[str, str]]):
     server, env = stalled
-    started = time.monotonic()
-    result = run_program("dataset", {**env, "TIMEOUT": "3"}, timeout=60)
-    assert time.monotonic() - started < 3 + STOP_CEILING_SECONDS
+    result = run_program("dataset", {**env, "TIMEOUT": "3"}, timeout=3 + STOP_CEILING_SECONDS)
     assert result.code == 1, result.stderr
     assert "TIMEOUT of 3 s passed while still waiting for the listing of" in result.last["error"]
     assert "Traceback" not in result.stderr

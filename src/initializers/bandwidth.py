@@ -10,28 +10,13 @@ take one burst. Waits go through a `Clock`, so tests can drive time.
 from __future__ import annotations
 
 import threading
-import time
-from typing import Protocol
 
 from initializers.checksums import Checksum
+from initializers.clock import Clock, SystemClock
 from initializers.sources.base import Sink
 
 #: Credit an idle bucket may save up, in seconds of the rate: a burst after a pause stays short.
 BURST_SECONDS = 0.1
-
-
-class Clock(Protocol):
-    def monotonic(self) -> float: ...
-
-    def sleep(self, seconds: float) -> None: ...
-
-
-class SystemClock:
-    def monotonic(self) -> float:
-        return time.monotonic()
-
-    def sleep(self, seconds: float) -> None:
-        time.sleep(seconds)
 
 
 class TokenBucket:

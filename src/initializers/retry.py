@@ -18,6 +18,7 @@ from email.utils import parsedate_to_datetime
 from typing import TypeVar
 
 from initializers import logs
+from initializers.clock import Clock, SystemClock
 from initializers.errors import FetchError
 
 _T = TypeVar("_T")
@@ -27,6 +28,7 @@ ATTEMPTS = 5
 THROTTLE_BUDGET_SECONDS = 330.0
 _MAX_BACKOFF_SECONDS = 30.0
 _log = logs.get_logger("initializers.retry")
+_SYSTEM_CLOCK = SystemClock()
 
 
 class Retriable(Exception):
@@ -59,10 +61,12 @@ def retrying(
     attempt: Callable[[], _T],
     before_retry: Callable[[], None] = lambda: None,
     interrupted: Callable[[], bool] = lambda: False,
+    clock: Clock = _SYSTEM_CLOCK,
 ) -> _T:
     """`attempt()`, again after transient failures (`before_retry` first: e.g. drop connections in an unknown state);
     FetchError saying why once the failure is permanent or the attempts or the budget are used up. Once
-    `interrupted()`, no attempt starts: a listing that pages for ever stops at its next page."""
+    `interrupted()`, no attempt starts: a listing that pages for ever stops at its next page. The waits between
+    attempts are `clock.sleep`s."""
     failures = 0
     throttled_for = 0.0
     while True:
@@ -71,10 +75,9 @@ def retrying(
         try:
             return attempt()
         except (OSError, Retriable) as exc:  # resets, timeouts, TLS and framing errors, 5xx, throttling
-            if isinstance(exc, ssl.SSLCertVerificationError):
+            if isinstance(exc, ssl.SSLCertVerificationError):  # each source names its own CA variable before this
                 raise FetchError(
-                    f"cannot {verb} {where}: the server's TLS certificate does not verify ({exc.verify_message}); "
-                    "for a private CA set AWS_CA_BUNDLE (S3) or REQUESTS_CA_BUNDLE (the Hub) to its certificate file"
+                    f"cannot {verb} {where}: the server's TLS certificate does not verify ({exc.verify_message})"
                 ) from None
             before_retry()
             if interrupted():
@@ -100,7 +103,7 @@ def retrying(
                     ) from None
                 wait = _backoff(failures)
             _log.info("waiting to retry", request=f"{verb} {where}", reason=_reason(exc), wait_s=round(wait, 2))
-            time.sleep(wait)
+            clock.sleep(wait)
 
 
 def _backoff(failures: int) -> float:

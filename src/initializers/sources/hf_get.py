@@ -12,6 +12,7 @@ from __future__ import annotations
 import ssl
 from urllib.parse import urljoin, urlsplit
 
+from initializers.clock import Clock
 from initializers.errors import FetchError
 from initializers.retry import Retriable
 from initializers.sources.base import Sink
@@ -50,12 +51,12 @@ def hub_transient(status: int, reason: str, retry_after_header: str | None) -> R
 
 
 class HubGetter:
-    def __init__(self, endpoint: str, token: str | None, repo: str, timeout: float) -> None:
+    def __init__(self, endpoint: str, token: str | None, repo: str, timeout: float, clock: Clock | None = None) -> None:
         hub = urlsplit(endpoint)
         self._hub_origin = (hub.scheme, hub.netloc)
         self._token = token
         self._repo = repo  # "model OWNER/NAME", for messages
-        self._http = HttpGetter(ssl.create_default_context, timeout, HUB_TRUST)
+        self._http = HttpGetter(ssl.create_default_context, timeout, HUB_TRUST, clock)
         self._headers = {"user-agent": USER_AGENT, "accept-encoding": "identity"}
 
     def get(self, url: str, size: int, offset: int, length: int, where: str, sink: Sink) -> None:

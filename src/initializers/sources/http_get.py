@@ -15,6 +15,7 @@ from functools import cache
 from typing import TypeVar
 
 from initializers import __version__
+from initializers.clock import Clock, SystemClock
 from initializers.errors import FetchError
 from initializers.retry import Retriable, retry_after, retrying
 from initializers.sources.base import Sink
@@ -64,8 +65,11 @@ class HttpGetter:
     """Per-thread connections and buffers; retries; bodies into sinks. Thread-safe. `trust`: the variable the
     `ssl_context` takes its CA certificates from, named when a certificate does not verify."""
 
-    def __init__(self, ssl_context: Callable[[], ssl.SSLContext], timeout: float, trust: str) -> None:
+    def __init__(
+        self, ssl_context: Callable[[], ssl.SSLContext], timeout: float, trust: str, clock: Clock | None = None
+    ) -> None:
         Proxy.check_environment()
+        self._clock = clock or SystemClock()
         self._ssl_context = cache(ssl_context)  # loading a trust store is slow: only once https is used
         self._trust = trust
         self._timeout = timeout
@@ -88,7 +92,9 @@ class HttpGetter:
             except ssl.SSLCertVerificationError as exc:
                 raise certificate_refused(verb, where, exc, self._trust) from None
 
-        return retrying(verb, where, trusted_attempt, self.close_thread_connections, lambda: self._interrupted)
+        return retrying(
+            verb, where, trusted_attempt, self.close_thread_connections, lambda: self._interrupted, self._clock
+        )
 
     def stream_body(self, response: Response, sink: Sink, wanted: int, where: str) -> None:
         """The rest of the body into `sink`, `wanted` bytes at most: a
