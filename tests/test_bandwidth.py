@@ -53,15 +53,15 @@ def test_a_metered_sink_takes_before_it_writes_and_passes_everything_on():
 
 
 def test_the_cap_holds_for_all_connections_of_a_run(seaweed: SeaweedFS, s3: Any, bucket: str, tmp_path: Path):
-    """Four objects fetched in parallel, uncapped and then capped at 1 MiB/s. Rates are the run's own (bytes over
-    its seconds): the capped one must come close to the cap, the uncapped one far above it; the bands are generous
-    because the cores are shared."""
-    cap = 1 << 20
+    """Four objects fetched in parallel, uncapped and then capped at 256 KiB/s. Rates are the run's own (bytes over
+    its seconds): the capped one must come close to the cap, the uncapped one far above it. The cap is low so that
+    shared cores cannot bring the uncapped run near it (a loaded CI machine has fetched these 3 MiB at 3.7 MiB/s)."""
+    cap = 256 << 10
     for i in range(4):
         s3.put_object(Bucket=bucket, Key=f"m/part-{i}.bin", Body=os.urandom(768 << 10))
     env = {**seaweed.env(), "STORAGE_URI": f"s3://{bucket}/m"}
     rates = {}
-    for name, extra in (("uncapped", {}), ("capped", {"MAX_BANDWIDTH": "1M"})):
+    for name, extra in (("uncapped", {}), ("capped", {"MAX_BANDWIDTH": "256K"})):
         result = run_program("dataset", {**env, "OUTPUT_PATH": str(tmp_path / name), **extra})
         assert result.code == 0, result.stdout
         (done,) = result.named("done")
