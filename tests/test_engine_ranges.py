@@ -31,8 +31,6 @@ SMALL, LARGE = 64 * KiB, 256 * KiB
 class InMemory(Storage):
     """One stored file; after its first range is served the ramp calls for larger ranges, as a fast stream would."""
 
-    part_size = SMALL
-
     def __init__(self, body: bytes, ramp: Ramp, vouched: Checksum | None = None, corrupt_at: int | None = None) -> None:
         """`vouched`: the checksum every answer vouches for, as S3's do; `corrupt_at`: the offset of the range whose
         first byte is served inverted, once."""
@@ -48,6 +46,9 @@ class InMemory(Storage):
 
     def describe(self) -> dict[str, Any]:
         return {}
+
+    def part_size_for(self, file: RemoteFile) -> int | None:
+        return SMALL
 
     def read(self, file: RemoteFile, offset: int, length: int, sink: Sink) -> None:
         with self._lock:

@@ -57,7 +57,7 @@ def test_model_repo_from_olah(olah: Olah, tmp_path: Path):
     weights = next(f for f in recorded["files"] if f["path"] == "model.safetensors")
     assert weights["checksum"]["algorithm"] == "sha256" and weights["size"] == 90868376
     # olah answers a Range with the whole file: the probe notices, and each file comes in one stream.
-    assert result.named("fetching")[0]["part_size"] is None
+    assert result.named("range probe")[0]["ranges"] is False
     assert not (tmp_path / "model" / ".initializer" / "staging").exists()
 
 

@@ -143,8 +143,7 @@ def _list_and_fetch(
                 first = next(listing, None)  # `Fetching`, once a file needs fetching; None: none does
                 if isinstance(first, Fetching):
                     state.remove_manifest()  # before the first transfer: a changed file must not look complete
-                    log.info("fetching", already_done=first.already_done, workers=ramp.workers, max_workers=ramp.cap,
-                             part_size=source.part_size)  # fmt: skip
+                    log.info("fetching", already_done=first.already_done, workers=ramp.workers, max_workers=ramp.cap)
                 engine.fetch(cast(Iterator[RemoteFile], listing))  # files only, after the one `Fetching`
             finally:
                 listing.close()

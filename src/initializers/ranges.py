@@ -32,9 +32,8 @@ _log = logs.get_logger("initializers.engine")
 class Reader(Protocol):
     """What ranges are read from: a `Storage`."""
 
-    @property
-    def part_size(self) -> int | None:
-        """The smallest range a large file is fetched in; None: always in one range."""
+    def part_size_for(self, file: RemoteFile) -> int | None:
+        """The smallest range `file` is fetched in; None: in one range."""
 
     def read(self, file: RemoteFile, offset: int, length: int, sink: Sink) -> None: ...
 
@@ -125,13 +124,13 @@ class StoredRanges:
     def tasks(self, files: Iterable[RemoteFile], engine: Engine) -> Iterator[Task]:
         for file in files:
             target = engine.target(file)
-            if comes_whole(file.size, self._range_size()):
+            if comes_whole(file.size, self._range_size(file)):
                 target.parts_pending, target.all_handed_out = 1, True
                 yield Task(file.size, partial(self._transfer_range, engine, target, 0, file.size))
                 continue
             offset = 0
             while offset < file.size:
-                length = min(self._range_size() or file.size, file.size - offset)
+                length = min(self._range_size(file) or file.size, file.size - offset)
                 with target.lock:
                     target.parts_pending += 1
                     target.all_handed_out = offset + length == file.size
@@ -141,8 +140,8 @@ class StoredRanges:
     def interrupt(self) -> None:
         self._reader.interrupt()
 
-    def _range_size(self) -> int | None:
-        return range_size(self._reader.part_size, self._ramp)
+    def _range_size(self, file: RemoteFile) -> int | None:
+        return range_size(self._reader.part_size_for(file), self._ramp)
 
     def _transfer_range(self, engine: Engine, target: OpenFile, offset: int, length: int) -> None:
         if target.fd < 0:

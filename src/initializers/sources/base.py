@@ -52,9 +52,6 @@ class Source(ABC):
     #: A glob of top-level folders whose whole content the source defines (the cache source's shards): files
     #: there that the plan no longer lists are stale and get removed. None: files beside the plan are left alone.
     owned_folders: str | None = None
-    #: The smallest range a large file is fetched in (connections measured fast get larger ones); a file of up to
-    #: two ranges comes whole. None: always whole.
-    part_size: int | None = None
 
     @abstractmethod
     def list_files(self) -> Iterator[RemoteFile]:
@@ -88,6 +85,11 @@ class Storage(Source):
         from initializers.ranges import StoredRanges  # the engine's side, which imports these contracts
 
         return StoredRanges(self, ramp, bandwidth)
+
+    def part_size_for(self, file: RemoteFile) -> int | None:
+        """The smallest range `file` is fetched in (connections measured fast get larger ones); a file of up to two
+        ranges comes whole. None: `file` comes whole, whatever its size."""
+        return PART_SIZE
 
     @abstractmethod
     def read(self, file: RemoteFile, offset: int, length: int, sink: Sink) -> None:

@@ -15,6 +15,7 @@ import re
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
+from initializers import logs
 from initializers.checksums import GIT_SHA1, Checksum
 from initializers.concurrency import comes_whole
 from initializers.contract import Config, Kind
@@ -28,11 +29,10 @@ from initializers.sources.hub_guard import HubGuard
 from initializers.uris import HfLocation
 
 _T = TypeVar("_T")
+_log = logs.get_logger("initializers.hf")
 
 
 class HfSource(Storage):
-    part_size = None  # PART_SIZE once a probe shows the server honours Range (the Hub's CDN does, olah does not)
-
     def __init__(self, location: HfLocation, config: Config, kind: Kind, staging: str) -> None:
         self.location = location
         self.repo_type = kind.name  # "dataset" or "model": the program decides what the repo is
@@ -54,6 +54,9 @@ class HfSource(Storage):
             huggingface_hub.constants.ENDPOINT, config.hub.access_token, self._repo, config.read_timeout
         )
         self.commit: str | None = None
+        #: Whether the server behind the resolve URLs honours Range (the Hub's CDN does, olah does not), once the
+        #: first file of over two ranges has asked.
+        self._takes_ranges: bool | None = None
 
     @classmethod
     def from_config(cls, uri: str, config: Config, kind: Kind, staging: str) -> HfSource:
@@ -77,11 +80,16 @@ class HfSource(Storage):
             return self._entries()
 
         entries = self._retrying(f"listing {self.location}", resolve_and_list)
-        files = [_remote_file(entry, self._server) for entry in entries]
-        large = next((file for file in files if not comes_whole(file.size, PART_SIZE)), None)
-        if large is not None and self._getter.takes_ranges(self._url(large), self._uri_of(large)):
-            self.part_size = PART_SIZE
-        yield from files
+        yield from (_remote_file(entry, self._server) for entry in entries)
+
+    def part_size_for(self, file: RemoteFile) -> int | None:
+        """PART_SIZE where the server honours Range, which the first large file probes; else None: whole files."""
+        if comes_whole(file.size, PART_SIZE):
+            return PART_SIZE  # it comes whole either way: no need to ask
+        if self._takes_ranges is None:
+            self._takes_ranges = self._getter.takes_ranges(self._url(file), self._uri_of(file))
+            _log.info("range probe", path=file.path, ranges=self._takes_ranges)
+        return PART_SIZE if self._takes_ranges else None
 
     def _entries(self) -> list[Any]:
         """Files of the repo at the resolved commit, or of the sub-path (a folder, or a single file)."""

@@ -19,7 +19,7 @@ from initializers.errors import ConfigError, FetchError
 from initializers.lookahead import Lookahead
 from initializers.plan import RemoteFile
 from initializers.sources.aws import AwsAccess, Role, aws_access
-from initializers.sources.base import PART_SIZE, Sink, Storage
+from initializers.sources.base import Sink, Storage
 from initializers.sources.s3_get import OPEN, PROBE_KEY, GetRequest, ObjectEndpoint, S3Getter, is_plain_md5
 from initializers.sources.s3_listing import (
     PAGE_SIZE,
@@ -44,8 +44,6 @@ LISTING_AHEAD = 2000
 
 
 class S3Source(Storage):
-    part_size = PART_SIZE
-
     def __init__(self, location: S3Location, config: Config, access: AwsAccess) -> None:
         self.location = location
         self._endpoint_url = access.endpoint
