@@ -6,7 +6,7 @@ from __future__ import annotations
 import io
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +20,8 @@ from initializers.contract import DATASET, MODEL, Config
 from initializers.errors import ConfigError
 from initializers.logs import get_logger
 from initializers.plan import RemoteFile
-from initializers.selection import Selection
+from initializers.selection import Selected, Selection
+from initializers.streams import Returning
 
 KUBEFLOW_DEFAULT = "*.msgpack,*.h5,*.bin,*.pt,*.pth"  # what the Kubeflow SDK sends when ignore_patterns is left alone
 WEIGHTS = os.urandom(300_000)
@@ -256,11 +257,41 @@ class Terminal(io.StringIO):
         return True
 
 
+def test_the_selection_returns_what_it_listed_skipped_and_gave_up_once_the_listing_ends():
+    names = ["config.json", "model.safetensors", "pytorch_model.bin", "original/consolidated.pth", "model.gguf"]
+    stream = Returning(Selection(Config(), MODEL, get_logger("test")).filter(RemoteFile(n, 10, "v", n) for n in names))
+    assert [file.path for file in stream] == ["config.json", "model.safetensors"]
+    selected = stream.value
+    assert selected.listed == 5
+    assert {rule: s.files for rule, s in selected.skipped.items()} == {"another weight format": 3}
+    assert selected.skipped_totals() == (3, 30)
+    assert {"*.bin", "*.pt", "*.pth", "original/", "*.gguf"} <= set(selected.ignored_patterns)
+    assert set(MODEL.default_ignore) <= set(selected.ignored_patterns)
+
+
+def test_a_stream_keeps_what_its_generator_returned_and_none_for_a_plain_iterator():
+    def counted() -> Generator[int, None, str]:
+        yield 1
+        yield 2
+        return "two"
+
+    numbers = Returning(counted())
+    assert list(numbers) == [1, 2] and numbers.value == "two"
+    plain = Returning(iter([3]))
+    assert list(plain) == [3] and plain.value is None
+
+
 def test_a_dry_run_on_a_terminal_prints_sizes_and_paths_for_reading():
     selection = Selection(Config(), MODEL, get_logger("test"))
     listing = [RemoteFile("model.safetensors", 1234567, "v", "k"), RemoteFile("tf_model.h5", 99, "v", "k")]
     out = Terminal()
-    assert dryrun.print_plan(iter([list(selection.filter(listing))]), selection, out) == (1, 1234567)
+
+    def planned() -> Generator[list[RemoteFile], None, Selected]:  # one batch, then the selection's findings
+        selected = Returning(selection.filter(listing))
+        yield list(selected)
+        return selected.value
+
+    assert dryrun.print_plan(planned(), out) == (1, 1234567)
     assert out.getvalue().splitlines() == [
         "       1,234,567  model.safetensors",
         "       1,234,567  in 1 files (1 files, 99 bytes skipped)",

@@ -7,23 +7,26 @@ On a terminal the lines are for reading; otherwise each is a JSON object, beside
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterable
 from typing import TextIO
 
 from initializers.plan import RemoteFile
-from initializers.selection import Selection
+from initializers.selection import Selected
+from initializers.streams import Returning
 
 
-def print_plan(planned: Iterator[list[RemoteFile]], selection: Selection, out: TextIO) -> tuple[int, int]:
-    """Print every planned file and the totals; returns (files, bytes)."""
+def print_plan(planned: Iterable[list[RemoteFile]], out: TextIO) -> tuple[int, int]:
+    """Print every planned file and the totals, with what the selection skipped (which `planned` returns);
+    returns (files, bytes)."""
     readable = out.isatty()
     files = size = 0
-    for batch in planned:
+    batches: Returning[list[RemoteFile], Selected] = Returning(planned)
+    for batch in batches:
         for file in batch:
             files += 1
             size += file.size
             out.write(f"{file.size:>16,}  {file.path}\n" if readable else json.dumps(_entry(file)) + "\n")
-    skipped_files, skipped_bytes = selection.skipped_totals()
+    skipped_files, skipped_bytes = batches.value.skipped_totals()
     if readable:
         out.write(f"{size:>16,}  in {files} files ({skipped_files} files, {skipped_bytes:,} bytes skipped)\n")
     else:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -21,11 +21,12 @@ from initializers.journal import DoneFile
 from initializers.lookahead import Lookahead
 from initializers.plan import RemoteFile, plan_files
 from initializers.progress import Progress
-from initializers.selection import Selection
+from initializers.selection import Selected, Selection
 from initializers.sources import open_source, plan_share
 from initializers.sources.base import Source
 from initializers.state import StateDir
 from initializers.stopping import stoppable
+from initializers.streams import Returning
 from initializers.todo import Fetching, Listed, todo_pass
 
 PROGRESS_INTERVAL_SECONDS = 5.0
@@ -80,7 +81,7 @@ def _dry_run(config: Config, kind: Kind, log: Any, waiting: _Waiting) -> Outcome
             waiting.step = f"the listing of {uri}"
             selection = Selection(config, kind, log)
             planned = _planned(source, selection, index, plan_share(config, kind), log)
-            files, size = dryrun.print_plan(planned, selection, sys.stdout)
+            files, size = dryrun.print_plan(planned, sys.stdout)
         finally:
             index.close()
             source.close()
@@ -90,9 +91,9 @@ def _dry_run(config: Config, kind: Kind, log: Any, waiting: _Waiting) -> Outcome
 
 def _planned(
     source: Source, selection: Selection, index: PlanIndex, share: tuple[int, int] | None, log: Any
-) -> Iterator[list[RemoteFile]]:
+) -> Generator[list[RemoteFile], None, Selected]:
     """This run's files, in batches: the listing selected, checked and registered in `index`; of a split plan,
-    this share's part."""
+    this share's part. Returns what the selection found."""
     planned = plan_files(selection.filter(source.list_files()), source.describe()["uri"], index.plan)
     return planned if share is None else shares.own_share(planned, index, share, log)
 
@@ -130,14 +131,14 @@ def _list_and_fetch(
         state.journal.restart(state.journal.files())  # the manifests stay where they are: no need to copy them
         state.temps.clear()
         selection = Selection(config, kind, log)
-        planned = _planned(source, selection, index, state.share, log)
+        planned: Returning[list[RemoteFile], Selected] = Returning(_planned(source, selection, index, state.share, log))
         ramp = Ramp(source.default_workers, config.max_workers or source.max_workers)
         bandwidth = TokenBucket(config.max_bandwidth) if config.max_bandwidth else None
         with Progress(log, config.progress_interval or PROGRESS_INTERVAL_SECONDS) as progress:
             factory = source.task_factory(ramp, bandwidth)
             engine = waiting.transfers = Engine(factory, state.temps, state.journal, ramp, progress)
             at_rest = source.checksum_at_rest if config.verify else None
-            todo = todo_pass(planned, index, state, progress, log, at_rest)
+            todo = todo_pass(iter(planned), index, state, progress, log, at_rest)
             listing = Lookahead([todo], LISTING_LOOKAHEAD, "listing", stop=engine.cancel)
             try:
                 first = next(listing, None)  # `Fetching`, once a file needs fetching; None: none does
@@ -148,6 +149,7 @@ def _list_and_fetch(
             finally:
                 listing.close()
             listed: Listed = listing.returned()[0]
+        selected = planned.value
         waiting.transfers = None
         described = source.describe()  # after listing: it now names the resolved version
         files = listed.planned  # this share's, when the plan is split
@@ -157,7 +159,7 @@ def _list_and_fetch(
             files=files,
             already_done=listed.done,
             fetched=progress.files_done,
-            ignored=selection.listed - total,
+            ignored=selected.listed - total,
         )
         if state.share is not None:
             described = {**described, **shares.described(index, state.share)}
@@ -183,7 +185,7 @@ def _list_and_fetch(
                 manifest.lines(
                     kind,
                     described,
-                    selection.ignored_patterns(),
+                    selected.ignored_patterns,
                     started_at,
                     datetime.now(UTC),
                     totals,

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
-from typing import NamedTuple
+from collections.abc import Callable, Generator, Iterable, Iterator
+from typing import Any, NamedTuple
 
 from initializers.checksums import Checksum
 from initializers.errors import FetchError
+from initializers.streams import Returning
 
 #: The folder under OUTPUT_PATH that holds temporaries, the journal and the manifest; no source may write there.
 STATE_DIR = ".initializer"
@@ -76,14 +77,16 @@ def _is_plain(name: str) -> bool:
 
 def plan_files(
     files: Iterable[RemoteFile], source: str, register: Callable[[list[RemoteFile]], None]
-) -> Iterator[list[RemoteFile]]:
+) -> Generator[list[RemoteFile], None, Any]:
     """Normalise and check every path of the selected files, `register` them (which refuses collisions and
     file/folder clashes) and refuse an empty listing; as a stream of batches, each registered before it is passed on.
-    Batches grow from one file, so the first is ready at once, to PLAN_BATCH, over which the checks are shared."""
+    Batches grow from one file, so the first is ready at once, to PLAN_BATCH, over which the checks are shared.
+    Returns what `files` returned (the selection's findings)."""
     planned = 0
+    selected = Returning(files)
 
     def checked() -> Iterator[RemoteFile]:
-        for file in files:
+        for file in selected:
             if (path := safe_relative_path(file.path)) != file.path:  # most names are already normal: no copy
                 file = file._replace(path=path)
             yield file
@@ -94,6 +97,7 @@ def plan_files(
         yield batch
     if not planned:
         raise FetchError(f"nothing to download: {source} has no files")
+    return selected.value
 
 
 def _growing_batches(items: Iterable[RemoteFile], most: int) -> Iterator[list[RemoteFile]]:

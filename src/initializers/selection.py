@@ -4,18 +4,19 @@ A file is fetched when the allow side matches it (an empty allow side matches ev
 does not. While IGNORE_PATTERNS is unset, or exactly the list the Kubeflow SDK sends by default, the kind's default
 applies: for models, what a trainer loads (`contract.MODEL`): its allow side, ALLOW_PATTERNS when given; its ignore
 side, other runtimes' copies; and of the weight formats, only the first the source has. Any other IGNORE_PATTERNS
-replaces the whole default. What is skipped, and its bytes, is logged by reason.
+replaces the whole default. What is skipped, and its bytes, is logged by reason and returned at the listing's end.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Generator, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from initializers.contract import Config, Kind, WeightFormat
 from initializers.errors import FetchError
 from initializers.patterns import Globs
+from initializers.streams import Returning
 
 if TYPE_CHECKING:
     from initializers.plan import RemoteFile
@@ -39,8 +40,22 @@ class Skipped:
             self.first.append(file.path)
 
 
+@dataclass(frozen=True)
+class Selected:
+    """What the selection found once the listing had ended."""
+
+    listed: int  # files the source listed
+    skipped: dict[str, Skipped]  # by the rule that left them out
+    #: What the manifest records as ignored: the ignore side and the patterns of the weight formats given up.
+    ignored_patterns: tuple[str, ...]
+
+    def skipped_totals(self) -> tuple[int, int]:
+        """(files, bytes) the rules left out."""
+        return sum(s.files for s in self.skipped.values()), sum(s.bytes for s in self.skipped.values())
+
+
 class Selection:
-    """The rules of one run, applied to its listing as it streams; `skipped` says what each rule left out."""
+    """The rules of one run, applied to its listing as it streams."""
 
     def __init__(self, config: Config, kind: Kind, log: Any) -> None:
         by_default = config.selects_by_default(kind)
@@ -50,29 +65,28 @@ class Selection:
         self._allow_rule = "ALLOW_PATTERNS" if config.allow_patterns else f"the {kind.name} default's allow list"
         self._ignore_rule = f"the {kind.name} default's ignore list" if by_default else "IGNORE_PATTERNS"
         self._log = log
-        self.listed = 0
-        self.skipped: dict[str, Skipped] = {}
-        #: The weight formats given up for a better one the source has, once the listing has ended.
-        self._formats_dropped: list[WeightFormat] = []
 
-    def filter(self, files: Iterable[RemoteFile]) -> Iterator[RemoteFile]:
+    def filter(self, files: Iterable[RemoteFile]) -> Generator[RemoteFile, None, Selected]:
         """The files to fetch, as they are listed (weights of a format a better one may replace are held back until
-        the listing shows whether it does); at the end, what was skipped is logged. Raises when every listed file
+        the listing shows whether it does); returns what was skipped, which it logs. Raises when every listed file
         was skipped."""
+        by_patterns = Returning(self._by_patterns(files))
+        by_format = Returning(self._one_weight_format(iter(by_patterns)))
         kept = 0
-        for file in self._one_weight_format(self._by_patterns(files)):
+        for file in by_format:
             kept += 1
             yield file
-        if self.skipped:
-            files_skipped, bytes_skipped = self.skipped_totals()
-            by_rule = {rule: vars(s) for rule, s in self.skipped.items()}
+        (listed, skipped), (dropped, skipped_formats) = by_patterns.value, by_format.value
+        skipped.update(skipped_formats)  # rules of their own: no name in common
+        ignored = (*self.ignore.patterns, *(p for f in dropped for p in (*f.patterns, *f.companions)))
+        selected = Selected(listed, skipped, ignored)
+        if skipped:
+            files_skipped, bytes_skipped = selected.skipped_totals()
+            by_rule = {rule: vars(s) for rule, s in skipped.items()}
             self._log.info("skipped", files=files_skipped, bytes=bytes_skipped, by=by_rule)
-        if self.listed and not kept:
-            raise FetchError(f"nothing to download: all {self.listed} files are excluded by {self.describe()}")
-
-    def skipped_totals(self) -> tuple[int, int]:
-        """(files, bytes) the rules left out."""
-        return sum(s.files for s in self.skipped.values()), sum(s.bytes for s in self.skipped.values())
+        if selected.listed and not kept:
+            raise FetchError(f"nothing to download: all {selected.listed} files are excluded by {self.describe()}")
+        return selected
 
     def describe(self) -> str:
         """The rules in effect, for messages."""
@@ -83,26 +97,30 @@ class Selection:
             parts.append("keeping one weight format (" + ", else ".join(f.name for f in self._formats) + ")")
         return " and ".join(parts) or "no rules"
 
-    def ignored_patterns(self) -> tuple[str, ...]:
-        """What the manifest records as ignored: the ignore side and the patterns of the formats given up."""
-        return (*self.ignore.patterns, *(p for f in self._formats_dropped for p in (*f.patterns, *f.companions)))
-
-    def _by_patterns(self, files: Iterable[RemoteFile]) -> Iterator[RemoteFile]:
+    def _by_patterns(self, files: Iterable[RemoteFile]) -> Generator[RemoteFile, None, tuple[int, dict[str, Skipped]]]:
+        """The files the patterns keep; returns how many were listed, and what each pattern rule skipped."""
+        listed = 0
+        skipped: dict[str, Skipped] = {}
         for file in files:
-            self.listed += 1
+            listed += 1
             if self.allow and not self.allow.match(file.path):
-                self._skip(file, self._allow_rule)
+                _skip(skipped, file, self._allow_rule)
             elif self.ignore.match(file.path):
-                self._skip(file, self._ignore_rule)
+                _skip(skipped, file, self._ignore_rule)
             else:
                 yield file
+        return listed, skipped
 
-    def _one_weight_format(self, files: Iterator[RemoteFile]) -> Iterator[RemoteFile]:
+    def _one_weight_format(
+        self, files: Iterator[RemoteFile]
+    ) -> Generator[RemoteFile, None, tuple[list[WeightFormat], dict[str, Skipped]]]:
         """Files of the first format are passed at once; those of the others (and their companions) are held until a
-        better format is listed, which drops them, or the listing ends, which releases the best format's."""
+        better format is listed, which drops them, or the listing ends, which releases the best format's. Returns
+        the formats given up for a better one, and the files they had."""
+        skipped: dict[str, Skipped] = {}
         if not self._formats:
             yield from files
-            return
+            return [], skipped
         matchers = [(Globs(f.patterns), Globs(f.companions)) for f in self._formats]
         best: int | None = None  # the most preferred format listed so far
         held: dict[int, list[RemoteFile]] = {}
@@ -113,33 +131,34 @@ class Selection:
                 continue
             rank, is_weights = found
             if best is not None and rank > best:
-                self._skip(file, "another weight format")
+                _skip(skipped, file, "another weight format")
                 continue
             if is_weights and (best is None or rank < best):
                 best = rank
                 for worse in [r for r in held if r > rank]:
                     for dropped in held.pop(worse):
-                        self._skip(dropped, "another weight format")
+                        _skip(skipped, dropped, "another weight format")
             if rank == 0:
                 yield file
             else:
                 held.setdefault(rank, []).append(file)
-        self._formats_dropped = [f for rank, f in enumerate(self._formats) if best is not None and rank > best]
         for rank, waiting in sorted(held.items()):
             if best is None or rank == best:
                 yield from waiting
             else:
                 for dropped in waiting:
-                    self._skip(dropped, "another weight format")
+                    _skip(skipped, dropped, "another weight format")
         if best:
             self._log.info(
                 f"keeping {self._formats[best].name} weights",
                 reason=f"the source has no {self._formats[0].name} weights, and the default selection would leave the "
                 "model without any; set IGNORE_PATTERNS explicitly to override",
             )
+        return [f for rank, f in enumerate(self._formats) if best is not None and rank > best], skipped
 
-    def _skip(self, file: RemoteFile, rule: str) -> None:
-        self.skipped.setdefault(rule, Skipped()).add(file)
+
+def _skip(skipped: dict[str, Skipped], file: RemoteFile, rule: str) -> None:
+    skipped.setdefault(rule, Skipped()).add(file)
 
 
 def _weight_format_of(path: str, matchers: list[tuple[Globs, Globs]]) -> tuple[int, bool] | None:

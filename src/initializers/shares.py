@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import Iterator
+from collections.abc import Generator, Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -21,6 +21,7 @@ from initializers.index import PlanIndex
 from initializers.journal import JOURNAL, DoneFile, journal_entries
 from initializers.locking import exclusively
 from initializers.plan import RemoteFile
+from initializers.streams import Returning
 
 if TYPE_CHECKING:
     from initializers.state import StateDir
@@ -74,16 +75,19 @@ class ShareRecords:
 
 
 def own_share(
-    planned: Iterator[list[RemoteFile]], index: PlanIndex, share: tuple[int, int], log: Any
-) -> Iterator[list[RemoteFile]]:
-    """This run's files: the whole listing goes into the index first, since the shares are balanced over all of it."""
-    for _ in planned:
+    planned: Iterable[list[RemoteFile]], index: PlanIndex, share: tuple[int, int], log: Any
+) -> Generator[list[RemoteFile], None, Any]:
+    """This run's files: the whole listing goes into the index first, since the shares are balanced over all of it.
+    Returns what `planned` returned."""
+    whole = Returning(planned)
+    for _ in whole:
         pass
     number, count = share
     index.assign_shares(count)
     files, size = index.shares(count)[number]
     log.info("share", shard=number, shards=count, files=files, bytes=size)
     yield from index.share(number)
+    return whole.value
 
 
 def described(index: PlanIndex, share: tuple[int, int]) -> dict[str, Any]:
