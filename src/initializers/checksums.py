@@ -2,14 +2,16 @@
 
 Hashers are hashlib's, plus git's blob ids and zlib's CRC-32. A CRC-32 of a file fetched as ranges in parallel is
 combined from the ranges' own CRCs (`combined_crc32`), in whatever order they landed, so the whole-object checksum
-is checked without reading the file again; any other digest of a ranged file is computed from the page cache once
-its last range has landed.
+is checked without reading the file again; any other digest of a ranged file is taken in order as its ranges land
+(`InOrderDigest`), each read back from the page cache by the thread whose range closes the gap before it.
 """
 
 from __future__ import annotations
 
 import hashlib
+import threading
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -94,6 +96,55 @@ def new_hasher(checksum: Checksum, size: int) -> Any:
     if checksum.algorithm == CRC32:
         return _Crc32()
     return hashlib.new(checksum.algorithm, usedforsecurity=False)
+
+
+class InOrderDigest:
+    """A digest of a file whose ranges land in any order and from many threads: the bytes are hashed from the
+    start as far as the landed ranges reach, read back by `read(offset, length)`, so the last range finds little or
+    nothing left to hash. Threads never wait for one another here, except `hexdigest` for the thread still hashing.
+    """
+
+    def __init__(self, hasher: Any, size: int, read: Callable[[int, int], bytes]) -> None:
+        self._hasher = hasher
+        self._size = size
+        self._read = read
+        self._hashed = 0  # the bytes from the start that went through the hasher
+        self._waiting: dict[int, int] = {}  # offset -> length of landed ranges past a gap, guarded by `_lock`
+        self._lock = threading.Lock()
+        self._hashing = threading.Lock()  # held by the one thread feeding the hasher
+
+    def landed(self, offset: int, length: int) -> None:
+        """The range's bytes are in the file: hash it, and whatever it joins up, unless another thread is at it."""
+        with self._lock:
+            self._waiting[offset] = length
+        self._advance(wait=False)
+
+    def hexdigest(self) -> str | None:
+        """The whole file's digest, once every range has landed; None while a gap remains."""
+        self._advance(wait=True)
+        return str(self._hasher.hexdigest()) if self._hashed == self._size else None
+
+    def _advance(self, wait: bool) -> None:
+        while self._hashing.acquire(blocking=wait):
+            try:
+                while (length := self._next()) is not None:
+                    position, end = self._hashed, self._hashed + length
+                    while position < end:
+                        block = self._read(position, min(_BLOCK_BYTES, end - position))
+                        if not block:
+                            raise OSError(f"the file ended at byte {position} of {end}, while it was being hashed")
+                        self._hasher.update(block)
+                        position += len(block)
+                    self._hashed = end
+            finally:
+                self._hashing.release()
+            with self._lock:  # a range that landed while this thread was done but still held the turn
+                if self._hashed not in self._waiting:
+                    return
+
+    def _next(self) -> int | None:
+        with self._lock:
+            return self._waiting.pop(self._hashed, None)
 
 
 def file_hexdigest(path: str, checksum: Checksum, size: int) -> str:

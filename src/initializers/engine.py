@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import NamedTuple, Protocol
 
 from initializers import logs
-from initializers.checksums import CRC32, Checksum, combined_crc32, file_hexdigest
+from initializers.checksums import CRC32, Checksum, InOrderDigest, combined_crc32, file_hexdigest
 from initializers.concurrency import WINDOW_SECONDS, Ramp, RequestTimes
 from initializers.errors import FetchError
 from initializers.journal import DoneFile
@@ -91,6 +91,7 @@ class OpenFile:
     expected: Checksum | None = None
     streamed: str | None = None  # the in-stream digest in `expected`'s algorithm, when the file came in one part
     range_crcs: dict[int, tuple[int, int]] = field(default_factory=dict)  # offset -> (length, CRC-32) of ranges
+    in_order: InOrderDigest | None = None  # ranges in another algorithm, hashed as they join up from the start
     lock: threading.Lock = field(default_factory=threading.Lock)
     #: Writers of one file take turns here: the kernel serialises them on the inode's lock anyway, and its waiters
     #: spin, burning CPU that waiting on this lock does not.
@@ -175,6 +176,8 @@ class Engine:
         """Check the file's size and checksum, rename it into place and record it done; ChecksumMismatch when its
         bytes are not what the source vouched for."""
         file = target.file
+        if target.in_order is not None:  # before the descriptor closes: a thread may still be reading through it
+            target.streamed = target.in_order.hexdigest()
         if target.fd >= 0:
             os.close(target.fd)
             target.fd = -1
@@ -296,7 +299,7 @@ def _verify_checksum(target: OpenFile) -> None:
     found = target.streamed
     if found is None and expected.algorithm == CRC32:
         found = combined_crc32(target.range_crcs, size)
-    if found is None:  # ranges in another algorithm, or handed over whole: hash the temporary, from the page cache
+    if found is None:  # a gap in the ranges hashed in order, or handed over whole: hash the temporary again
         found = file_hexdigest(target.temp, expected, size)
     if found != expected.hexdigest:
         raise ChecksumMismatch(

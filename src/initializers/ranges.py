@@ -16,7 +16,7 @@ from typing import Any, Protocol
 
 from initializers import logs
 from initializers.bandwidth import TokenBucket
-from initializers.checksums import CRC32, Checksum, new_hasher
+from initializers.checksums import CRC32, Checksum, InOrderDigest, new_hasher
 from initializers.concurrency import Ramp, comes_whole, range_size
 from initializers.engine import Cancelled, ChecksumMismatch, Engine, OpenFile, Task, disk_error
 from initializers.errors import FetchError
@@ -78,14 +78,31 @@ class PartSink:
         return new_hasher(expected, self._length) if expected.algorithm == CRC32 else None
 
     def landed(self) -> None:
-        """The part is complete: keep its digest for the file's check."""
+        """The part is complete: keep its digest for the file's check, or hash it in order with the others."""
+        target = self._target
         if self._digest is None:
-            return
-        if self._length == self._target.file.size:
-            self._target.streamed = self._digest.hexdigest()
+            if target.expected is not None and self._length < target.file.size:
+                self._hash_in_order(target.expected)
+        elif self._length == target.file.size:
+            target.streamed = self._digest.hexdigest()
         else:
-            with self._target.lock:
-                self._target.range_crcs[self._offset] = (self._length, int(self._digest.hexdigest(), 16))
+            with target.lock:
+                target.range_crcs[self._offset] = (self._length, int(self._digest.hexdigest(), 16))
+
+    def _hash_in_order(self, expected: Checksum) -> None:
+        target = self._target
+        with target.lock:
+            if target.in_order is None:
+                size = target.file.size
+                fd = target.fd
+                target.in_order = InOrderDigest(
+                    new_hasher(expected, size), size, lambda offset, length: os.pread(fd, length, offset)
+                )
+            in_order = target.in_order
+        try:
+            in_order.landed(self._offset, self._length)
+        except OSError as exc:
+            raise disk_error(exc, target.file.path) from None
 
     def write(self, data: memoryview) -> None:
         if self._cancel.is_set():
@@ -185,6 +202,7 @@ class StoredRanges:
                 _log.warning("checksum mismatch, fetching the file again", path=target.file.path, error=str(exc))
                 engine.progress.add_bytes(-target.file.size)
                 target.expected, target.streamed, target.range_crcs = target.file.checksum, None, {}
+                target.in_order = None
                 engine.open_temp(target, None)
                 if target.file.size:
                     self._read_range(engine, target, 0, target.file.size)

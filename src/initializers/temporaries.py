@@ -10,6 +10,9 @@ from pathlib import Path
 
 from initializers.destination import NEW_FILE, Destination
 
+#: Temporaries are read back as well as written: ranges are hashed from them as they join up.
+_TEMPORARY = NEW_FILE & ~os.O_WRONLY | os.O_RDWR
+
 
 class Temporaries:
     """The temporaries in `destination.tmp` (this run's own: a share of a split plan has its folder)."""
@@ -24,10 +27,10 @@ class Temporaries:
         return f"{self._destination.tmp}/{hashlib.sha256(relative.encode()).hexdigest()[:32]}.part"
 
     def open(self, temp: str, size: int | None) -> int:
-        """Open (truncated) the temporary `temp` (a `path`) for writing, sized `size` when given; a link planted at
-        its name is not followed."""
+        """Open (truncated) the temporary `temp` (a `path`) to be written and read back, sized `size` when given; a
+        link planted at its name is not followed."""
         with self._destination.folders.folder(self._folder) as folder:
-            fd = os.open(os.path.basename(temp), NEW_FILE | os.O_TRUNC, 0o666, dir_fd=folder)
+            fd = os.open(os.path.basename(temp), _TEMPORARY | os.O_TRUNC, 0o666, dir_fd=folder)
         if size is not None:
             os.ftruncate(fd, size)
         return fd
