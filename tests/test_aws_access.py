@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 
 from devkit.moto import ACCOUNT, Moto
-from initializers.contract import Config
-from initializers.errors import ConfigError, FetchError
-from initializers.sources.aws import NO_CREDENTIALS, Role, aws_access
-from initializers.sources.aws_options import AwsOptions
-from initializers.sources.sigv4 import SigningCredentials
+from initializers.common.errors import ConfigError, FetchError
+from initializers.config.contract import Config
+from initializers.sources.s3.aws import NO_CREDENTIALS, Role, aws_access
+from initializers.sources.s3.options import AwsOptions
+from initializers.sources.s3.sigv4 import SigningCredentials
 
 
 @pytest.fixture(autouse=True)

@@ -11,7 +11,7 @@ import zlib
 from hypothesis import given
 from hypothesis import strategies as st
 
-from initializers.checksums import InOrderDigest, combined_crc32, crc32_combine
+from initializers.transfer.checksums import InOrderDigest, combined_crc32, crc32_combine
 
 
 @given(st.binary(max_size=4096), st.binary(max_size=4096))

@@ -9,12 +9,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from initializers.contract import DATASET, MODEL, Config
-from initializers.errors import ConfigError
-from initializers.settings import build, setting_fields, settings_of
-from initializers.sources.aws_options import AwsOptions
-from initializers.sources.cache_options import CacheOptions, KubeflowCacheCluster
-from initializers.sources.hub_options import HubOptions
+from initializers.common.errors import ConfigError
+from initializers.config.contract import DATASET, MODEL, Config
+from initializers.config.settings import build, setting_fields, settings_of
+from initializers.sources.hub.options import HubOptions
+from initializers.sources.iceberg.options import CacheOptions, KubeflowCacheCluster
+from initializers.sources.s3.options import AwsOptions
 
 
 def test_unset_empty_and_custom_ignore_patterns_are_distinct():

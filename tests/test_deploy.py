@@ -12,9 +12,9 @@ import yaml
 
 from devkit import images
 from initializers.cache_server import DEFAULT_PORT, ServerConfig
-from initializers.contract import Config
-from initializers.settings import settings_of
-from initializers.sources.iceberg import data_nodes, node_shard
+from initializers.config.contract import Config
+from initializers.config.settings import settings_of
+from initializers.sources.iceberg.source import data_nodes, node_shard
 
 DEPLOY = Path(__file__).resolve().parents[1] / "deploy"
 VALIDATE = str(Path(sys.executable).parent / "kubernetes-validate")

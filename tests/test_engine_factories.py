@@ -11,15 +11,16 @@ from typing import Any
 
 import pytest
 
-from initializers.concurrency import Ramp
-from initializers.engine import Engine, Task
-from initializers.errors import FetchError
-from initializers.making import MadeGroups
-from initializers.plan import RemoteFile
-from initializers.progress import Progress
-from initializers.ranges import StoredRanges
-from initializers.sources.base import Maker, Sink, Storage
-from initializers.state import StateDir
+from initializers.common.errors import FetchError
+from initializers.common.remote_file import RemoteFile
+from initializers.destination.state import StateDir
+from initializers.sources.base import Maker, Storage
+from initializers.transfer.concurrency import Ramp
+from initializers.transfer.engine import Engine, Task
+from initializers.transfer.making import MadeGroups
+from initializers.transfer.progress import Progress
+from initializers.transfer.ranges import StoredRanges
+from initializers.transfer.sink import Sink
 
 #: How long a test waits for an event another thread sets: a generous ceiling on shared cores, never reached.
 EVENT_CEILING_SECONDS = 60.0

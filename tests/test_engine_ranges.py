@@ -14,15 +14,16 @@ from typing import Any
 
 import pytest
 
-from initializers.checksums import CRC32, Checksum
-from initializers.concurrency import Ramp
-from initializers.engine import Engine
-from initializers.errors import FetchError
-from initializers.plan import RemoteFile
-from initializers.progress import Progress
-from initializers.ranges import StoredRanges
-from initializers.sources.base import Sink, Storage
-from initializers.state import StateDir
+from initializers.common.errors import FetchError
+from initializers.common.remote_file import Checksum, RemoteFile
+from initializers.destination.state import StateDir
+from initializers.sources.base import Storage
+from initializers.transfer.checksums import CRC32
+from initializers.transfer.concurrency import Ramp
+from initializers.transfer.engine import Engine
+from initializers.transfer.progress import Progress
+from initializers.transfer.ranges import StoredRanges
+from initializers.transfer.sink import Sink
 
 KiB = 1 << 10
 SMALL, LARGE = 64 * KiB, 256 * KiB

@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from initializers.checksums import CRC32, Checksum
-from initializers.engine import Cancelled, OpenFile
-from initializers.errors import FetchError
-from initializers.plan import RemoteFile
-from initializers.progress import Progress
-from initializers.ranges import PartSink
+from initializers.common.errors import FetchError
+from initializers.common.remote_file import Checksum, RemoteFile
+from initializers.transfer.checksums import CRC32
+from initializers.transfer.engine import Cancelled, OpenFile
+from initializers.transfer.progress import Progress
+from initializers.transfer.ranges import PartSink
 
 BODY = os.urandom(300_000)
 WHOLE = b"head-" + BODY  # the file the part belongs to: the part starts at offset 5

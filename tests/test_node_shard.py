@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from initializers.contract import Config
-from initializers.errors import ConfigError
-from initializers.sources.iceberg import data_nodes, node_shard
+from initializers.common.errors import ConfigError
+from initializers.config.contract import Config
+from initializers.sources.iceberg.source import data_nodes, node_shard
 
 
 def config(**env: str) -> Config:

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from initializers import nofollow
-from initializers.errors import FetchError
-from initializers.nofollow import Tree
+from initializers.common.errors import FetchError
+from initializers.destination import nofollow
+from initializers.destination.nofollow import Tree
 
 
 def open_descriptors() -> int:

@@ -15,8 +15,8 @@ from kubernetes.client import ApiClient, V1Container
 
 from devkit.relay import Relay
 from devkit.seaweed import SeaweedFS
-from initializers import runner, sdk
-from initializers.errors import ConfigError, Stopped
+from initializers.common.errors import ConfigError, Stopped
+from initializers.kubeflow import runner, sdk
 
 BODY = os.urandom(512 * 1024)
 

@@ -12,10 +12,10 @@ import pytest
 
 from devkit.hubserver import HubServer
 from devkit.relay import Relay, self_signed_certificate
-from initializers.sources.hf_get import HUB_TRUST, hub_transient
-from initializers.sources.http_get import certificate_refused, untrusted_certificate
-from initializers.sources.iceberg import pyarrow_transient
-from initializers.sources.s3_get import S3_TRUST, s3_transient
+from initializers.sources.http.getter import certificate_refused, untrusted_certificate
+from initializers.sources.hub.get import HUB_TRUST, hub_transient
+from initializers.sources.iceberg.source import pyarrow_transient
+from initializers.sources.s3.get import S3_TRUST, s3_transient
 
 
 @pytest.mark.parametrize(
