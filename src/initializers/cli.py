@@ -9,6 +9,7 @@ from typing import Any, NoReturn
 
 import click
 
+import initializers.sources  # noqa: F401 - registers every source: their option groups are part of the schema
 from initializers import __version__
 from initializers.common.errors import ConfigError, InitializerError, Stopped
 from initializers.config.contract import Config, Kind

@@ -14,7 +14,9 @@ from typing import Any, cast
 from initializers.common.lookahead import Lookahead
 from initializers.common.remote_file import RemoteFile
 from initializers.common.streams import Returning
+from initializers.config import registry
 from initializers.config.contract import Config, Kind
+from initializers.config.uris import scheme_of
 from initializers.destination import manifest
 from initializers.destination.done import DoneFile
 from initializers.destination.state import StateDir
@@ -24,8 +26,7 @@ from initializers.plan.safe_paths import plan_files
 from initializers.plan.selection import Selected, Selection
 from initializers.plan.todo import Fetching, Listed, todo_pass
 from initializers.process.stopping import stoppable
-from initializers.sources import open_source, plan_share
-from initializers.sources.base import Source
+from initializers.sources.base import Source  # the package's face registers every source
 from initializers.transfer.bandwidth import TokenBucket
 from initializers.transfer.concurrency import Ramp
 from initializers.transfer.engine import Engine
@@ -75,20 +76,35 @@ def _dry_run(config: Config, kind: Kind, log: Any, waiting: _Waiting) -> Outcome
     started_at = datetime.now(UTC)
     output_path = str(Path(config.output_dir(kind)).absolute())
     with tempfile.TemporaryDirectory(prefix="initializer-dry-run-") as scratch:
-        source = open_source(config, kind, os.path.join(scratch, "staging"))
+        source = _open_source(config, kind, os.path.join(scratch, "staging"))
         index = PlanIndex(Path(scratch) / INDEX)
         try:
             uri = source.describe()["uri"]
             log.info("listing", source=uri, output_path=output_path, dry_run=True)
             waiting.step = f"the listing of {uri}"
             selection = Selection(config, kind, log)
-            planned = _planned(source, selection, index, plan_share(config, kind), log)
+            planned = _planned(source, selection, index, _plan_share(config, kind), log)
             files, size = dryrun.print_plan(planned, sys.stdout)
         finally:
             index.close()
             source.close()
     seconds = (datetime.now(UTC) - started_at).total_seconds()
     return Outcome(files, size, 0, 0, seconds, output_path, dry_run=True)
+
+
+def _open_source(config: Config, kind: Kind, staging: str) -> Source:
+    """The registered source for STORAGE_URI, given only its own options; `staging`: a folder it may keep resumable
+    bookkeeping in."""
+    uri = config.require_storage_uri()
+    plugin = registry.plugin(scheme_of(uri, kind))
+    return cast(Source, plugin.open(uri, config.for_source(plugin), kind, staging))
+
+
+def _plan_share(config: Config, kind: Kind) -> tuple[int, int] | None:
+    """The share (index, count) of a plan split over several initializers that this run fetches; None when not
+    split, or when the source shards by itself (the cache source's SHARD_INDEX)."""
+    plugin = registry.plugin(scheme_of(config.require_storage_uri(), kind))
+    return config.shard() if plugin.splits_plan else None
 
 
 def _planned(
@@ -101,8 +117,8 @@ def _planned(
 
 
 def _run(config: Config, kind: Kind, log: Any, waiting: _Waiting) -> Outcome:
-    state = StateDir(config.output_dir(kind), plan_share(config, kind))
-    source = open_source(config, kind, str(state.staging))
+    state = StateDir(config.output_dir(kind), _plan_share(config, kind))
+    source = _open_source(config, kind, str(state.staging))
     try:
         uri = source.describe()["uri"]
         log.info("listing", source=uri, output_path=str(state.root))

@@ -1,18 +1,21 @@
 """The environment contract: one typed schema read by the programs and written by the SDK-side builder.
 
-Every setting is a field of `Config`, or of a source's option group it holds (`config.hub`, `config.aws`,
-`config.cache`, each declared beside its source), carrying its variable name, help text and codec, so parsing
-(`Config.from_env`), the CLI options and serialisation (`Config.to_env`) all come from the same
-definitions and cannot drift apart. The toolkit they are declared with is `settings`.
+Every setting is a field of `Config` (the settings every source shares), or of an option group a source declares
+beside itself and registers (`registry`); `Config` holds the groups as parsed (`config.options(AwsOptions)`). Each
+carries its variable name, help text and codec, so parsing (`Config.from_env`), the CLI options and serialisation
+(`Config.to_env`) all come from the same definitions and cannot drift apart. The toolkit they are declared with is
+`settings`.
 """
 
 from __future__ import annotations
 
 import difflib
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
+from typing import Any, TypeVar
 
 from initializers.common.errors import ConfigError
+from initializers.config import registry
 from initializers.config.settings import (
     BANDWIDTH,
     BOOL,
@@ -21,19 +24,17 @@ from initializers.config.settings import (
     POSITIVE_NUMBER,
     Setting,
     bounded_int,
+    build,
     choice,
     env_of,
-    group_field,
     parse_schema,
     patterns_field,
     setting_field,
     settings_of,
     values_of,
 )
-from initializers.sources.hub.options import HubOptions
-from initializers.sources.iceberg.options import CacheOptions
-from initializers.sources.s3.options import AwsOptions
 
+G = TypeVar("G")
 #: Variables of other tools (boto3, huggingface_hub, the system) are never typos of ours.
 _FOREIGN_PREFIXES = ("AWS_", "HF_", "HUGGINGFACE_", "KUBERNETES_", "PYTHON", "LC_", "XDG_")
 
@@ -127,10 +128,6 @@ class Config:
         "removes; for a model it replaces the default's list of what a trainer loads [default: every file; model: "
         "that list].",
     )
-    # Each source's own settings, declared beside it; their variables are the contract's like any other.
-    hub: HubOptions = group_field(HubOptions)
-    aws: AwsOptions = group_field(AwsOptions)
-    cache: CacheOptions = group_field(CacheOptions)
     max_workers: int | None = setting_field(
         "MAX_WORKERS",
         "Most parallel transfers, at most 256 [default: per source, S3 and Hub: 64, from 8 streams up while it "
@@ -191,6 +188,22 @@ class Config:
         "LOG_FORMAT", "json or console [default: console on a terminal, else json].", LOG_FORMAT
     )
     log_level: str | None = setting_field("LOG_LEVEL", "debug, info, warning or error [default: info].", LOG_LEVEL)
+    #: The registered sources' option groups as given (`from_env`, `build`: all of them; a source is opened with only
+    #: its own, `for_source`); a group not held reads as its defaults.
+    source_options: tuple[Any, ...] = field(default=())
+
+    def options(self, group: type[G]) -> G:
+        """The settings of one source's option group."""
+        return next((given for given in self.source_options if type(given) is group), group())
+
+    def for_source(self, plugin: registry.SourcePlugin) -> Config:
+        """This configuration as `plugin`'s source receives it: the shared settings and its own option groups only;
+        a shared setting it refuses is an error naming the variable."""
+        for name, setting in self.shared_settings():
+            why = plugin.refuses.get(name)
+            if why is not None and getattr(self, name):
+                raise ConfigError(f"{setting.env} does not apply to {plugin.scheme}:// sources: {why}")
+        return replace(self, source_options=tuple(self.options(group) for group in plugin.options))
 
     @staticmethod
     def typo_hints(env: Mapping[str, str]) -> dict[str, str]:
@@ -206,23 +219,46 @@ class Config:
         return hints
 
     @staticmethod
-    def settings() -> list[tuple[str, Setting]]:
-        """(field name, setting) for every variable of the contract, in declaration order."""
+    def shared_settings() -> list[tuple[str, Setting]]:
+        """(field name, setting) for every variable all sources share, in declaration order."""
         return settings_of(Config)
+
+    @staticmethod
+    def settings() -> list[tuple[str, Setting]]:
+        """(field name, setting) for every variable of the contract: the shared ones, then each registered group's."""
+        return settings_of(Config) + [setting for group in registry.option_groups() for setting in settings_of(group)]
 
     @classmethod
     def from_env(cls, env: Mapping[str, str], options: Mapping[str, str | None] | None = None) -> Config:
         """Parse the contract from variables and raw option values; an option given wins over its variable."""
-        return parse_schema(cls, env, options)
+        groups = tuple(parse_schema(group, env, options) for group in registry.option_groups())
+        return replace(parse_schema(cls, env, options), source_options=groups)
+
+    @classmethod
+    def build(cls, values: Mapping[str, Any]) -> Config:
+        """A configuration from {field name: value} over every setting, shared or a group's (names are unique:
+        `registry` checks them); settings not given keep their defaults."""
+        groups = registry.option_groups()
+        unknown = set(values) - {name for name, _ in cls.settings()}
+        if unknown:
+            raise TypeError(f"Config has no setting {', '.join(sorted(unknown))}")
+
+        def own(schema: type) -> dict[str, Any]:
+            names = {name for name, _ in settings_of(schema)}
+            return {name: value for name, value in values.items() if name in names}
+
+        return replace(build(cls, own(cls)), source_options=tuple(build(group, own(group)) for group in groups))
 
     def to_env(self) -> dict[str, str]:
         """The variables that reproduce this configuration: `Config.from_env(c.to_env()) == c`."""
-        return env_of(self)
+        env = env_of(self)
+        for group in self.source_options:
+            env.update(env_of(group))
+        return env
 
     def secrets(self) -> list[str]:
         """Secret values present in this configuration, for log redaction."""
-        values = values_of(self)
-        return [values[name] for name, s in self.settings() if s.secret and values[name]]
+        return [value for group in (self, *self.source_options) for value in _secret_values(group)]
 
     def output_dir(self, kind: Kind) -> str:
         return self.output_path or kind.default_output_path
@@ -254,3 +290,8 @@ class Config:
         if not self.storage_uri:
             raise ConfigError("STORAGE_URI is not set: give the source as hf://..., s3://... or cache://...")
         return self.storage_uri
+
+
+def _secret_values(schema: Any) -> list[str]:
+    values = values_of(schema)
+    return [values[name] for name, setting in settings_of(type(schema)) if setting.secret and values[name]]

@@ -191,10 +191,10 @@ def setting_fields(schema: type) -> Iterator[dataclasses.Field[Any]]:
     """Every field of `schema` that carries a setting, groups' fields in their place, in declaration order."""
     for found in dataclasses.fields(schema):
         group = found.metadata.get("group")
-        if group is None:
-            yield found
-        else:
+        if group is not None:
             yield from setting_fields(group)
+        elif "setting" in found.metadata:
+            yield found
 
 
 def settings_of(schema: type) -> list[tuple[str, Setting]]:
@@ -217,7 +217,7 @@ def _built(schema: type[S], values: Mapping[str, Any]) -> S:
         group = found.metadata.get("group")
         if group is not None:
             given[found.name] = _built(group, values)
-        elif found.name in values:
+        elif found.name in values and "setting" in found.metadata:
             given[found.name] = values[found.name]
     return schema(**given)
 
@@ -227,7 +227,10 @@ def values_of(instance: Any) -> dict[str, Any]:
     values: dict[str, Any] = {}
     for found in dataclasses.fields(instance):
         value = getattr(instance, found.name)
-        values.update(values_of(value) if "group" in found.metadata else {found.name: value})
+        if "group" in found.metadata:
+            values.update(values_of(value))
+        elif "setting" in found.metadata:
+            values[found.name] = value
     return values
 
 

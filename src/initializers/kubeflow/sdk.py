@@ -8,13 +8,15 @@ does, with the programs' own parsers, so a URI the programs would reject fails h
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar
 
+import initializers.sources  # noqa: F401 - registers every source: their option groups are part of the schema
 from initializers.common.errors import ConfigError
+from initializers.config import registry
 from initializers.config.contract import DATASET, MODEL, Config, Kind
-from initializers.config.settings import build, checked_value
-from initializers.config.uris import CacheLocation, HfLocation, S3Location, scheme_of
+from initializers.config.settings import checked_value
+from initializers.config.uris import scheme_of
 
 DEFAULT_DATASET_IMAGE = "ghcr.io/initializers/dataset-initializer:latest"
 DEFAULT_MODEL_IMAGE = "ghcr.io/initializers/model-initializer:latest"
@@ -46,16 +48,20 @@ class _InitializerConfig:
             raise ConfigError(
                 f"STORAGE_URI: {type(self).__name__} needs a {self.scheme}:// URI, got {self.storage_uri!r}"
             )
-        {"hf": HfLocation.parse, "s3": S3Location.parse, "cache": CacheLocation.parse}[self.scheme](self.storage_uri)
+        registry.plugin(self.scheme).locate(self.storage_uri)
         self.to_config().to_env()  # refuses what the variables cannot carry, e.g. a pattern with a comma
 
     def to_config(self, output_path: str | None = None) -> Config:
         """The same configuration as the programs will parse it back from the environment."""
+        return Config.build({**self._values(), "output_path": output_path})
+
+    def _values(self) -> dict[str, Any]:
+        """{setting field: value} of the fields this configuration shares with the programs' schema."""
         values: dict[str, Any] = {f.name: getattr(self, f.name) for f in fields(self) if f.name in _CONFIG_FIELDS}
         for patterns in ("ignore_patterns", "allow_patterns"):
             if values.get(patterns) is not None:
                 values[patterns] = tuple(values[patterns])
-        return build(Config, {**values, "output_path": output_path})
+        return values
 
 
 _CONFIG_FIELDS = {name for name, _ in Config.settings()}
@@ -94,10 +100,9 @@ class DataCacheInitializer(_InitializerConfig, kind=DATASET, scheme="cache"):
             raise ConfigError(f"NUM_DATA_NODES: must be greater than 1, got {self.num_data_nodes}")
         super().__post_init__()
 
-    def to_config(self, output_path: str | None = None) -> Config:
+    def _values(self) -> dict[str, Any]:
         """Kubeflow sends the cluster size (data nodes + 1), not the number of data nodes."""
-        config = super().to_config(output_path)
-        return replace(config, cache=replace(config.cache, cluster_size=self.num_data_nodes + 1, num_data_nodes=None))
+        return {**super()._values(), "cluster_size": self.num_data_nodes + 1, "num_data_nodes": None}
 
 
 def _default_model_patterns() -> list[str]:

@@ -1,6 +1,13 @@
 """Sources as plug-ins: the contracts they fulfil (`base`), one sub-package per source (`s3`, `hub`, `iceberg`)
-and the HTTP client they share (`http`); each source declares its scheme, options and constructor in the registry.
+and the HTTP client they share (`http`). Importing this package registers every source (`config.registry`): each
+sub-package's face declares its scheme, options and opener, and imports nothing heavy.
 
 May import `common`, `adapters`, `config`, `cache` and `transfer`; a source's modules are imported only when its
 scheme is used.
 """
+
+from __future__ import annotations
+
+from initializers.sources import hub, iceberg, s3
+
+__all__ = ["hub", "iceberg", "s3"]

@@ -1,4 +1,5 @@
-"""The Hugging Face Hub source's own settings, declared beside it and held by `Config` as `config.hub`."""
+"""The Hugging Face Hub source's own settings, declared beside it and registered with it
+(`config.options(HubOptions)`)."""
 
 from __future__ import annotations
 

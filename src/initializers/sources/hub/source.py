@@ -24,6 +24,7 @@ from initializers.sources.base import Storage
 from initializers.sources.http.getter import certificate_refused, untrusted_certificate
 from initializers.sources.hub.get import BAD_TOKEN, HUB_TRUST, HubGetter, gated, hub_transient, not_found
 from initializers.sources.hub.guard import HubGuard
+from initializers.sources.hub.options import HubOptions
 from initializers.transfer.checksums import GIT_SHA1
 from initializers.transfer.range_sizes import PART_SIZE, comes_whole
 from initializers.transfer.retry import Retriable, retrying
@@ -37,8 +38,9 @@ class HfSource(Storage):
     def __init__(self, location: HfLocation, config: Config, kind: Kind, staging: str) -> None:
         self.location = location
         self.repo_type = kind.name  # "dataset" or "model": the program decides what the repo is
-        self.revision = location.revision or config.hub.revision or "main"
-        self._token: str | bool = config.hub.access_token or False  # False: never a token stored on this machine
+        options = config.options(HubOptions)
+        self.revision = location.revision or options.revision or "main"
+        self._token: str | bool = options.access_token or False  # False: never a token stored on this machine
         # Read by huggingface_hub at import time; users' own values win.
         os.environ.setdefault("HF_HOME", os.path.join(staging, "home"))
         os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
@@ -52,7 +54,7 @@ class HfSource(Storage):
         self._guard = HubGuard(huggingface_hub.constants.ENDPOINT, config.read_timeout)
         self._guard.install(huggingface_hub.get_session())
         self._getter = HubGetter(
-            huggingface_hub.constants.ENDPOINT, config.hub.access_token, self._repo, config.read_timeout
+            huggingface_hub.constants.ENDPOINT, options.access_token, self._repo, config.read_timeout
         )
         self.commit: str | None = None
         #: Whether the server behind the resolve URLs honours Range (the Hub's CDN does, olah does not), once the

@@ -1,5 +1,5 @@
 """The cache:// (Iceberg) source's own settings, as Kubeflow's data cache initializer receives them, declared
-beside it and held by `Config` as `config.cache`. It also reads `config.aws`, for the table's storage."""
+beside it and registered with it. It also reads `AwsOptions`, for the table's storage."""
 
 from __future__ import annotations
 

@@ -29,6 +29,7 @@ from initializers.sources.base import Maker
 from initializers.sources.iceberg.options import CacheOptions
 from initializers.sources.iceberg.storage import S3_SCHEMES, TableStorage
 from initializers.sources.s3.aws import Role, aws_access
+from initializers.sources.s3.options import AwsOptions
 from initializers.transfer.retry import Retriable, retrying
 
 if TYPE_CHECKING:  # pyarrow and pyiceberg load only once the configuration is known to be valid
@@ -48,23 +49,19 @@ class IcebergSource(Maker):
     owned_folders = "shard-*"
 
     def __init__(self, location: CacheLocation, config: Config) -> None:
-        for variable, given in (("IGNORE_PATTERNS", config.ignore_patterns), ("ALLOW_PATTERNS", config.allow_patterns)):
-            if given:
-                raise ConfigError(f"{variable} does not apply to cache:// sources: every row of the table is sharded")
-        if config.max_bandwidth is not None:
-            raise ConfigError("MAX_BANDWIDTH does not apply to cache:// sources: pyarrow reads the table's files")
+        options, aws = config.options(CacheOptions), config.options(AwsOptions)
         self.location = location
-        self._metadata_location = _metadata_location(config.cache.metadata_loc)
-        self._nodes = data_nodes(config.cache)
+        self._metadata_location = _metadata_location(options.metadata_loc)
+        self._nodes = data_nodes(options)
         #: SHARD_INDEX: this node materialises only its own shard, reading only the data files that overlap it.
         self._only = node_shard(config, self._nodes)
         if self._only is not None:
             self.owned_folders = shard_folder(self._only)
         prefer_system_allocator()  # read when pyarrow first allocates, which is later
-        role = Role.given(config.cache.iam_role, "IAM_ROLE") or Role.given(config.aws.role_arn, "ROLE_ARN")
-        self._storage = TableStorage(config, self._metadata_location, aws_access(config.aws, role))
+        role = Role.given(options.iam_role, "IAM_ROLE") or Role.given(aws.role_arn, "ROLE_ARN")
+        self._storage = TableStorage(config, self._metadata_location, aws_access(aws, role))
         self._description: dict[str, Any] = {"uri": str(location), "metadata_location": self._metadata_location}
-        recorded = {name: value for name, value in values_of(config.cache.kubeflow).items() if value is not None}
+        recorded = {name: value for name, value in values_of(options.kubeflow).items() if value is not None}
         if recorded:
             self._description["kubeflow"] = recorded
         self._parts: dict[str, Part] = {}

@@ -1,5 +1,5 @@
-"""How to reach S3, declared beside `aws` and held by `Config` as `config.aws`: the S3 source and the cache
-source (which reads its table from S3) share these settings."""
+"""How to reach S3, declared beside `aws`: the S3 source and the cache source (which reads its table from S3)
+register these settings, and read them as `config.options(AwsOptions)`."""
 
 from __future__ import annotations
 

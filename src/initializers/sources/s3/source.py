@@ -30,6 +30,7 @@ from initializers.sources.s3.listing import (
     page_query,
     parse_page,
 )
+from initializers.sources.s3.options import AwsOptions
 from initializers.sources.s3.sigv4 import SigningCredentials
 from initializers.transfer.sink import Sink
 
@@ -62,7 +63,7 @@ class S3Source(Storage):
             partial(ssl.create_default_context, cafile=access.ca_bundle),
             self._uri_of,
             timeout=config.read_timeout,
-            requester_pays=config.aws.request_payer == "requester",
+            requester_pays=config.options(AwsOptions).request_payer == "requester",
         )
 
     @property
@@ -72,7 +73,8 @@ class S3Source(Storage):
 
     @classmethod
     def from_config(cls, uri: str, config: Config) -> S3Source:
-        return cls(S3Location.parse(uri), config, aws_access(config.aws, Role.given(config.aws.role_arn, "ROLE_ARN")))
+        options = config.options(AwsOptions)
+        return cls(S3Location.parse(uri), config, aws_access(options, Role.given(options.role_arn, "ROLE_ARN")))
 
     def describe(self) -> dict[str, Any]:
         return {"uri": str(self.location), "endpoint": self._endpoint_url, "region": self.region}
