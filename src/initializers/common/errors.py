@@ -28,3 +28,8 @@ class Stopped(BaseException):
     not swallow it."""
 
     exit_code = 1
+
+
+def changed_during_download(what: str, evidence: str) -> str:
+    """The one wording for a source file that changed while it was fetched; `evidence` says how that showed."""
+    return f"{what} changed during the download ({evidence}); run again to fetch the new version"

@@ -4,7 +4,8 @@ attempt, how long to wait, when to give up.
 - Throttling (429, 503, S3's SlowDown) is the service asking for patience: its `Retry-After` is honoured, and
   waits add up to a budget that outlasts the Hub's rate-limit window (5 minutes), however many attempts that takes.
 - Other transient failures (resets, timeouts, 5xx) get a few attempts with exponential backoff and jitter.
-- Permanent failures (a TLS certificate that does not verify) fail at once: no retry can fix them.
+- Permanent failures (a TLS certificate that does not verify) fail at once: no retry can fix them. The message names
+  the variable the failing path reads its CA certificates from (`trust`), so that the hint is one that works.
 A run's TIMEOUT bounds all of it: the deadline interrupts a wait like any other.
 """
 
@@ -55,6 +56,18 @@ def retry_after(value: str | None) -> float | None:
         return None
 
 
+def untrusted_certificate(exc: BaseException) -> ssl.SSLCertVerificationError | None:
+    """The certificate failure behind `exc`: `exc` itself, or what a client library (httpx) wrapped in its own."""
+    seen: set[int] = set()
+    found: BaseException | None = exc
+    while found is not None and id(found) not in seen:
+        if isinstance(found, ssl.SSLCertVerificationError):
+            return found
+        seen.add(id(found))
+        found = found.__cause__ or found.__context__
+    return None
+
+
 def retrying(
     verb: str,
     where: str,
@@ -62,11 +75,13 @@ def retrying(
     before_retry: Callable[[], None] = lambda: None,
     interrupted: Callable[[], bool] = lambda: False,
     clock: Clock = _SYSTEM_CLOCK,
+    trust: str | None = None,
 ) -> _T:
     """`attempt()`, again after transient failures (`before_retry` first: e.g. drop connections in an unknown state);
     FetchError saying why once the failure is permanent or the attempts or the budget are used up. Once
     `interrupted()`, no attempt starts: a listing that pages for ever stops at its next page. The waits between
-    attempts are `clock.sleep`s."""
+    attempts are `clock.sleep`s. `trust`: the variable naming the CA certificates this path reads, for the hint
+    when a certificate does not verify."""
     failures = 0
     throttled_for = 0.0
     while True:
@@ -74,11 +89,15 @@ def retrying(
             raise FetchError(f"{where}: interrupted")
         try:
             return attempt()
-        except (OSError, Retriable) as exc:  # resets, timeouts, TLS and framing errors, 5xx, throttling
-            if isinstance(exc, ssl.SSLCertVerificationError):  # each source names its own CA variable before this
+        except Exception as exc:  # resets, timeouts, TLS and framing errors, 5xx, throttling are worth another try
+            if failure := untrusted_certificate(exc):
+                hint = f"; for a private CA set {trust} to its certificate file" if trust else ""
                 raise FetchError(
-                    f"cannot {verb} {where}: the server's TLS certificate does not verify ({exc.verify_message})"
+                    f"cannot {verb} {where}: the server's TLS certificate does not verify ({failure.verify_message})"
+                    f"{hint}"
                 ) from None
+            if not isinstance(exc, (OSError, Retriable)):
+                raise
             before_retry()
             if interrupted():
                 raise FetchError(f"{where}: interrupted") from None

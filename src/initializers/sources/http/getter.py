@@ -40,27 +40,6 @@ def retriable(status: int, reason: str, retry_after_header: str | None, throttle
     )
 
 
-def untrusted_certificate(exc: BaseException) -> ssl.SSLCertVerificationError | None:
-    """The certificate failure behind `exc`: `exc` itself, or what a client library (httpx) wrapped in its own."""
-    seen: set[int] = set()
-    found: BaseException | None = exc
-    while found is not None and id(found) not in seen:
-        if isinstance(found, ssl.SSLCertVerificationError):
-            return found
-        seen.add(id(found))
-        found = found.__cause__ or found.__context__
-    return None
-
-
-def certificate_refused(verb: str, where: str, failure: ssl.SSLCertVerificationError, trust: str) -> FetchError:
-    """A certificate that does not verify: permanent, no retry can fix it. `trust` names the variable the failing
-    path reads its CA certificates from, so that the hint is one that works."""
-    return FetchError(
-        f"cannot {verb} {where}: the server's TLS certificate does not verify ({failure.verify_message}); for a "
-        f"private CA set {trust} to its certificate file"
-    )
-
-
 class HttpGetter:
     """Per-thread connections and buffers; retries; bodies into sinks. Thread-safe. `trust`: the variable the
     `ssl_context` takes its CA certificates from, named when a certificate does not verify."""
@@ -85,15 +64,8 @@ class HttpGetter:
     def retrying(self, verb: str, where: str, attempt: Callable[[], _T]) -> _T:
         """`attempt()` under the retry policy, each retry on fresh connections; a certificate that does not verify
         fails at once, naming the variable to set."""
-
-        def trusted_attempt() -> _T:
-            try:
-                return attempt()
-            except ssl.SSLCertVerificationError as exc:
-                raise certificate_refused(verb, where, exc, self._trust) from None
-
         return retrying(
-            verb, where, trusted_attempt, self.close_thread_connections, lambda: self._interrupted, self._clock
+            verb, where, attempt, self.close_thread_connections, lambda: self._interrupted, self._clock, self._trust
         )
 
     def stream_body(self, response: Response, sink: Sink, wanted: int, where: str) -> None:

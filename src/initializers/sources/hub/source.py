@@ -21,13 +21,12 @@ from initializers.common.remote_file import Checksum, RemoteFile
 from initializers.config.contract import Config, Kind
 from initializers.config.uris import HfLocation
 from initializers.sources.base import Storage
-from initializers.sources.http.getter import certificate_refused, untrusted_certificate
 from initializers.sources.hub.get import BAD_TOKEN, HUB_TRUST, HubGetter, gated, hub_transient, not_found
 from initializers.sources.hub.guard import HubGuard
 from initializers.sources.hub.options import HubOptions
 from initializers.transfer.checksums import GIT_SHA1
 from initializers.transfer.range_sizes import PART_SIZE, comes_whole
-from initializers.transfer.retry import Retriable, retrying
+from initializers.transfer.retry import Retriable, retrying, untrusted_certificate
 from initializers.transfer.sink import Sink
 
 _T = TypeVar("_T")
@@ -158,7 +157,7 @@ class HfSource(Storage):
             with self._translated_errors(what):
                 return call()
 
-        return retrying("list", what, translated)
+        return retrying("list", what, translated, trust=HUB_TRUST)
 
     def _uri_of(self, file: RemoteFile) -> str:
         """The URI of a file, as messages name it."""
@@ -191,8 +190,8 @@ class HfSource(Storage):
                 raise transient from None
             raise FetchError(f"the Hub refused a request for {repo}: {exc}") from None
         except (errors.LocalEntryNotFoundError, self._transport_errors) as exc:
-            if failure := untrusted_certificate(exc):
-                raise certificate_refused("list", what, failure, HUB_TRUST) from None
+            if untrusted_certificate(exc):
+                raise  # the retry policy words it, naming HUB_TRUST
             raise Retriable(f"cannot reach the Hub at {self._hub.constants.ENDPOINT}: {exc}") from None
         except self._too_many_redirects:
             raise FetchError(f"{self._server}: more than 20 redirects answering for {repo}") from None

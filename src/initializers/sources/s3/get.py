@@ -19,7 +19,7 @@ from datetime import UTC, datetime
 from urllib.parse import quote, urlsplit
 
 from initializers.common import logs
-from initializers.common.errors import FetchError
+from initializers.common.errors import FetchError, changed_during_download
 from initializers.common.remote_file import Checksum
 from initializers.sources.http.getter import RETRIABLE_STATUS, USER_AGENT, HttpGetter, retriable
 from initializers.sources.http.http1 import ProtocolError, Response
@@ -183,10 +183,7 @@ class S3Getter:
     def _check_response(self, request: GetRequest, response: Response, start: int, end: int, ranged: bool) -> None:
         etag = (response.header("etag") or "").strip('"')
         if etag and request.etag and etag != request.etag:
-            raise FetchError(
-                f"{self._describe(request.key)} changed during the download (ETag {request.etag} became {etag}); "
-                "run again to fetch the new version"
-            )
+            raise FetchError(changed_during_download(self._describe(request.key), f"ETag {request.etag} became {etag}"))
         if ranged:
             # A 200 that carries exactly the range asked for is unambiguous (rclone's server answers so); anything else
             # would write the wrong bytes at this range's offset.
@@ -245,7 +242,7 @@ def s3_error(operation: Operation, where: str, status: int, code: str, message: 
     if code == "NoSuchBucket":
         return f"the bucket of {where} does not exist ({code})"
     if status == 412:
-        return f"{where} changed during the download (its ETag no longer matches); run again"
+        return changed_during_download(where, f"its ETag no longer matches: {status} {code}")
     if code == "InvalidObjectState":
         return (
             f"{where} is archived (Glacier or Deep Archive) and has no restored copy ({code}): restore it first "
@@ -260,7 +257,7 @@ def s3_error(operation: Operation, where: str, status: int, code: str, message: 
     if status == 416:
         if operation is OPEN:
             return f"{where} is empty ({code})"
-        return f"{where} is shorter than listed ({code}); it changed during the download, run again"
+        return changed_during_download(where, f"it is shorter than listed: {code}")
     if status == 301 or code in _WRONG_REGION:
         return f"S3 answered {status} {code} for {where}: the bucket is in another region; set REGION to it"
     if "kms" in message.lower() or code.startswith("KMS."):
