@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import fnmatch
 import os
+import posixpath
 import stat
 import threading
 from collections.abc import Iterator
@@ -73,6 +75,40 @@ class Tree:
             raise refuse_link(self.where(relative))
         if stat.S_ISDIR(st.st_mode):
             raise FetchError(f"cannot write {self.where(relative)!r}: a folder of that name is in the way")
+
+    def remove_unlisted(self, top_glob: str, keep: set[str]) -> list[str]:
+        """Delete the files under the top-level folders matching `top_glob` that `keep` (relative paths) does not
+        list, and the folders left empty; returns the paths removed. Walked from descriptors (`os.fwalk`), so a link
+        found there is removed as a name, never followed, and a folder swapped for a link mid-walk is not entered."""
+        removed: list[str] = []
+        root_fd = self._fds[""]
+        with os.scandir(root_fd) as entries:
+            tops = sorted(
+                e.name for e in entries if e.is_dir(follow_symlinks=False) and fnmatch.fnmatchcase(e.name, top_glob)
+            )
+        for top in tops:
+            with self.folder(top, create=False) as top_fd:
+                for parent, folders, files, parent_fd in os.fwalk(".", topdown=False, dir_fd=top_fd):
+                    for name in files:
+                        relative = posixpath.normpath(f"{top}/{parent}/{name}")
+                        if relative not in keep:
+                            os.unlink(name, dir_fd=parent_fd)
+                            removed.append(relative)
+                    for name in folders:
+                        self._forget(posixpath.normpath(f"{top}/{parent}/{name}"))
+                        with contextlib.suppress(OSError):  # not empty: it holds files of the plan (or is a link)
+                            os.rmdir(name, dir_fd=parent_fd)
+            self._forget(top)
+            with contextlib.suppress(OSError):
+                os.rmdir(top, dir_fd=root_fd)
+        return removed
+
+    def _forget(self, relative: str) -> None:
+        """Close the kept descriptor of a folder about to be removed, so that no later write lands in it."""
+        with self._lock:
+            fd = self._fds.pop(relative, None)
+        if fd is not None:
+            os.close(fd)
 
     def close(self) -> None:
         with self._lock:

@@ -106,22 +106,7 @@ class Destination:
     def remove_stale(self, folder_glob: str, keep: set[str]) -> list[str]:
         """Delete files under the top-level folders matching `folder_glob` that `keep` (relative paths) does not
         list, and folders left empty, so that a folder a reader consumes whole holds exactly the new content."""
-        removed = []
-        for folder in sorted(self.root.glob(folder_glob)):
-            if folder.is_symlink() or not folder.is_dir():
-                continue
-            for parent, dirs, files in os.walk(folder, topdown=False):
-                for name in files:
-                    path = os.path.join(parent, name)
-                    if os.path.relpath(path, self.root) not in keep:
-                        os.unlink(path)
-                        removed.append(os.path.relpath(path, self.root))
-                for name in dirs:
-                    with contextlib.suppress(OSError):  # not empty: it holds files of the plan
-                        os.rmdir(os.path.join(parent, name))
-            with contextlib.suppress(OSError):
-                folder.rmdir()
-        return removed
+        return self.folders.remove_unlisted(folder_glob, keep)
 
     def free_space(self) -> int:
         return shutil.disk_usage(self.root).free
