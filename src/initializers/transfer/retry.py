@@ -62,11 +62,13 @@ def retrying(
     before_retry: Callable[[], None] = lambda: None,
     interrupted: Callable[[], bool] = lambda: False,
     clock: Clock = _SYSTEM_CLOCK,
+    transient: tuple[type[Exception], ...] = (OSError, Retriable),
 ) -> _T:
     """`attempt()`, again after transient failures (`before_retry` first: e.g. drop connections in an unknown state);
     FetchError saying why once the failure is permanent or the attempts or the budget are used up. Once
     `interrupted()`, no attempt starts: a listing that pages for ever stops at its next page. The waits between
-    attempts are `clock.sleep`s."""
+    attempts are `clock.sleep`s. `transient`: the failures worth another attempt, when an attempt does more than
+    ask a server (an OSError of the local disk is not one)."""
     failures = 0
     throttled_for = 0.0
     while True:
@@ -74,7 +76,7 @@ def retrying(
             raise FetchError(f"{where}: interrupted")
         try:
             return attempt()
-        except (OSError, Retriable) as exc:  # resets, timeouts, TLS and framing errors, 5xx, throttling
+        except transient as exc:  # resets, timeouts, TLS and framing errors, 5xx, throttling
             if isinstance(exc, ssl.SSLCertVerificationError):  # each source names its own CA variable before this
                 raise FetchError(
                     f"cannot {verb} {where}: the server's TLS certificate does not verify ({exc.verify_message})"
