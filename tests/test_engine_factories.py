@@ -16,7 +16,7 @@ from initializers.common.remote_file import RemoteFile
 from initializers.destination.state import StateDir
 from initializers.sources.base import Maker, Storage
 from initializers.transfer.concurrency import Ramp
-from initializers.transfer.engine import Engine, Task
+from initializers.transfer.engine import Assembly, Engine, Task
 from initializers.transfer.making import MadeGroups
 from initializers.transfer.progress import Progress
 from initializers.transfer.ranges import StoredRanges
@@ -143,20 +143,20 @@ class Gate:
         self.saw_cancel = threading.Event()
         self.interrupted = False
 
-    def tasks(self, files: Iterable[RemoteFile], engine: Engine) -> Iterator[Task]:
+    def tasks(self, files: Iterable[RemoteFile], assembly: Assembly) -> Iterator[Task]:
         first, _ = list(files)
-        yield Task(1, lambda: self._wait(engine, first))
+        yield Task(1, lambda: self._wait(assembly, first))
         yield Task(1, self._fail)
 
     def interrupt(self) -> None:
         self.interrupted = True
 
-    def _wait(self, engine: Engine, file: RemoteFile) -> None:
-        target = engine.target(file)
-        engine.opened(target)
-        engine.open_temp(target, None)
+    def _wait(self, assembly: Assembly, file: RemoteFile) -> None:
+        target = assembly.target(file)
+        assembly.opened(target)
+        assembly.open_temp(target, None)
         self.waiting.set()
-        if engine.cancel.wait(EVENT_CEILING_SECONDS):
+        if assembly.cancel.wait(EVENT_CEILING_SECONDS):
             self.saw_cancel.set()
 
     def _fail(self) -> None:

@@ -3,9 +3,8 @@
 Work is a lazy stream of tasks pulled by threads whose number `concurrency.Ramp` decides as the run goes, so memory
 stays flat whatever the number or size of files. What a task is comes from a `TaskFactory` the source picks: ranges
 of a stored file (`ranges.py`) or a group of made files (`making.py`). A file reaches its final path only after its
-last part has landed and its size and checksum are verified: the checksum the listing gave, or the one the first
-response vouched for, checked in-stream for a file in one part, by combining the ranges' CRCs, or from the page
-cache after the last part.
+last part has landed and its size and checksum are verified (each file's `checksums.FileVerifier`). Factories see
+the engine through `Assembly`: files to assemble and finish, and the run's shared signals and measures.
 """
 
 from __future__ import annotations
@@ -20,10 +19,11 @@ from dataclasses import dataclass, field
 from typing import NamedTuple, Protocol
 
 from initializers.common import logs
+from initializers.common.clock import Clock, SystemClock
 from initializers.common.errors import FetchError
-from initializers.common.remote_file import Checksum, RemoteFile
+from initializers.common.remote_file import RemoteFile
 from initializers.destination.done import DoneFile
-from initializers.transfer.checksums import CRC32, InOrderDigest, combined_crc32, file_hexdigest
+from initializers.transfer.checksums import FileVerifier
 from initializers.transfer.concurrency import WINDOW_SECONDS, Ramp, RequestTimes
 from initializers.transfer.progress import Progress
 
@@ -33,10 +33,6 @@ _log = logs.get_logger("initializers.transfer.engine")
 
 class Cancelled(Exception):
     """Raised inside a transfer thread once another thread has failed or the run is being stopped."""
-
-
-class ChecksumMismatch(FetchError):
-    """A file's bytes do not hash to what its source vouched for."""
 
 
 class Task(NamedTuple):
@@ -68,51 +64,100 @@ class Ledger(Protocol):
     def checkpoint(self) -> None: ...
 
 
+@dataclass
+class OpenFile:
+    """A file being assembled in its temporary: its descriptor, the parts handed out and not yet done, and its
+    verifier, which the parts feed; the task that completes its last part finishes it."""
+
+    file: RemoteFile
+    temp: str
+    fd: int = -1
+    lock: threading.Lock = field(default_factory=threading.Lock)  # guards the descriptor's opening and the parts
+    #: Writers of one file take turns here: the kernel serialises them on the inode's lock anyway, and its waiters
+    #: spin, burning CPU that waiting on this lock does not.
+    write_lock: threading.Lock = field(default_factory=threading.Lock)
+    verifier: FileVerifier = field(init=False)
+    _parts_pending: int = field(default=0, init=False)  # parts handed out and not yet done
+    _all_handed_out: bool = field(default=False, init=False)  # the file's last part is among them
+
+    def __post_init__(self) -> None:
+        self.verifier = FileVerifier(self.file, self._read_back)
+
+    def handed_out(self, last: bool) -> None:
+        """One more part is handed out; `last`: the file's last."""
+        with self.lock:
+            self._parts_pending += 1
+            self._all_handed_out = last
+
+    def part_done(self) -> bool:
+        """A part handed out is done; True when it completes the file."""
+        with self.lock:
+            self._parts_pending -= 1
+            return self._parts_pending == 0 and self._all_handed_out
+
+    def close(self) -> None:
+        """Close the temporary's descriptor, if open."""
+        if self.fd >= 0:
+            fd, self.fd = self.fd, -1
+            os.close(fd)
+
+    def _read_back(self, offset: int, length: int) -> bytes:
+        """Bytes of the temporary, for the verifier to hash ranges in order (from the page cache)."""
+        return os.pread(self.fd, length, offset)
+
+
+class Assembly(Protocol):
+    """What task factories need of the engine: files to assemble and finish, and the run's shared state."""
+
+    progress: Progress
+    cancel: threading.Event  # set once the run fails or is being stopped
+    request_times: RequestTimes  # how long requests waited for their first byte, and took in all
+    clock: Clock
+
+    def target(self, file: RemoteFile) -> OpenFile:
+        """A file to assemble, at its temporary path (nothing is created yet)."""
+
+    def opened(self, target: OpenFile) -> None:
+        """`target`'s temporary is about to be written: a failure of the run removes it."""
+
+    def open_temp(self, target: OpenFile, size: int | None) -> None:
+        """Create `target`'s temporary afresh (of `size` bytes, for writes at offsets) and keep its descriptor."""
+
+    def finish(self, target: OpenFile) -> None:
+        """Check the complete file, rename it into place and record it done; ChecksumMismatch when its bytes are
+        not what the source vouched for."""
+
+
 class TaskFactory(Protocol):
     """What a transfer is, for one kind of source: the engine runs the tasks and finishes the files."""
 
-    def tasks(self, files: Iterable[RemoteFile], engine: Engine) -> Iterator[Task]:
+    def tasks(self, files: Iterable[RemoteFile], assembly: Assembly) -> Iterator[Task]:
         """The transfers, lazily: threads take turns pulling them, so making one must be cheap and I/O-free."""
 
     def interrupt(self) -> None:
         """Unblock tasks waiting on the source, from another thread, when the run is being stopped."""
 
 
-@dataclass
-class OpenFile:
-    """A file being assembled in its temporary; the task that lands its last part finishes it."""
-
-    file: RemoteFile
-    temp: str
-    parts_pending: int = 0  # ranges handed out whose bytes have not all landed
-    all_handed_out: bool = False  # the file's last range is among them
-    fd: int = -1
-    #: What the whole file must hash to: the listing's checksum, else the first one a response vouched for.
-    expected: Checksum | None = None
-    streamed: str | None = None  # the in-stream digest in `expected`'s algorithm, when the file came in one part
-    range_crcs: dict[int, tuple[int, int]] = field(default_factory=dict)  # offset -> (length, CRC-32) of ranges
-    in_order: InOrderDigest | None = None  # ranges in another algorithm, hashed as they join up from the start
-    lock: threading.Lock = field(default_factory=threading.Lock)
-    #: Writers of one file take turns here: the kernel serialises them on the inode's lock anyway, and its waiters
-    #: spin, burning CPU that waiting on this lock does not.
-    write_lock: threading.Lock = field(default_factory=threading.Lock)
-
-    def __post_init__(self) -> None:
-        if self.expected is None:
-            self.expected = self.file.checksum
-
-
 class Engine:
-    """Parallel tasks from a factory; each file verified and renamed into place by whichever task completes it."""
+    """Parallel tasks from a factory; each file verified and renamed into place by whichever task completes it.
+    The `Assembly` its factories work with."""
 
     def __init__(
-        self, factory: TaskFactory, temps: Temporaries, ledger: Ledger, ramp: Ramp, progress: Progress
+        self,
+        factory: TaskFactory,
+        temps: Temporaries,
+        ledger: Ledger,
+        ramp: Ramp,
+        progress: Progress,
+        clock: Clock | None = None,
     ) -> None:
+        """`clock`: what the windows and waits are timed by (the system's by default)."""
         self._factory = factory
         self._temps = temps
         self._ledger = ledger
         self._ramp = ramp
         self.progress = progress
+        self.clock = clock or SystemClock()
         self._threads: list[threading.Thread] = []
         #: Set once a thread has failed or the run is being stopped; the task stream's producers stop on it too.
         self.cancel = threading.Event()
@@ -140,9 +185,9 @@ class Engine:
         except BaseException as exc:  # a signal or the deadline, raised in this thread: stop everyone, promptly
             self._fail(exc)
             self._factory.interrupt()
-            deadline = time.monotonic() + _STOP_GRACE_SECONDS
+            deadline = self.clock.monotonic() + _STOP_GRACE_SECONDS
             for thread in self._threads:
-                thread.join(max(0.0, deadline - time.monotonic()))
+                thread.join(max(0.0, deadline - self.clock.monotonic()))
         if self._error is not None:
             self._discard_unfinished()
             with contextlib.suppress(OSError, FetchError):  # what did finish stays claimed, for the re-run
@@ -158,34 +203,27 @@ class Engine:
     # What tasks call, from their threads.
 
     def target(self, file: RemoteFile) -> OpenFile:
-        """A file to assemble, at its temporary path (nothing is created yet)."""
         return OpenFile(file, self._temps.path(file.path))
 
     def opened(self, target: OpenFile) -> None:
-        """`target`'s temporary is about to be written: a failure of the run removes it."""
         with self._open_changes:
             if self._fenced:  # a thread that outlived the stop's grace: its temporary would outlive the cleanup
                 raise Cancelled
             self._open[target.file.path] = target
 
     def open_temp(self, target: OpenFile, size: int | None) -> None:
-        """Create `target`'s temporary afresh (of `size` bytes, for writes at offsets) and keep its descriptor."""
         target.fd = self._temps.open(target.temp, size)
 
     def finish(self, target: OpenFile) -> None:
-        """Check the file's size and checksum, rename it into place and record it done; ChecksumMismatch when its
-        bytes are not what the source vouched for."""
+        """Check the file's size, then its checksum, rename it into place and record it done."""
         file = target.file
-        if target.in_order is not None:  # before the descriptor closes: a thread may still be reading through it
-            target.streamed = target.in_order.hexdigest()
-        if target.fd >= 0:
-            os.close(target.fd)
-            target.fd = -1
+        target.verifier.finish_hashing()  # before the descriptor closes: a thread may still be reading through it
+        target.close()
         # Size and mtime survive the rename: one stat serves the checks and the journal.
         st = os.stat(target.temp, follow_symlinks=False)
         if file.exact_size and st.st_size != file.size:
             raise FetchError(f"{file.locator}: got {st.st_size} bytes, the source listed {file.size}")
-        _verify_checksum(target)
+        verified = target.verifier.verify(target.temp)
         with self._open_changes:
             if self._fenced:
                 raise Cancelled
@@ -198,7 +236,6 @@ class Engine:
                 self._open_changes.notify_all()
         with self._open_changes:
             self._open.pop(file.path, None)
-        verified = target.expected
         done = DoneFile(file.path, st.st_size, file.version, st.st_mtime_ns)
         if verified is not None:
             done = done._replace(algorithm=verified.algorithm, hexdigest=verified.hexdigest)
@@ -210,11 +247,11 @@ class Engine:
     def _run_threads(self, tasks: Iterator[Task]) -> None:
         """Keep `ramp.workers` threads pulling tasks, re-deciding the limit every window, until the tasks run out."""
         self._start_threads(tasks)
-        before = (time.monotonic(), time.process_time(), self.progress.bytes_done)
+        before = (self.clock.monotonic(), time.process_time(), self.progress.bytes_done)
         while any(thread.is_alive() for thread in self._threads):
-            self._wake.wait(max(0.0, before[0] + WINDOW_SECONDS - time.monotonic()))  # signals interrupt it
+            self._wake.wait(max(0.0, before[0] + WINDOW_SECONDS - self.clock.monotonic()))  # signals interrupt it
             self._wake.clear()
-            now = (time.monotonic(), time.process_time(), self.progress.bytes_done)
+            now = (self.clock.monotonic(), time.process_time(), self.progress.bytes_done)
             elapsed = now[0] - before[0]
             if elapsed >= WINDOW_SECONDS:
                 throughput, cpu_share = (now[2] - before[2]) / elapsed, (now[1] - before[1]) / elapsed
@@ -286,26 +323,9 @@ class Engine:
             unfinished = list(self._open.values())
             self._open.clear()
         for target in unfinished:
-            if target.fd >= 0:
-                with contextlib.suppress(OSError):
-                    os.close(target.fd)
+            with contextlib.suppress(OSError):
+                target.close()
             self._temps.remove(target.temp)
-
-
-def _verify_checksum(target: OpenFile) -> None:
-    expected, size = target.expected, target.file.size
-    if expected is None:  # nothing vouched for: the size (and, for S3, If-Match on the ETag) is all there is
-        return
-    found = target.streamed
-    if found is None and expected.algorithm == CRC32:
-        found = combined_crc32(target.range_crcs, size)
-    if found is None:  # a gap in the ranges hashed in order, or handed over whole: hash the temporary again
-        found = file_hexdigest(target.temp, expected, size)
-    if found != expected.hexdigest:
-        raise ChecksumMismatch(
-            f"{target.file.locator}: {expected.algorithm} checksum mismatch (expected {expected.hexdigest}, "
-            f"got {found}); the downloaded bytes are corrupt"
-        )
 
 
 def disk_error(exc: OSError, path: str | None = None) -> FetchError:

@@ -8,7 +8,7 @@ from functools import partial
 from typing import Protocol
 
 from initializers.common.remote_file import RemoteFile
-from initializers.transfer.engine import Cancelled, Engine, OpenFile, Task
+from initializers.transfer.engine import Assembly, Cancelled, OpenFile, Task
 
 
 class Making(Protocol):
@@ -27,30 +27,30 @@ class MadeGroups:
     def __init__(self, maker: Making) -> None:
         self._maker = maker
 
-    def tasks(self, files: Iterable[RemoteFile], engine: Engine) -> Iterator[Task]:
+    def tasks(self, files: Iterable[RemoteFile], assembly: Assembly) -> Iterator[Task]:
         groups: dict[str, list[OpenFile]] = {}
         for file in files:
-            groups.setdefault(self._maker.made_with(file), []).append(engine.target(file))
+            groups.setdefault(self._maker.made_with(file), []).append(assembly.target(file))
         for group in groups.values():
-            yield Task(sum(target.file.size for target in group), partial(self._deliver, engine, group))
+            yield Task(sum(target.file.size for target in group), partial(self._deliver, assembly, group))
 
     def interrupt(self) -> None:
         self._maker.interrupt()
 
-    def _deliver(self, engine: Engine, group: list[OpenFile]) -> None:
+    def _deliver(self, assembly: Assembly, group: list[OpenFile]) -> None:
         for target in group:
-            engine.opened(target)  # so that a failure removes whatever the maker left there
-        self._maker.make([(target.file, target.temp) for target in group], _counting(engine))
+            assembly.opened(target)  # so that a failure removes whatever the maker left there
+        self._maker.make([(target.file, target.temp) for target in group], _counting(assembly))
         for target in group:
-            engine.finish(target)
+            assembly.finish(target)
 
 
-def _counting(engine: Engine) -> Callable[[int], None]:
+def _counting(assembly: Assembly) -> Callable[[int], None]:
     """Bytes the maker reports, counted as progress; a cancelled run stops it at its next report."""
 
     def on_bytes(count: int) -> None:
-        if engine.cancel.is_set():
+        if assembly.cancel.is_set():
             raise Cancelled
-        engine.progress.add_bytes(count)
+        assembly.progress.add_bytes(count)
 
     return on_bytes

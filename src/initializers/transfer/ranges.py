@@ -1,30 +1,29 @@
 """Stored files as byte ranges: the task factory of `Storage` sources (S3, the Hub).
 
 A file comes in one request, or in ranges written at their offsets, many at once for a large file, each sized when
-it is handed out (`concurrency.range_size`). Bytes pass through a digest when one helps check their file; a file
-whose bytes miss its checksum is fetched again, whole.
+it is handed out (`concurrency.range_size`). Bytes pass through the digest their file's verifier hands them; a
+file whose bytes miss its checksum is fetched again, whole, under the one retry policy (`retry.retrying`).
 """
 
 from __future__ import annotations
 
 import os
 import threading
-import time
 from collections.abc import Iterable, Iterator
 from functools import partial
-from typing import Any, Protocol
+from typing import Protocol
 
 from initializers.common import logs
+from initializers.common.clock import Clock
 from initializers.common.errors import FetchError
 from initializers.common.remote_file import Checksum, RemoteFile
 from initializers.destination.stable_storage import start_writeback
 from initializers.transfer.bandwidth import TokenBucket
-from initializers.transfer.checksums import CRC32, InOrderDigest, new_hasher
 from initializers.transfer.concurrency import Ramp
-from initializers.transfer.engine import Cancelled, ChecksumMismatch, Engine, OpenFile, Task, disk_error
+from initializers.transfer.engine import Assembly, Cancelled, OpenFile, Task, disk_error
 from initializers.transfer.progress import Progress
 from initializers.transfer.range_sizes import comes_whole, range_size
-from initializers.transfer.retry import ATTEMPTS
+from initializers.transfer.retry import Retriable, retrying
 from initializers.transfer.sink import Sink
 
 _log = logs.get_logger("initializers.transfer.engine")
@@ -42,74 +41,42 @@ class Reader(Protocol):
 
 
 class PartSink:
-    """Writes one range at its offset in the temporary, digesting it when its file has a checksum to meet; counts
+    """Writes one range at its offset in the temporary, through the digest its file's verifier hands it; counts
     progress; notices cancellation."""
 
-    def __init__(self, target: OpenFile, offset: int, length: int, progress: Progress, cancel: threading.Event) -> None:
+    def __init__(
+        self, target: OpenFile, offset: int, length: int, progress: Progress, cancel: threading.Event, clock: Clock
+    ) -> None:
         self._target = target
         self._offset = offset
         self._length = length
         self._progress = progress
         self._cancel = cancel
+        self._clock = clock
         self.written = 0
-        self.first_byte: float | None = None  # when the first byte arrived (time.monotonic)
-        self._digest = self._new_digest()
+        self.first_byte: float | None = None  # when the first byte arrived (clock.monotonic)
+        self._digest = target.verifier.part_digest(length)
 
     def vouch(self, checksum: Checksum) -> None:
-        """Take the whole file's checksum from the response, before its body: the first one vouched for stands."""
-        target = self._target
-        with target.lock:
-            if target.expected is None:
-                target.expected = checksum
-            elif target.expected.algorithm == checksum.algorithm and target.expected != checksum:
-                raise FetchError(
-                    f"{target.file.locator} changed during the download ({checksum.algorithm} "
-                    f"{target.expected.hexdigest} became {checksum.hexdigest}); run again to fetch the new version"
-                )
+        """Pass the whole file's checksum from the response, before its body, to the verifier; a part that had no
+        digest to feed may have one now."""
+        verifier = self._target.verifier
+        verifier.vouch(checksum)
         if self._digest is None and self.written == 0:
-            self._digest = self._new_digest()
-
-    def _new_digest(self) -> Any:
-        """A digest of this part that helps check the file: any, for a file in one part; a CRC-32, for a range."""
-        expected, size = self._target.expected, self._target.file.size
-        if expected is None:
-            return None
-        if self._length == size:
-            return new_hasher(expected, size)
-        return new_hasher(expected, self._length) if expected.algorithm == CRC32 else None
+            self._digest = verifier.part_digest(self._length)
 
     def landed(self) -> None:
-        """The part is complete: keep its digest for the file's check, or hash it in order with the others."""
-        target = self._target
-        if self._digest is None:
-            if target.expected is not None and self._length < target.file.size:
-                self._hash_in_order(target.expected)
-        elif self._length == target.file.size:
-            target.streamed = self._digest.hexdigest()
-        else:
-            with target.lock:
-                target.range_crcs[self._offset] = (self._length, int(self._digest.hexdigest(), 16))
-
-    def _hash_in_order(self, expected: Checksum) -> None:
-        target = self._target
-        with target.lock:
-            if target.in_order is None:
-                size = target.file.size
-                fd = target.fd
-                target.in_order = InOrderDigest(
-                    new_hasher(expected, size), size, lambda offset, length: os.pread(fd, length, offset)
-                )
-            in_order = target.in_order
+        """The part is complete: hand it to the verifier."""
         try:
-            in_order.landed(self._offset, self._length)
-        except OSError as exc:
-            raise disk_error(exc, target.file.path) from None
+            self._target.verifier.landed(self._offset, self._length, self._digest)
+        except OSError as exc:  # reading it back to hash it in order
+            raise disk_error(exc, self._target.file.path) from None
 
     def write(self, data: memoryview) -> None:
         if self._cancel.is_set():
             raise Cancelled
         if self.first_byte is None:
-            self.first_byte = time.monotonic()
+            self.first_byte = self._clock.monotonic()
         fd, position = self._target.fd, self._offset + self.written
         remaining = data
         try:
@@ -127,7 +94,7 @@ class PartSink:
     def rewind(self) -> None:
         self._progress.add_bytes(-self.written)
         self.written = 0
-        self._digest = self._new_digest()
+        self._digest = self._target.verifier.part_digest(self._length)
 
 
 class StoredRanges:
@@ -139,20 +106,18 @@ class StoredRanges:
         self._ramp = ramp
         self._bandwidth = bandwidth
 
-    def tasks(self, files: Iterable[RemoteFile], engine: Engine) -> Iterator[Task]:
+    def tasks(self, files: Iterable[RemoteFile], assembly: Assembly) -> Iterator[Task]:
         for file in files:
-            target = engine.target(file)
+            target = assembly.target(file)
             if comes_whole(file.size, self._range_size(file)):
-                target.parts_pending, target.all_handed_out = 1, True
-                yield Task(file.size, partial(self._transfer_range, engine, target, 0, file.size))
+                target.handed_out(last=True)
+                yield Task(file.size, partial(self._transfer_range, assembly, target, 0, file.size))
                 continue
             offset = 0
             while offset < file.size:
                 length = min(self._range_size(file) or file.size, file.size - offset)
-                with target.lock:
-                    target.parts_pending += 1
-                    target.all_handed_out = offset + length == file.size
-                yield Task(length, partial(self._transfer_range, engine, target, offset, length))
+                target.handed_out(last=offset + length == file.size)
+                yield Task(length, partial(self._transfer_range, assembly, target, offset, length))
                 offset += length
 
     def interrupt(self) -> None:
@@ -161,25 +126,23 @@ class StoredRanges:
     def _range_size(self, file: RemoteFile) -> int | None:
         return range_size(self._reader.part_size_for(file), self._ramp.part_size)
 
-    def _transfer_range(self, engine: Engine, target: OpenFile, offset: int, length: int) -> None:
+    def _transfer_range(self, assembly: Assembly, target: OpenFile, offset: int, length: int) -> None:
         if target.fd < 0:
-            _open_once(engine, target, ranged=length < target.file.size)
+            _open_once(assembly, target, ranged=length < target.file.size)
         if length:
-            self._read_range(engine, target, offset, length)
+            self._read_range(assembly, target, offset, length)
             if length < target.file.size:  # a part of a large file: its bytes head for the disk while others arrive
                 try:
                     start_writeback(target.fd, offset, length)
                 except OSError as exc:
                     raise disk_error(exc, target.file.path) from None
-        with target.lock:
-            target.parts_pending -= 1
-            last = target.parts_pending == 0 and target.all_handed_out
-        if last:
-            self._finish_or_fetch_again(engine, target)
+        if target.part_done():
+            self._finish_or_fetch_again(assembly, target)
 
-    def _read_range(self, engine: Engine, target: OpenFile, offset: int, length: int) -> None:
-        started = time.monotonic()
-        sink = PartSink(target, offset, length, engine.progress, engine.cancel)
+    def _read_range(self, assembly: Assembly, target: OpenFile, offset: int, length: int) -> None:
+        clock = assembly.clock
+        started = clock.monotonic()
+        sink = PartSink(target, offset, length, assembly.progress, assembly.cancel, clock)
         self._reader.read(target.file, offset, length, self._bandwidth.metered(sink) if self._bandwidth else sink)
         if sink.written != length:
             raise FetchError(
@@ -188,31 +151,40 @@ class StoredRanges:
             )
         sink.landed()
         if sink.first_byte is not None:
-            engine.request_times.add(sink.first_byte - started, time.monotonic() - started)
+            assembly.request_times.add(sink.first_byte - started, clock.monotonic() - started)
 
-    def _finish_or_fetch_again(self, engine: Engine, target: OpenFile) -> None:
+    def _finish_or_fetch_again(self, assembly: Assembly, target: OpenFile) -> None:
         """Finish the file; bytes that miss its checksum (corrupted on the way) are fetched again, whole, in this
-        thread, a few times at most: a source that keeps sending them is at fault, and the run fails."""
-        for attempt in range(1, ATTEMPTS + 1):
-            try:
-                engine.finish(target)
-                return
-            except ChecksumMismatch as exc:
-                if attempt == ATTEMPTS:
-                    raise FetchError(f"{exc}; giving up after {ATTEMPTS} downloads") from None
-                _log.warning("checksum mismatch, fetching the file again", path=target.file.path, error=str(exc))
-                engine.progress.add_bytes(-target.file.size)
-                target.expected, target.streamed, target.range_crcs = target.file.checksum, None, {}
-                target.in_order = None
-                engine.open_temp(target, None)
-                if target.file.size:
-                    self._read_range(engine, target, 0, target.file.size)
+        thread, under the retry policy: a source that keeps sending them is at fault, and the run fails."""
+        finishes = 0
+
+        def attempt() -> None:
+            nonlocal finishes
+            finishes += 1
+            if finishes > 1:
+                self._fetch_again(assembly, target)
+            assembly.finish(target)
+
+        # The one Retriable here is the checksum mismatch; an OSError is the local disk's, never worth a retry.
+        retrying(
+            "download", target.file.path, attempt, interrupted=assembly.cancel.is_set, clock=assembly.clock,
+            transient=(Retriable,),
+        )  # fmt: skip
+
+    def _fetch_again(self, assembly: Assembly, target: OpenFile) -> None:
+        """The whole file afresh, in one part, into a new temporary checked from scratch."""
+        _log.warning("checksum mismatch, fetching the file again", path=target.file.path)
+        assembly.progress.add_bytes(-target.file.size)
+        target.verifier.reset()
+        assembly.open_temp(target, None)
+        if target.file.size:
+            self._read_range(assembly, target, 0, target.file.size)
 
 
-def _open_once(engine: Engine, target: OpenFile, ranged: bool) -> None:
+def _open_once(assembly: Assembly, target: OpenFile, ranged: bool) -> None:
     """The first range of a file to run creates its temporary; the others find it open."""
     with target.lock:
         if target.fd >= 0:
             return
-        engine.opened(target)
-        engine.open_temp(target, target.file.size if ranged else None)
+        assembly.opened(target)
+        assembly.open_temp(target, target.file.size if ranged else None)

@@ -76,12 +76,14 @@ def retrying(
     interrupted: Callable[[], bool] = lambda: False,
     clock: Clock = _SYSTEM_CLOCK,
     trust: str | None = None,
+    transient: tuple[type[Exception], ...] = (OSError, Retriable),
 ) -> _T:
     """`attempt()`, again after transient failures (`before_retry` first: e.g. drop connections in an unknown state);
     FetchError saying why once the failure is permanent or the attempts or the budget are used up. Once
     `interrupted()`, no attempt starts: a listing that pages for ever stops at its next page. The waits between
     attempts are `clock.sleep`s. `trust`: the variable naming the CA certificates this path reads, for the hint
-    when a certificate does not verify."""
+    when a certificate does not verify. `transient`: the failures worth another attempt, when an attempt does more
+    than ask a server (an OSError of the local disk is not one)."""
     failures = 0
     throttled_for = 0.0
     while True:
@@ -96,7 +98,7 @@ def retrying(
                     f"cannot {verb} {where}: the server's TLS certificate does not verify ({failure.verify_message})"
                     f"{hint}"
                 ) from None
-            if not isinstance(exc, (OSError, Retriable)):
+            if not isinstance(exc, transient):
                 raise
             before_retry()
             if interrupted():
