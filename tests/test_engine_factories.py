@@ -174,3 +174,26 @@ def test_a_failing_task_cancels_the_others_and_their_temporaries_are_removed(tmp
     assert not gate.interrupted, "a task's failure cancels through the event; only a stop interrupts the source"
     assert not list(state.tmp.iterdir()) and not (tmp_path / "out" / "slow.bin").exists()
     assert list(state.journal.files()) == []
+
+
+def test_a_stop_landing_while_a_transfer_thread_starts_still_stops_cleanly(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    """SIGINT raised inside `Thread.start` (the main thread waits there for the new thread to begin): the stop must
+    surface as itself, not as the join of a thread that never began."""
+    real_start = threading.Thread.start
+    started: list[threading.Thread] = []
+
+    def start(thread: threading.Thread) -> None:
+        if started:  # the second transfer thread: the signal lands before it began
+            raise KeyboardInterrupt
+        started.append(thread)
+        real_start(thread)
+
+    monkeypatch.setattr(threading.Thread, "start", start)
+    bodies = {f"{n}.bin": bytes([n]) * 1000 for n in range(8)}
+    files = [RemoteFile(path, len(body), "v1", path) for path, body in bodies.items()]
+    state = StateDir(str(tmp_path / "out"))
+    with pytest.raises(KeyboardInterrupt):
+        run(tmp_path, StoredRanges(Stored(bodies), Ramp(4, 4)), files)
+    assert not list(state.tmp.iterdir())

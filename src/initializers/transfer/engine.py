@@ -187,7 +187,8 @@ class Engine:
             self._factory.interrupt()
             deadline = self.clock.monotonic() + _STOP_GRACE_SECONDS
             for thread in self._threads:
-                thread.join(max(0.0, deadline - self.clock.monotonic()))
+                if thread.is_alive():  # a signal may have cut a `start` short: that thread never began
+                    thread.join(max(0.0, deadline - self.clock.monotonic()))
         if self._error is not None:
             self._discard_unfinished()
             with contextlib.suppress(OSError, FetchError):  # what did finish stays claimed, for the re-run
