@@ -23,6 +23,8 @@ from initializers.common.clock import Clock, SystemClock
 from initializers.common.errors import FetchError
 from initializers.common.remote_file import RemoteFile
 from initializers.destination.done import DoneFile
+from initializers.destination.journal import Journal
+from initializers.destination.temporaries import Temporaries
 from initializers.transfer.checksums import FileVerifier
 from initializers.transfer.concurrency import WINDOW_SECONDS, Ramp, RequestTimes
 from initializers.transfer.progress import Progress
@@ -40,28 +42,6 @@ class Task(NamedTuple):
 
     size: int
     run: Callable[[], None]
-
-
-class Temporaries(Protocol):
-    """Where files are assembled before they take their final names."""
-
-    def path(self, relative: str) -> str: ...
-
-    def open(self, temp: str, size: int | None) -> int:
-        """A descriptor for writing `temp`, created empty (of `size` bytes, when given, for writes at offsets)."""
-
-    def remove(self, temp: str) -> None: ...
-
-    def place(self, temp: str, relative: str) -> None:
-        """Rename `temp` to the final path of `relative`."""
-
-
-class Ledger(Protocol):
-    """The record of files done, claimed once their bytes are on stable storage."""
-
-    def record_done(self, done: DoneFile) -> None: ...
-
-    def checkpoint(self) -> None: ...
 
 
 @dataclass
@@ -146,7 +126,7 @@ class Engine:
         self,
         factory: TaskFactory,
         temps: Temporaries,
-        ledger: Ledger,
+        journal: Journal,
         ramp: Ramp,
         progress: Progress,
         clock: Clock | None = None,
@@ -154,7 +134,7 @@ class Engine:
         """`clock`: what the windows and waits are timed by (the system's by default)."""
         self._factory = factory
         self._temps = temps
-        self._ledger = ledger
+        self._journal = journal
         self._ramp = ramp
         self.progress = progress
         self.clock = clock or SystemClock()
@@ -240,7 +220,7 @@ class Engine:
         done = DoneFile(file.path, st.st_size, file.version, st.st_mtime_ns)
         if verified is not None:
             done = done._replace(algorithm=verified.algorithm, hexdigest=verified.hexdigest)
-        self._ledger.record_done(done)
+        self._journal.record_done(done)
         self.progress.file_done(st.st_size)
 
     # The scheduling.
@@ -285,7 +265,7 @@ class Engine:
     def _checkpoint(self) -> None:
         """Claim the files finished since the last checkpoint, once their bytes are on stable storage."""
         try:
-            self._ledger.checkpoint()
+            self._journal.checkpoint()
         except OSError as exc:
             raise disk_error(exc) from None
 
