@@ -66,6 +66,8 @@ class Traffic:
     refused: int = 0
     object_gets_now: int = 0
     object_gets_at_once: int = 0
+    #: How many object GETs were under way as each one arrived (itself included), in arrival order.
+    object_gets_on_arrival: list[int] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def object_gets(self) -> list[str]:
@@ -81,6 +83,7 @@ class Traffic:
         with self.lock:
             self.object_gets_now += 1
             self.object_gets_at_once = max(self.object_gets_at_once, self.object_gets_now)
+            self.object_gets_on_arrival.append(self.object_gets_now)
         try:
             yield
         finally:
@@ -96,7 +99,8 @@ def _is_object_get(method: str, path: str) -> bool:
 class Fault:
     """Which requests a fault strikes: those whose path (query included) contains `match`, whose method is `method`
     (None: any) and, with `range_from`, that ask for a byte range starting there, for the first `times` of them
-    (None: all, a persistent fault).
+    (None: all, a persistent fault); with `every`, only one in `every` of the requests it matches (the last of each
+    run of `every`), as a server shedding part of its load answers.
 
     `hits` counts the requests struck so far. When several faults match a request, the first added with hits left
     strikes, so faults on the same requests queue up in the order added.
@@ -106,7 +110,9 @@ class Fault:
     method: str | None = None
     times: int | None = 1
     range_from: int | None = None
+    every: int = 1
     hits: int = field(default=0, init=False)
+    matched: int = field(default=0, init=False)  # requests it matched, struck or spared by `every`
 
     def __post_init__(self) -> None:
         if type(self) in (Fault, _ConnectionFault):
@@ -261,8 +267,10 @@ class Relay:
         with self._faults_lock:
             for fault in self._faults:
                 if fault.applies_to(method, path, byte_range):
-                    fault.hits += 1
-                    return fault
+                    fault.matched += 1
+                    if fault.matched % fault.every == 0:
+                        fault.hits += 1
+                        return fault
         return None
 
     def _count_refused(self) -> None:

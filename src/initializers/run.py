@@ -150,7 +150,7 @@ def _list_and_fetch(
         state.temps.clear()
         selection = Selection(config, kind, log)
         planned: Returning[list[RemoteFile], Selected] = Returning(_planned(source, selection, index, state.share, log))
-        ramp = Ramp(source.default_workers, config.max_workers or source.max_workers)
+        ramp = Ramp(source.default_workers, config.max_workers or source.max_workers, throttle=source.throttle)
         bandwidth = TokenBucket(config.max_bandwidth) if config.max_bandwidth else None
         with Progress(log, config.progress_interval or PROGRESS_INTERVAL_SECONDS) as progress:
             factory = source.task_factory(ramp, bandwidth)

@@ -111,6 +111,8 @@ class S3Getter:
         self._credentials = credentials
         self._describe = describe
         self._http = HttpGetter(ssl_context, timeout, S3_TRUST)
+        #: The pause its requests share while the server throttles them (`throttle.Throttle`).
+        self.throttle = self._http.throttle
         self._common = {"user-agent": USER_AGENT}
         if requester_pays:
             self._common["x-amz-request-payer"] = "requester"

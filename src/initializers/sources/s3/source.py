@@ -65,6 +65,7 @@ class S3Source(Storage):
             timeout=config.read_timeout,
             requester_pays=config.options(AwsOptions).request_payer == "requester",
         )
+        self.throttle = self._getter.throttle  # listing pages and object GETs pause together
 
     @property
     def region(self) -> str:
