@@ -42,9 +42,10 @@ test-quick: install
 lint: install
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
-	$(VENV)/bin/hadolint images/Dockerfile
+	$(VENV)/bin/hadolint $(shell find images -name Dockerfile | sort)
 
 # Both images, with podman (installed here if missing) or docker; on a local stand-in base unless BASE_IMAGE is set.
+# images/common/Dockerfile first (the shared steps, as localhost/initializers-common:dev), then each image's folder.
 images: install
 	$(PY) -m devkit.images
 

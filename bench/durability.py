@@ -22,7 +22,7 @@ from devkit.seaweed import SeaweedFS
 ROUNDS = 3
 SETS = {"small": (2000, 64 << 10), "big": (4, 64 << 20)}  # objects, bytes each
 PROGRAM = "from initializers.dataset import main; main()"
-WITHOUT_SYNC = "import initializers.journal as j; j.sync_filesystem = lambda path: None; " + PROGRAM
+WITHOUT_SYNC = "import initializers.destination.journal as j; j.sync_filesystem = lambda path: None; " + PROGRAM
 
 
 def _program_seconds(env: dict[str, str], code: str, output: str) -> float:

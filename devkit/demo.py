@@ -1,7 +1,7 @@
 """`make demo`: local S3 and Hub servers, a real model and a small dataset, fetched the way a user would script it.
 
-The part between the markers is what a user copies: build the initializers with `initializers.sdk` and start
-them with `initializers.runner`, exactly as the Kubeflow SDK's container backend would run the images.
+The part between the markers is what a user copies: build the initializers with `initializers.kubeflow.sdk` and start
+them with `initializers.kubeflow.runner`, exactly as the Kubeflow SDK's container backend would run the images.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from pathlib import Path
 from devkit.hubserver import HubServer
 from devkit.samples import CORPUS_REPO, MINILM_REPO, minilm_files, tiny_corpus
 from devkit.seaweed import SeaweedFS
-from initializers import runner, sdk
+from initializers.kubeflow import runner, sdk
 
 WORKSPACE = Path("workspace")
 

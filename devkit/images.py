@@ -1,8 +1,10 @@
 """`make images` and the image tests: build both images with podman (or docker), from a local stand-in base.
 
+First the steps both images share (images/common/Dockerfile, context: the repository root) as a local image, then
+each image from its own folder (images/<kind>-initializer/, its Dockerfile FROM that image, given as COMMON_IMAGE).
 No container registry is reachable here, so the base (Debian bookworm with Python 3.11, the host's CA bundle for
-the TLS-intercepting proxy) is made with mmdebstrap and imported once; images/Dockerfile takes it as BASE_IMAGE and
-defaults to the official Python slim image everywhere else. Set BASE_IMAGE to build on another base.
+the TLS-intercepting proxy) is made with mmdebstrap and imported once; images/common/Dockerfile takes it as
+BASE_IMAGE and defaults to the official Python slim image everywhere else. Set BASE_IMAGE to build on another base.
 """
 
 from __future__ import annotations
@@ -15,7 +17,9 @@ import tempfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+IMAGES = REPO / "images"
 STAND_IN_BASE = "localhost/initializers-base:py311"
+COMMON = "localhost/initializers-common:dev"  # the shared steps, what each image's Dockerfile builds FROM
 KINDS = ("dataset", "model")
 _PACKAGES = ("podman", "runc", "mmdebstrap")
 
@@ -64,21 +68,34 @@ def ensure_stand_in_base(runtime: str) -> str:
     return STAND_IN_BASE
 
 
-def build(runtime: str, base: str, kind: str) -> str:
+def _build(runtime: str, image: str, dockerfile: Path, context: Path, build_args: dict[str, str]) -> str:
+    arguments = [word for name, value in build_args.items() for word in ("--build-arg", f"{name}={value}")]
     subprocess.run(
-        [runtime, "build", "-q", "--pull=never", "--network", "host", "--build-arg", f"BASE_IMAGE={base}",
-         "--target", f"{kind}-initializer", "-t", tag(kind), "-f", str(REPO / "images" / "Dockerfile"), str(REPO)],
+        [runtime, "build", "-q", "--pull=never", "--network", "host", *arguments, "-t", image, "-f", str(dockerfile),
+         str(context)],
         check=True, env=engine_env(), stdout=subprocess.DEVNULL,
     )  # fmt: skip
-    return tag(kind)
+    return image
+
+
+def build_common(runtime: str, base: str) -> str:
+    """The steps both images share, as the local image their Dockerfiles build FROM."""
+    return _build(runtime, COMMON, IMAGES / "common" / "Dockerfile", REPO, {"BASE_IMAGE": base})
+
+
+def build(runtime: str, kind: str) -> str:
+    """One image from its own folder, on the common image (build_common first)."""
+    folder = IMAGES / f"{kind}-initializer"
+    return _build(runtime, tag(kind), folder / "Dockerfile", folder, {"COMMON_IMAGE": COMMON})
 
 
 def build_all() -> str:
     """Build both images; returns the container engine used."""
     runtime = engine()
     base = os.environ.get("BASE_IMAGE") or ensure_stand_in_base(runtime)
+    build_common(runtime, base)
     for kind in KINDS:
-        build(runtime, base, kind)
+        build(runtime, kind)
     return runtime
 
 

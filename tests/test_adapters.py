@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from initializers.adapters import release, require
-from initializers.errors import ConfigError
+from initializers.common.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 
 from devkit.moto import ACCOUNT, Moto
-from initializers.contract import Config
-from initializers.errors import ConfigError, FetchError
-from initializers.sources.aws import NO_CREDENTIALS, Role, aws_access
-from initializers.sources.aws_options import AwsOptions
-from initializers.sources.sigv4 import SigningCredentials
+from initializers.common.errors import ConfigError, FetchError
+from initializers.config.contract import Config
+from initializers.sources.s3.aws import NO_CREDENTIALS, Role, aws_access
+from initializers.sources.s3.options import AwsOptions
+from initializers.sources.s3.sigv4 import SigningCredentials
 
 
 @pytest.fixture(autouse=True)
@@ -97,7 +97,7 @@ def test_a_role_is_not_given_by_an_empty_value():
 def test_sts_refusing_the_role_names_the_variable_that_named_it(moto: Moto, variable: str):
     """moto's STS refuses `reader` the role `admin-only`: the message says which variable to check."""
     config = Config.from_env(moto.env("reader"))
-    access = aws_access(config.aws, Role(f"arn:aws:iam::{ACCOUNT}:role/admin-only", variable))
+    access = aws_access(config.options(AwsOptions), Role(f"arn:aws:iam::{ACCOUNT}:role/admin-only", variable))
     with pytest.raises(FetchError) as raised:
         access.credentials()()
     assert f"S3 credentials for {variable} failed" in str(raised.value)

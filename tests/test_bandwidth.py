@@ -9,7 +9,7 @@ from typing import Any
 from devkit.driven_clock import DrivenClock
 from devkit.programs import run_program
 from devkit.seaweed import SeaweedFS
-from initializers.bandwidth import BURST_SECONDS, TokenBucket
+from initializers.transfer.bandwidth import BURST_SECONDS, TokenBucket
 
 
 class Collecting:

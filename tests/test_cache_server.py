@@ -30,7 +30,7 @@ from devkit.iceberg import evolving_table, s3_properties, simple_table, sql_cata
 from devkit.iceberg_deletes import add_position_deletes
 from devkit.programs import run_program
 from devkit.seaweed import SeaweedFS
-from initializers.cache_flight import partition_of
+from initializers.cache.flight import partition_of
 
 NODES = 3
 #: Generous, for a shared machine: the server itself gives open streams 5 s.
@@ -310,7 +310,7 @@ def test_the_partition_rule_as_a_pure_function() -> None:
 
 def test_the_readme_lists_the_servers_variables_as_its_schema_declares_them() -> None:
     from initializers.cache_server import ServerConfig
-    from initializers.settings import settings_of
+    from initializers.config.settings import settings_of
 
     readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
     section = readme.split("### Reading a cache")[1].split("\n#")[0]

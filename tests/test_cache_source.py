@@ -135,7 +135,7 @@ def test_unchanged_files_are_copied_byte_for_byte(local_catalog: Any, tmp_path: 
 
 
 def test_copied_and_rewritten_parts_hold_the_same_rows(local_catalog: Any, tmp_path: Path) -> None:
-    from initializers.sources.iceberg_parts import Part, PartWriter
+    from initializers.sources.iceberg.parts import Part, PartWriter
 
     table = simple_table(local_catalog, "reviews", files=1, rows_per_file=1700)
     (task,) = table.scan().plan_files()
@@ -326,7 +326,7 @@ def test_nested_columns_survive_renames(local_catalog: Any, tmp_path: Path) -> N
     ids=["access-denied", "missing-file-named-403", "missing-path-named-403"],
 )  # fmt: skip
 def test_storage_errors_are_classified_by_the_aws_error_type_not_by_digits(message: str, denied: bool) -> None:
-    from initializers.sources.iceberg import _explain_os_error
+    from initializers.sources.iceberg.source import _explain_os_error
 
     explained = _explain_os_error(OSError(message), None)
     assert explained.startswith("access denied") is denied and message in explained

@@ -1,4 +1,5 @@
-"""CRC-32s of ranges combine into the whole file's, whatever the split and the order the ranges landed in."""
+"""CRC-32s of ranges combine into the whole file's, whatever the split and the order the ranges landed in; other
+digests take ranges in order as they land; a file's verifier checks it from what its parts fed, else from the file."""
 
 from __future__ import annotations
 
@@ -7,11 +8,23 @@ import itertools
 import random
 import threading
 import zlib
+from pathlib import Path
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from initializers.checksums import InOrderDigest, combined_crc32, crc32_combine
+from initializers.common.errors import FetchError
+from initializers.common.remote_file import Checksum, RemoteFile
+from initializers.transfer.checksums import (
+    CRC32,
+    ChecksumMismatch,
+    FileVerifier,
+    InOrderDigest,
+    combined_crc32,
+    crc32_combine,
+)
+from initializers.transfer.retry import Retriable
 
 
 @given(st.binary(max_size=4096), st.binary(max_size=4096))
@@ -96,3 +109,87 @@ def test_ranges_landing_from_many_threads_at_once_give_the_files_digest():
         thread.join()
     assert digest.hexdigest() == hashlib.md5(data, usedforsecurity=False).hexdigest()
     assert file.read_bytes == len(data)
+
+
+DATA = random.Random(9).randbytes(10_000)
+CRC = Checksum(CRC32, f"{zlib.crc32(DATA):08x}")
+SHA256 = Checksum("sha256", hashlib.sha256(DATA).hexdigest())
+#: Where verification would read the file from, were it to: nothing is there, so a test passes only if it did not.
+UNREAD = "/nonexistent/f.bin"
+
+
+def verifier(listed: Checksum | None, file: _File | None = None) -> FileVerifier:
+    return FileVerifier(RemoteFile("f.bin", len(DATA), "v1", "bucket/f.bin", listed), (file or _File(DATA)).read)
+
+
+def feed(verifier: FileVerifier, offset: int, length: int) -> None:
+    """A part arriving: its bytes through the digest it is handed, then landed."""
+    digest = verifier.part_digest(length)
+    if digest is not None:
+        digest.update(DATA[offset : offset + length])
+    verifier.landed(offset, length, digest)
+
+
+@pytest.mark.parametrize("listed", [CRC, SHA256, Checksum("md5", hashlib.md5(DATA).hexdigest())])
+def test_a_file_in_one_part_is_checked_in_stream(listed: Checksum):
+    check = verifier(listed)
+    feed(check, 0, len(DATA))
+    check.finish_hashing()
+    assert check.verify(UNREAD) == listed
+
+
+def test_ranges_crcs_landing_out_of_order_combine_without_reading_the_file():
+    file = _File(DATA)
+    check = verifier(CRC, file)
+    for offset in (6000, 0, 3000, 9000):
+        feed(check, offset, min(3000, len(DATA) - offset))
+    check.finish_hashing()
+    assert check.verify(UNREAD) == CRC and file.read_bytes == 0
+
+
+def test_ranges_in_another_digest_are_hashed_in_order_as_they_land():
+    file = _File(DATA)
+    check = verifier(SHA256, file)
+    for offset in (5000, 0):
+        feed(check, offset, 5000)
+    check.finish_hashing()
+    assert check.verify(UNREAD) == SHA256 and file.read_bytes == len(DATA)
+
+
+def test_a_gap_in_the_ranges_hashed_in_order_is_made_up_by_hashing_the_file(tmp_path: Path):
+    check = verifier(None)
+    feed(check, 0, 4000)  # nothing to check against yet: hashed by nothing
+    check.vouch(SHA256)  # a later answer vouches for the file
+    feed(check, 4000, 6000)
+    check.finish_hashing()
+    path = tmp_path / "f.bin"
+    path.write_bytes(DATA)
+    assert check.verify(str(path)) == SHA256
+    path.write_bytes(b"x" + DATA[1:])  # the first range, read from the file
+    with pytest.raises(ChecksumMismatch, match="sha256 checksum mismatch"):
+        check.verify(str(path))
+
+
+def test_the_first_checksum_vouched_for_stands_and_another_in_its_algorithm_means_the_file_changed():
+    check = verifier(None)
+    check.vouch(CRC)
+    check.vouch(SHA256)  # another algorithm: nothing to compare, the first still stands
+    check.vouch(CRC)
+    with pytest.raises(FetchError, match=r"bucket/f.bin changed during the download \(crc32 .* became 00000000\)"):
+        check.vouch(Checksum(CRC32, "00000000"))
+    feed(check, 0, len(DATA))
+    assert check.verify(UNREAD) == CRC
+
+
+def test_a_mismatch_is_retriable_and_a_reset_starts_the_check_over():
+    check = verifier(None)
+    check.vouch(CRC)
+    feed(check, 0, 5000)
+    check.landed(5000, 5000, check.part_digest(5000))  # a range whose bytes never went through its digest
+    with pytest.raises(ChecksumMismatch, match="crc32 checksum mismatch") as mismatch:
+        check.verify(UNREAD)
+    assert isinstance(mismatch.value, Retriable) and not mismatch.value.throttled
+    check.reset()  # fetched again: what was vouched for and hashed is forgotten
+    check.vouch(SHA256)
+    feed(check, 0, len(DATA))
+    assert check.verify(UNREAD) == SHA256

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from initializers.concurrency import BASE_REQUESTS, MAX_PART_SIZE, NO_REQUESTS, Latency, Ramp
-from initializers.sources.base import PART_SIZE
+from initializers.transfer.concurrency import BASE_REQUESTS, NO_REQUESTS, Latency, Ramp
+from initializers.transfer.range_sizes import MAX_PART_SIZE, PART_SIZE
 
 
 def feed(ramp: Ramp, throughput_of: dict[int, float], windows: int, cpu_share: float = 0.2) -> list[int]:

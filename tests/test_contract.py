@@ -9,12 +9,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from initializers.contract import DATASET, MODEL, Config
-from initializers.errors import ConfigError
-from initializers.settings import build, setting_fields, settings_of
-from initializers.sources.aws_options import AwsOptions
-from initializers.sources.cache_options import CacheOptions, KubeflowCacheCluster
-from initializers.sources.hub_options import HubOptions
+from initializers.common.errors import ConfigError
+from initializers.config.contract import DATASET, MODEL, Config
+from initializers.config.registry import option_groups
+from initializers.config.settings import setting_fields, settings_of
+from initializers.sources.hub.options import HubOptions
+from initializers.sources.iceberg.options import CacheOptions, KubeflowCacheCluster
+from initializers.sources.s3.options import AwsOptions
 
 
 def test_unset_empty_and_custom_ignore_patterns_are_distinct():
@@ -40,12 +41,12 @@ def test_options_win_over_variables():
 
 
 def test_hf_token_is_the_fallback_for_access_token():
-    assert Config.from_env({"HF_TOKEN": "hf_a"}).hub.access_token == "hf_a"
-    assert Config.from_env({"HF_TOKEN": "hf_a", "ACCESS_TOKEN": "hf_b"}).hub.access_token == "hf_b"
+    assert Config.from_env({"HF_TOKEN": "hf_a"}).options(HubOptions).access_token == "hf_a"
+    assert Config.from_env({"HF_TOKEN": "hf_a", "ACCESS_TOKEN": "hf_b"}).options(HubOptions).access_token == "hf_b"
 
 
 def test_empty_text_variables_count_as_unset():
-    assert Config.from_env({"ENDPOINT": "", "REGION": "  "}) == Config()
+    assert Config.from_env({"ENDPOINT": "", "REGION": "  "}) == Config.build({})
 
 
 @pytest.mark.parametrize(
@@ -82,14 +83,14 @@ def test_secrets_are_listed_and_never_echoed():
 
 def test_every_setting_has_a_distinct_variable_and_option():
     settings = [s for _, s in Config.settings()]
-    assert len({s.env for s in settings}) == len(settings) == len(list(setting_fields(Config)))
+    assert len({s.env for s in settings}) == len(settings) == len({name for name, _ in Config.settings()})
     assert {s.option for s in settings} >= {"--storage-uri", "--ignore-patterns", "--output-path"}
 
 
 def test_each_sources_options_are_in_the_schema_exactly_once_and_claim_no_other_variable():
     flattened = Config.settings()
-    for group, held_as in ((HubOptions, "hub"), (AwsOptions, "aws"), (CacheOptions, "cache")):
-        assert isinstance(getattr(Config(), held_as), group)
+    for group in (HubOptions, AwsOptions, CacheOptions):
+        assert isinstance(Config.from_env({}).options(group), group)
         for declared in settings_of(group):
             assert flattened.count(declared) == 1, declared
     assert set(settings_of(KubeflowCacheCluster)) <= set(settings_of(CacheOptions))
@@ -102,9 +103,9 @@ def test_each_sources_options_are_in_the_schema_exactly_once_and_claim_no_other_
 def test_a_sources_options_are_read_into_its_group():
     config = Config.from_env({"REVISION": "v1", "ENDPOINT": "http://s3", "ANONYMOUS": "yes", "HEAD_CPU": "2",
                               "NUM_DATA_NODES": "3", "MAX_WORKERS": "4"})  # fmt: skip
-    assert config.hub == HubOptions(revision="v1")
-    assert config.aws == AwsOptions(endpoint="http://s3", anonymous=True)
-    assert config.cache == CacheOptions(num_data_nodes=3, kubeflow=KubeflowCacheCluster(head_cpu="2"))
+    assert config.options(HubOptions) == HubOptions(revision="v1")
+    assert config.options(AwsOptions) == AwsOptions(endpoint="http://s3", anonymous=True)
+    assert config.options(CacheOptions) == CacheOptions(num_data_nodes=3, kubeflow=KubeflowCacheCluster(head_cpu="2"))
     assert config.max_workers == 4
     assert config.to_env() == {"REVISION": "v1", "ENDPOINT": "http://s3", "ANONYMOUS": "true", "NUM_DATA_NODES": "3",
                                "HEAD_CPU": "2", "MAX_WORKERS": "4"}  # fmt: skip
@@ -126,7 +127,7 @@ _pattern = (
 @st.composite
 def configs(draw: st.DrawFn) -> Config:
     values = {}
-    for field in setting_fields(Config):
+    for field in (found for schema in (Config, *option_groups()) for found in setting_fields(schema)):
         codec = field.metadata["setting"].codec.expected
         if codec.startswith("an integer from 1 to "):
             strategy = st.none() | st.integers(1, 256)
@@ -152,7 +153,7 @@ def configs(draw: st.DrawFn) -> Config:
         if field.default is not None:  # a setting with a default is never None: unset means the default
             strategy = strategy.filter(lambda value: value is not None)
         values[field.name] = draw(strategy)
-    return build(Config, values)
+    return Config.build(values)
 
 
 @given(configs())

@@ -12,9 +12,10 @@ import yaml
 
 from devkit import images
 from initializers.cache_server import DEFAULT_PORT, ServerConfig
-from initializers.contract import Config
-from initializers.settings import settings_of
-from initializers.sources.iceberg import data_nodes, node_shard
+from initializers.config.contract import Config
+from initializers.config.settings import settings_of
+from initializers.sources.iceberg.options import CacheOptions
+from initializers.sources.iceberg.source import data_nodes, node_shard
 
 DEPLOY = Path(__file__).resolve().parents[1] / "deploy"
 VALIDATE = str(Path(sys.executable).parent / "kubernetes-validate")
@@ -162,7 +163,7 @@ def test_the_cache_sharded_trainer_materialises_its_own_shard():
     assert env["NUM_DATA_NODES"]["value"] == str(job["spec"]["completions"])
     assert "job-completion-index" in env["SHARD_INDEX"]["valueFrom"]["fieldRef"]["fieldPath"]
     config = Config.from_env({"NUM_DATA_NODES": env["NUM_DATA_NODES"]["value"], "SHARD_INDEX": "2"})
-    assert node_shard(config, data_nodes(config.cache)) == 2
+    assert node_shard(config, data_nodes(config.options(CacheOptions))) == 2
 
 
 def test_the_flight_trainer_reads_from_its_own_sidecar_under_kubeflows_service_name():

@@ -16,11 +16,11 @@ import pytest
 from devkit.programs import clean_env, command, run_program, start_program
 from devkit.relay import Relay
 from devkit.seaweed import SeaweedFS
-from initializers.journal import DoneFile
-from initializers.sources.base import PART_SIZE
-from initializers.stable_storage import boot_id
-from initializers.state import StateDir
-from initializers.termination import PATH_VARIABLE
+from initializers.destination.done import DoneFile
+from initializers.destination.stable_storage import boot_id
+from initializers.destination.state import StateDir
+from initializers.process.termination import PATH_VARIABLE
+from initializers.transfer.range_sizes import PART_SIZE
 
 OBJECTS = {f"d/{i:02d}.bin": os.urandom(64 * 1024) for i in range(12)} | {"d/big.bin": os.urandom(40 << 20)}
 _SYSCALL = re.compile(r"^\d+\s+(\w+)\((.*)\)\s+=\s+(-?\d+)")

@@ -11,15 +11,16 @@ from typing import Any
 
 import pytest
 
-from initializers.concurrency import Ramp
-from initializers.engine import Engine, Task
-from initializers.errors import FetchError
-from initializers.making import MadeGroups
-from initializers.plan import RemoteFile
-from initializers.progress import Progress
-from initializers.ranges import StoredRanges
-from initializers.sources.base import Maker, Sink, Storage
-from initializers.state import StateDir
+from initializers.common.errors import FetchError
+from initializers.common.remote_file import RemoteFile
+from initializers.destination.state import StateDir
+from initializers.sources.base import Maker, Storage
+from initializers.transfer.concurrency import Ramp
+from initializers.transfer.engine import Assembly, Engine, Task
+from initializers.transfer.making import MadeGroups
+from initializers.transfer.progress import Progress
+from initializers.transfer.ranges import StoredRanges
+from initializers.transfer.sink import Sink
 
 #: How long a test waits for an event another thread sets: a generous ceiling on shared cores, never reached.
 EVENT_CEILING_SECONDS = 60.0
@@ -142,20 +143,20 @@ class Gate:
         self.saw_cancel = threading.Event()
         self.interrupted = False
 
-    def tasks(self, files: Iterable[RemoteFile], engine: Engine) -> Iterator[Task]:
+    def tasks(self, files: Iterable[RemoteFile], assembly: Assembly) -> Iterator[Task]:
         first, _ = list(files)
-        yield Task(1, lambda: self._wait(engine, first))
+        yield Task(1, lambda: self._wait(assembly, first))
         yield Task(1, self._fail)
 
     def interrupt(self) -> None:
         self.interrupted = True
 
-    def _wait(self, engine: Engine, file: RemoteFile) -> None:
-        target = engine.target(file)
-        engine.opened(target)
-        engine.open_temp(target, None)
+    def _wait(self, assembly: Assembly, file: RemoteFile) -> None:
+        target = assembly.target(file)
+        assembly.opened(target)
+        assembly.open_temp(target, None)
         self.waiting.set()
-        if engine.cancel.wait(EVENT_CEILING_SECONDS):
+        if assembly.cancel.wait(EVENT_CEILING_SECONDS):
             self.saw_cancel.set()
 
     def _fail(self) -> None:
@@ -173,3 +174,26 @@ def test_a_failing_task_cancels_the_others_and_their_temporaries_are_removed(tmp
     assert not gate.interrupted, "a task's failure cancels through the event; only a stop interrupts the source"
     assert not list(state.tmp.iterdir()) and not (tmp_path / "out" / "slow.bin").exists()
     assert list(state.journal.files()) == []
+
+
+def test_a_stop_landing_while_a_transfer_thread_starts_still_stops_cleanly(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    """SIGINT raised inside `Thread.start` (the main thread waits there for the new thread to begin): the stop must
+    surface as itself, not as the join of a thread that never began."""
+    real_start = threading.Thread.start
+    started: list[threading.Thread] = []
+
+    def start(thread: threading.Thread) -> None:
+        if started:  # the second transfer thread: the signal lands before it began
+            raise KeyboardInterrupt
+        started.append(thread)
+        real_start(thread)
+
+    monkeypatch.setattr(threading.Thread, "start", start)
+    bodies = {f"{n}.bin": bytes([n]) * 1000 for n in range(8)}
+    files = [RemoteFile(path, len(body), "v1", path) for path, body in bodies.items()]
+    state = StateDir(str(tmp_path / "out"))
+    with pytest.raises(KeyboardInterrupt):
+        run(tmp_path, StoredRanges(Stored(bodies), Ramp(4, 4)), files)
+    assert not list(state.tmp.iterdir())

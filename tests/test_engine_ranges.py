@@ -1,10 +1,12 @@
 """A large file's ranges are sized as they are handed out: when the ramp's range size changes mid-file, the ranges
 still tile the file exactly, the file is finished once, after its last range, and its checksum is verified (pure
-engine logic, over an in-memory storage)."""
+engine logic, over an in-memory storage); a file whose bytes miss its checksum is fetched again under the retry
+policy, its waits on a driven clock."""
 
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import threading
 import zlib
@@ -14,15 +16,19 @@ from typing import Any
 
 import pytest
 
-from initializers.checksums import CRC32, Checksum
-from initializers.concurrency import Ramp
-from initializers.engine import Engine
-from initializers.errors import FetchError
-from initializers.plan import RemoteFile
-from initializers.progress import Progress
-from initializers.ranges import StoredRanges
-from initializers.sources.base import Sink, Storage
-from initializers.state import StateDir
+from devkit.driven_clock import DrivenClock
+from initializers.common.errors import FetchError
+from initializers.common.logs import structlog
+from initializers.common.remote_file import Checksum, RemoteFile
+from initializers.destination.state import StateDir
+from initializers.sources.base import Storage
+from initializers.transfer.checksums import CRC32
+from initializers.transfer.concurrency import Ramp
+from initializers.transfer.engine import Engine
+from initializers.transfer.progress import Progress
+from initializers.transfer.ranges import StoredRanges
+from initializers.transfer.retry import ATTEMPTS
+from initializers.transfer.sink import Sink
 
 KiB = 1 << 10
 SMALL, LARGE = 64 * KiB, 256 * KiB
@@ -31,13 +37,21 @@ SMALL, LARGE = 64 * KiB, 256 * KiB
 class InMemory(Storage):
     """One stored file; after its first range is served the ramp calls for larger ranges, as a fast stream would."""
 
-    def __init__(self, body: bytes, ramp: Ramp, vouched: Checksum | None = None, corrupt_at: int | None = None) -> None:
+    def __init__(
+        self,
+        body: bytes,
+        ramp: Ramp,
+        vouched: Checksum | None = None,
+        corrupt_at: int | None = None,
+        corrupt_always: bool = False,
+    ) -> None:
         """`vouched`: the checksum every answer vouches for, as S3's do; `corrupt_at`: the offset of the range whose
-        first byte is served inverted, once."""
+        first byte is served inverted, once (`corrupt_always`: every time)."""
         self.body = body
         self.ramp = ramp
         self.vouched = vouched
         self.corrupt_at = corrupt_at
+        self.corrupt_always = corrupt_always
         self.ranges: list[tuple[int, int]] = []
         self._lock = threading.Lock()
 
@@ -55,7 +69,7 @@ class InMemory(Storage):
             self.ranges.append((offset, length))
             self.ramp.part_size = LARGE
             corrupt = offset == self.corrupt_at
-            if corrupt:
+            if corrupt and not self.corrupt_always:
                 self.corrupt_at = None
         if self.vouched is not None:
             sink.vouch(self.vouched)
@@ -65,14 +79,16 @@ class InMemory(Storage):
         sink.write(memoryview(data))
 
 
-def fetch(tmp_path: Path, body: bytes, checksum: Checksum | None, **storage_options: Any) -> tuple[InMemory, StateDir]:
+def fetch(
+    tmp_path: Path, body: bytes, checksum: Checksum | None, clock: DrivenClock | None = None, **storage_options: Any
+) -> tuple[InMemory, StateDir]:
     ramp = Ramp(4, 4)
     ramp.part_size = 0  # the storage's own part size rules until the first range is served
     storage = InMemory(body, ramp, **storage_options)
     state = StateDir(str(tmp_path / "out"))
     with state.session(lambda holder, seconds: None):
         state.journal.restart([])
-        engine = Engine(StoredRanges(storage, ramp), state.temps, state.journal, ramp, Progress(None, 60.0))
+        engine = Engine(StoredRanges(storage, ramp), state.temps, state.journal, ramp, Progress(None, 60.0), clock)
         engine.fetch([RemoteFile("weights.bin", len(body), "v1", "weights.bin", checksum)])
         state.journal.close()
     return storage, state
@@ -105,3 +121,41 @@ def test_ranges_crcs_vouched_for_by_the_answers_catch_a_corrupt_range_and_the_fi
     assert (tmp_path / "out" / "weights.bin").read_bytes() == body
     assert storage.ranges[-1] == (0, len(body)), "fetched again, whole, after its ranges"
     assert [(done.algorithm, done.hexdigest) for done in state.journal.files()] == [(CRC32, crc.hexdigest)]
+
+
+@pytest.fixture
+def logged() -> Iterator[list[dict[str, Any]]]:
+    """The log events of the test, at every level."""
+    configured = structlog.get_config()["wrapper_class"]
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.DEBUG))
+    try:
+        with structlog.testing.capture_logs() as events:
+            yield events
+    finally:
+        structlog.configure(wrapper_class=configured)
+
+
+def test_a_checksum_mismatch_waits_and_fetches_again_under_the_retry_policy(
+    tmp_path: Path, logged: list[dict[str, Any]]
+):
+    body = os.urandom(2 * 1024 * KiB)
+    clock = DrivenClock()
+    fetch(tmp_path, body, None, clock, vouched=Checksum(CRC32, f"{zlib.crc32(body):08x}"), corrupt_at=SMALL)
+    assert (tmp_path / "out" / "weights.bin").read_bytes() == body
+    (retry,) = [event for event in logged if event["event"] == "waiting to retry"]
+    assert retry["request"] == "download weights.bin" and "crc32 checksum mismatch" in retry["reason"]
+    (wait,) = clock.sleeps
+    assert round(wait, 2) == retry["wait_s"] and 0.2 <= wait <= 0.6  # the policy's first backoff
+    assert [event["event"] for event in logged if event["log_level"] == "warning"] == [
+        "checksum mismatch, fetching the file again"
+    ]
+
+
+def test_a_file_corrupted_every_time_is_given_up_on_after_the_policys_attempts(tmp_path: Path):
+    body = os.urandom(2 * 1024 * KiB)
+    clock = DrivenClock()
+    with pytest.raises(FetchError, match=f"cannot download weights.bin: giving up after {ATTEMPTS} attempts: .*crc32"):
+        fetch(tmp_path, body, None, clock, vouched=Checksum(CRC32, f"{zlib.crc32(body):08x}"), corrupt_at=0,
+              corrupt_always=True)  # fmt: skip
+    assert len(clock.sleeps) == ATTEMPTS - 1
+    assert not (tmp_path / "out" / "weights.bin").exists()

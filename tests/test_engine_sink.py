@@ -1,4 +1,4 @@
-"""A range's bytes land at its offset in the temporary, pass through a digest when one helps check its file, and
+"""A range's bytes land at its offset in the temporary, pass through the digest its file's verifier hands it, and
 stop once the run is cancelled (pure engine logic)."""
 
 from __future__ import annotations
@@ -11,12 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from initializers.checksums import CRC32, Checksum
-from initializers.engine import Cancelled, OpenFile
-from initializers.errors import FetchError
-from initializers.plan import RemoteFile
-from initializers.progress import Progress
-from initializers.ranges import PartSink
+from devkit.driven_clock import DrivenClock
+from initializers.common.errors import FetchError
+from initializers.common.remote_file import Checksum, RemoteFile
+from initializers.transfer.checksums import CRC32
+from initializers.transfer.engine import Cancelled, OpenFile
+from initializers.transfer.progress import Progress
+from initializers.transfer.ranges import PartSink
 
 BODY = os.urandom(300_000)
 WHOLE = b"head-" + BODY  # the file the part belongs to: the part starts at offset 5
@@ -24,11 +25,11 @@ CRC = Checksum(CRC32, f"{zlib.crc32(WHOLE):08x}")
 SHA256 = Checksum("sha256", hashlib.sha256(WHOLE).hexdigest())
 
 
-def sink_on(path: Path, checksum: Checksum | None = None) -> tuple[PartSink, Progress]:
+def sink_on(path: Path, checksum: Checksum | None = None) -> tuple[PartSink, OpenFile, Progress]:
     target = OpenFile(RemoteFile("f.bin", len(WHOLE), "v", "f.bin", checksum), str(path))
-    target.fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o600)
+    target.fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
     progress = Progress(None, 60.0)
-    return PartSink(target, 5, len(BODY), progress, threading.Event()), progress
+    return PartSink(target, 5, len(BODY), progress, threading.Event(), DrivenClock()), target, progress
 
 
 def write_body(sink: PartSink) -> None:
@@ -38,43 +39,56 @@ def write_body(sink: PartSink) -> None:
     sink.landed()
 
 
+def verified_from_the_parts(target: OpenFile, path: Path) -> Checksum | None:
+    """What the file checks against once its first 5 bytes land too, from the digests the parts fed (and the ranges
+    hashed in order as they landed): the file is emptied first, so any reading of it at verification would fail."""
+    digest = target.verifier.part_digest(5)
+    if digest is not None:
+        digest.update(b"head-")
+    target.verifier.landed(0, 5, digest)
+    target.verifier.finish_hashing()
+    target.close()
+    os.truncate(path, 0)
+    return target.verifier.verify(str(path))
+
+
 @pytest.mark.parametrize("checksum", [None, CRC, SHA256], ids=["unhashed", "crc32 of the range", "sha256 later"])
 def test_bytes_land_at_the_part_offset(checksum: Checksum | None, tmp_path: Path):
     path = tmp_path / "f.bin"
     path.write_bytes(b"head-")
-    sink, progress = sink_on(path, checksum)
+    sink, target, progress = sink_on(path, checksum)
     write_body(sink)
     assert path.read_bytes() == WHOLE
     assert sink.written == progress.bytes_done == len(BODY)
-    # Only a CRC-32 of a range helps: ranges' CRCs combine, other digests are computed over the whole file.
-    assert sink._target.range_crcs == ({5: (len(BODY), zlib.crc32(BODY))} if checksum == CRC else {})
+    # A range's CRC-32 combines with the others'; other digests take the ranges in order as they land.
+    assert verified_from_the_parts(target, path) == checksum
 
 
 def test_a_checksum_vouched_for_before_the_body_is_digested_and_a_differing_one_refused(tmp_path: Path):
     path = tmp_path / "f.bin"
     path.write_bytes(b"head-")
-    sink, _ = sink_on(path)
+    sink, target, _ = sink_on(path)
     sink.vouch(CRC)
     write_body(sink)
-    assert sink._target.expected == CRC and sink._target.range_crcs[5] == (len(BODY), zlib.crc32(BODY))
     with pytest.raises(FetchError, match="changed during the download"):
         sink.vouch(Checksum(CRC32, "00000000"))
+    assert verified_from_the_parts(target, path) == CRC
 
 
 def test_a_rewound_part_is_counted_and_hashed_afresh(tmp_path: Path):
     path = tmp_path / "f.bin"
     path.write_bytes(b"head-")
-    sink, progress = sink_on(path, CRC)
+    sink, target, progress = sink_on(path, CRC)
     sink.write(memoryview(b"bytes of a reply the server then sent again"))
     sink.rewind()
     assert sink.written == progress.bytes_done == 0
     write_body(sink)
     assert path.read_bytes() == WHOLE
-    assert sink._target.range_crcs[5] == (len(BODY), zlib.crc32(BODY))
+    assert verified_from_the_parts(target, path) == CRC
 
 
 def test_a_cancelled_run_stops_before_writing(tmp_path: Path):
-    sink, _ = sink_on(tmp_path / "f.bin")
+    sink, _, _ = sink_on(tmp_path / "f.bin")
     sink._cancel.set()
     with pytest.raises(Cancelled):
         sink.write(memoryview(b"x"))

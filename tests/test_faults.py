@@ -215,7 +215,7 @@ def test_s3_a_ranged_object_corrupted_every_time_fails_the_run_naming_it(
         result = s3_fetch(seaweed, relay, bucket, tmp_path / "out")
     assert result.code == 1
     error = result.last["error"]
-    assert "ranged.bin" in error and "checksum mismatch" in error and "giving up after 5 downloads" in error
+    assert "ranged.bin" in error and "checksum mismatch" in error and "giving up after 5 attempts" in error
     assert "ranged.bin" not in tree(tmp_path / "out") and not completed(tmp_path / "out")
 
 

@@ -15,13 +15,14 @@ import pytest
 from devkit.hubserver import HubServer
 from devkit.programs import ProgramResult, run_program
 from devkit.seaweed import SeaweedFS
-from initializers import dryrun, sdk
-from initializers.contract import DATASET, MODEL, Config
-from initializers.errors import ConfigError
-from initializers.logs import get_logger
-from initializers.plan import RemoteFile
-from initializers.selection import Selected, Selection
-from initializers.streams import Returning
+from initializers.common.errors import ConfigError
+from initializers.common.logs import get_logger
+from initializers.common.remote_file import RemoteFile
+from initializers.common.streams import Returning
+from initializers.config.contract import DATASET, MODEL, Config
+from initializers.kubeflow import sdk
+from initializers.plan import dryrun
+from initializers.plan.selection import Selected, Selection
 
 KUBEFLOW_DEFAULT = "*.msgpack,*.h5,*.bin,*.pt,*.pth"  # what the Kubeflow SDK sends when ignore_patterns is left alone
 WEIGHTS = os.urandom(300_000)

@@ -16,7 +16,7 @@ import pytest
 from devkit.hubserver import HubServer
 from devkit.programs import ProgramResult, run_program
 from devkit.seaweed import SeaweedFS
-from initializers.state import StateDir
+from initializers.destination.state import StateDir
 
 OBJECTS = {"d/00.bin": b"zero" * 100, "d/sub/01.bin": b"one" * 100, "top.bin": b"top"}
 

@@ -137,8 +137,8 @@ def test_header_and_url_values_with_control_characters_are_refused(
 
 
 def test_the_sdk_builder_drops_a_trailing_newline_and_refuses_control_characters() -> None:
-    from initializers.errors import ConfigError
-    from initializers.sdk import HuggingFaceModelInitializer, S3DatasetInitializer, program_env
+    from initializers.common.errors import ConfigError
+    from initializers.kubeflow.sdk import HuggingFaceModelInitializer, S3DatasetInitializer, program_env
 
     built = HuggingFaceModelInitializer(storage_uri="hf://org/model", access_token=TOKEN + "\n")
     assert program_env(built)["ACCESS_TOKEN"] == TOKEN

@@ -7,7 +7,7 @@ import threading
 
 import pytest
 
-from initializers.sources.http1 import Connection, ProtocolError
+from initializers.sources.http.http1 import Connection, ProtocolError
 
 
 class CannedServer:

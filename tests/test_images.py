@@ -24,7 +24,7 @@ from devkit.hubserver import HubServer
 from devkit.moto import REGION, Moto, allow
 from devkit.relay import Relay
 from devkit.seaweed import SeaweedFS
-from initializers.workspace_owner import IMAGE_USER
+from initializers.process.workspace_owner import IMAGE_USER
 
 POD_GROUP = 4242  # a pod's fsGroup, given to the container as podman's --group-add
 WEB_OBJECTS = {f"d/{i}.bin": os.urandom(256 * 1024) for i in range(6)}
@@ -283,7 +283,7 @@ def test_every_module_of_the_images_is_compiled_when_they_are_built(
 def test_the_runner_runs_both_images_in_parallel(
     runtime: str, seaweed: SeaweedFS, s3: Any, bucket: str, folder: Path, monkeypatch: pytest.MonkeyPatch
 ):
-    from initializers import runner, sdk
+    from initializers.kubeflow import runner, sdk
 
     s3.put_object(Bucket=bucket, Key="m/model.safetensors", Body=b"W" * 1000)
     monkeypatch.setenv("CONTAINERS_CONF", images.engine_env()["CONTAINERS_CONF"])
@@ -306,8 +306,8 @@ def test_the_runner_runs_both_images_in_parallel(
 def test_a_runner_stopped_mid_run_leaves_no_container_behind(
     runtime: str, seaweed: SeaweedFS, s3: Any, bucket: str, folder: Path, monkeypatch: pytest.MonkeyPatch
 ):
-    from initializers import runner, sdk
-    from initializers.errors import Stopped
+    from initializers.common.errors import Stopped
+    from initializers.kubeflow import runner, sdk
 
     s3.put_object(Bucket=bucket, Key="m/model.safetensors", Body=os.urandom(4 << 20))
     monkeypatch.setenv("CONTAINERS_CONF", images.engine_env()["CONTAINERS_CONF"])

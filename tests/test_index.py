@@ -9,10 +9,9 @@ from typing import Any
 
 import pytest
 
-from initializers.checksums import Checksum
-from initializers.index import PlanIndex
-from initializers.journal import DoneFile
-from initializers.plan import RemoteFile
+from initializers.common.remote_file import Checksum, RemoteFile
+from initializers.destination.done import DoneFile
+from initializers.plan.index import PlanIndex
 
 
 @pytest.fixture

@@ -13,15 +13,14 @@ from typing import Any
 
 import pytest
 
-from initializers import job
-from initializers.checksums import Checksum
-from initializers.errors import FetchError
-from initializers.index import PlanIndex
-from initializers.journal import DoneFile
-from initializers.plan import RemoteFile
-from initializers.progress import Progress
-from initializers.state import StateDir
-from initializers.todo import Fetching, Listed, Verdict, todo_pass, verdict
+from initializers import run as job
+from initializers.common.errors import FetchError
+from initializers.common.remote_file import Checksum, RemoteFile
+from initializers.destination.done import DoneFile
+from initializers.destination.state import StateDir
+from initializers.plan.index import PlanIndex
+from initializers.plan.todo import Fetching, Listed, Verdict, todo_pass, verdict
+from initializers.transfer.progress import Progress
 
 BODY = b"the bytes of a file fetched earlier\n"
 SHA = Checksum("sha256", hashlib.sha256(BODY).hexdigest())

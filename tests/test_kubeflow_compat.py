@@ -16,7 +16,7 @@ from devkit.hubserver import HubServer
 from devkit.programs import clean_env
 from devkit.seaweed import SeaweedFS
 
-APP = Path(__file__).resolve().parents[1] / "images" / "app"  # the image's working directory, /app
+IMAGES_DIR = Path(__file__).resolve().parents[1] / "images"  # images/<kind>-initializer/ holds what its /app holds
 IMAGES = SimpleNamespace(dataset_initializer_image="dataset:dev", model_initializer_image="model:dev")
 
 
@@ -26,7 +26,8 @@ def run_as_container_backend(container: Any, workspace: Path, **extra: str) -> s
     assert env["OUTPUT_PATH"].startswith("/workspace/")
     env["OUTPUT_PATH"] = str(workspace / env["OUTPUT_PATH"].removeprefix("/workspace/"))
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"  # `python` is the image's
-    return subprocess.run(container.command, cwd=APP, env=clean_env({**env, **extra}), capture_output=True,
+    app = IMAGES_DIR / f"{container.command[-1].rsplit('.', 1)[-1]}-initializer"  # python -m pkg.initializers.<kind>
+    return subprocess.run(container.command, cwd=app, env=clean_env({**env, **extra}), capture_output=True,
                           text=True, timeout=120)  # fmt: skip
 
 

@@ -9,7 +9,7 @@ from collections.abc import Generator, Iterator
 
 import pytest
 
-from initializers.lookahead import Lookahead
+from initializers.common.lookahead import Lookahead
 
 
 def test_one_iterator_keeps_its_order():

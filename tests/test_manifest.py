@@ -7,10 +7,10 @@ import json
 from datetime import UTC, datetime
 from pathlib import Path
 
-from initializers import manifest
-from initializers.contract import DATASET
-from initializers.journal import DoneFile
-from initializers.plan import RemoteFile
+from initializers.common.remote_file import RemoteFile
+from initializers.config.contract import DATASET
+from initializers.destination import manifest
+from initializers.destination.done import DoneFile
 
 #: Enough entries for the document to be read in several chunks.
 ENTRIES = 6000

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from initializers.contract import Config
-from initializers.errors import ConfigError
-from initializers.sources.iceberg import data_nodes, node_shard
+from initializers.common.errors import ConfigError
+from initializers.config.contract import Config
+from initializers.sources.iceberg.options import CacheOptions
+from initializers.sources.iceberg.source import data_nodes, node_shard
 
 
 def config(**env: str) -> Config:
@@ -43,11 +44,11 @@ def test_a_split_plan_needs_shard_count_whatever_the_cache_accepts():
     [({"NUM_DATA_NODES": "3"}, 3), ({"CLUSTER_SIZE": "5"}, 4), ({"CLUSTER_SIZE": "4", "NUM_DATA_NODES": "3"}, 3)],
 )
 def test_data_nodes_from_num_data_nodes_or_kubeflows_cluster_size(env: dict[str, str], expected: int):
-    assert data_nodes(config(**env).cache) == expected
+    assert data_nodes(config(**env).options(CacheOptions)) == expected
 
 
 def test_data_nodes_must_be_given_and_at_least_two():
     with pytest.raises(ConfigError, match="NUM_DATA_NODES is not set"):
-        data_nodes(config().cache)
+        data_nodes(config().options(CacheOptions))
     with pytest.raises(ConfigError, match="CLUSTER_SIZE=2: the cache source needs at least 2 data nodes, got 1"):
-        data_nodes(config(CLUSTER_SIZE="2").cache)
+        data_nodes(config(CLUSTER_SIZE="2").options(CacheOptions))

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from initializers import nofollow
-from initializers.errors import FetchError
-from initializers.nofollow import Tree
+from initializers.common.errors import FetchError
+from initializers.destination import nofollow
+from initializers.destination.nofollow import Tree
 
 
 def open_descriptors() -> int:
@@ -78,3 +78,33 @@ def test_folders_past_the_kept_open_limit_are_closed_after_use(
     assert open_descriptors() == before + 2  # "a" and "a/sub" kept (the limit reached), the others closed once used
     tree.close()
     assert open_descriptors() == before - 1  # the root's too
+
+
+def test_the_stale_file_sweep_removes_unlisted_files_and_empty_folders_and_never_follows_a_link(
+    tree: Tree, tmp_path: Path
+):
+    root, outside = tmp_path / "root", tmp_path / "outside"
+    outside.mkdir()
+    (outside / "precious").write_text("not ours")
+    (root / "shard-0" / "old").mkdir(parents=True)
+    (root / "shard-0" / "part-0.parquet").write_text("kept")
+    (root / "shard-0" / "old" / "part-9.parquet").write_text("stale")
+    (root / "shard-0" / "into-outside").symlink_to(outside)  # a link to a folder, planted in a folder we own
+    (root / "shard-0" / "to-precious").symlink_to(outside / "precious")
+    (root / "shard-1").symlink_to(outside)  # a top-level folder swapped for a link
+    (root / "notes").mkdir()
+    (root / "notes" / "mine.txt").write_text("the user's")
+    with tree.folder("shard-0/old"):  # kept open, as a run leaves the folders it wrote in
+        pass
+
+    removed = tree.remove_unlisted("shard-*", {"shard-0/part-0.parquet"})
+
+    assert sorted(removed) == ["shard-0/old/part-9.parquet", "shard-0/to-precious"]
+    assert not (root / "shard-0" / "old").exists()
+    assert (root / "shard-0" / "part-0.parquet").read_text() == "kept"
+    assert (outside / "precious").read_text() == "not ours"  # neither link was followed
+    assert (root / "shard-0" / "into-outside").is_symlink() and (root / "shard-1").is_symlink()
+    assert (root / "notes" / "mine.txt").exists()
+    with tree.folder("shard-0/old") as fd:  # made afresh, not the removed folder's stale descriptor
+        os.close(os.open("new", os.O_WRONLY | os.O_CREAT, 0o666, dir_fd=fd))
+    assert (root / "shard-0" / "old" / "new").is_file()

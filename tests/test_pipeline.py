@@ -15,7 +15,7 @@ import pytest
 from devkit.programs import clean_env, command, run_program
 from devkit.relay import Relay
 from devkit.seaweed import SeaweedFS
-from initializers.sources.s3 import CHAINED_PAGES
+from initializers.sources.s3.source import CHAINED_PAGES
 
 KEYS = 20_000
 #: Beside the 20 k: keys directly under the prefix, before and after its folders, and one that must be decoded.

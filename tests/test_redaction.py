@@ -8,9 +8,10 @@ from urllib.parse import quote, quote_plus
 
 import pytest
 
-from initializers import logs, manifest
-from initializers.contract import MODEL
-from initializers.logs import PARTIAL_ECHO, REDACTED, Redactor
+from initializers.common import logs
+from initializers.common.logs import PARTIAL_ECHO, REDACTED, Redactor
+from initializers.config.contract import MODEL
+from initializers.destination import manifest
 
 SECRET = 'wJalrXUtnFEMI/K7MDENG+bPxR"fiCY\\EXAMPLEKEY'
 

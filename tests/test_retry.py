@@ -11,10 +11,10 @@ import pytest
 from devkit.driven_clock import DrivenClock
 from devkit.hubserver import HubServer
 from devkit.relay import Relay, StatusFault
-from initializers.checksums import Checksum
-from initializers.errors import FetchError
-from initializers.retry import ATTEMPTS, THROTTLE_BUDGET_SECONDS, Retriable, retrying
-from initializers.sources.hf_get import HubGetter
+from initializers.common.errors import FetchError
+from initializers.common.remote_file import Checksum
+from initializers.sources.hub.get import HubGetter
+from initializers.transfer.retry import ATTEMPTS, THROTTLE_BUDGET_SECONDS, Retriable, retrying
 
 
 def failing(times: int | None, error: Callable[[], Exception]) -> tuple[Callable[[], str], list[int]]:

@@ -15,8 +15,8 @@ from kubernetes.client import ApiClient, V1Container
 
 from devkit.relay import Relay
 from devkit.seaweed import SeaweedFS
-from initializers import runner, sdk
-from initializers.errors import ConfigError, Stopped
+from initializers.common.errors import ConfigError, Stopped
+from initializers.kubeflow import runner, sdk, specs
 
 BODY = os.urandom(512 * 1024)
 
@@ -146,7 +146,7 @@ def test_both_failing_steps_are_reported(tmp_path: Path):
 
 def test_docker_run_keeps_secrets_out_of_the_argument_list(tmp_path: Path):
     model = sdk.S3ModelInitializer(storage_uri="s3://b/m", access_key_id="id", secret_access_key="s3cr3t-value")
-    argv, env = runner.docker_run_args(model, tmp_path, "localhost/model-initializer:dev", runtime="podman")
+    argv, env = specs.docker_run_args(model, tmp_path, "localhost/model-initializer:dev", runtime="podman")
     assert argv[:3] == ["podman", "run", "--rm"] and argv[-1] == "localhost/model-initializer:dev"
     assert f"{tmp_path}:/workspace" in argv and "-e" in argv and "SECRET_ACCESS_KEY" in argv
     assert not any("s3cr3t-value" in word for word in argv)
@@ -155,7 +155,7 @@ def test_docker_run_keeps_secrets_out_of_the_argument_list(tmp_path: Path):
 
 def test_init_container_spec_takes_secrets_from_a_secret():
     dataset = sdk.HuggingFaceDatasetInitializer(storage_uri="hf://org/ds", access_token="hf_x")
-    spec = runner.init_container(dataset, "ghcr.io/x/dataset-initializer:1", secret="hub-token")
+    spec = specs.init_container(dataset, "ghcr.io/x/dataset-initializer:1", secret="hub-token")
     assert spec["name"] == "dataset-initializer"
     assert {
         "name": "ACCESS_TOKEN",

@@ -6,8 +6,8 @@ import itertools
 
 import pytest
 
-from initializers.sources import s3_listing
-from initializers.sources.s3_listing import ListedObject, ListPage, key_ranges, page_query, parse_page
+from initializers.sources.s3 import listing as s3_listing
+from initializers.sources.s3.listing import ListedObject, ListPage, key_ranges, page_query, parse_page
 
 NS = ' xmlns="http://s3.amazonaws.com/doc/2006-03-01/"'
 

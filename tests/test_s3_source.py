@@ -17,7 +17,7 @@ from devkit.processes import settle
 from devkit.programs import ProgramResult, run_program, start_program
 from devkit.relay import Relay, self_signed_certificate
 from devkit.seaweed import ACCESS_KEY, PUBLIC_BUCKET, REGION, SECRET_KEY, SeaweedFS
-from initializers.state import StateDir
+from initializers.destination.state import StateDir
 
 
 def put_all(s3: Any, bucket: str, objects: dict[str, bytes]) -> None:

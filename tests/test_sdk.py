@@ -11,9 +11,9 @@ from kubeflow.trainer.backends.container import utils as kf_container
 from kubeflow.trainer.backends.kubernetes import utils as kf_kubernetes
 from kubeflow.trainer.types import types as kf
 
-from initializers import sdk
-from initializers.contract import Config
-from initializers.errors import ConfigError
+from initializers.common.errors import ConfigError
+from initializers.config.contract import Config
+from initializers.kubeflow import sdk
 
 _word = st.text(st.sampled_from("abcdefghijklmnopqrstuvwxyz0123456789-_."), min_size=1, max_size=10).filter(
     lambda s: s not in (".", "..")

@@ -6,8 +6,8 @@ from dataclasses import dataclass
 
 import pytest
 
-from initializers.errors import ConfigError
-from initializers.settings import (
+from initializers.common.errors import ConfigError
+from initializers.config.settings import (
     POSITIVE_INT,
     build,
     env_of,

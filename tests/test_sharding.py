@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from initializers.sharding import Piece, cut, shard_range, shard_sizes
+from initializers.cache.sharding import Piece, cut, shard_range, shard_sizes
 
 
 @given(st.lists(st.integers(0, 50), max_size=12), st.integers(1, 9))

@@ -19,9 +19,9 @@ from devkit.iceberg import simple_table, sql_catalog
 from devkit.programs import ProgramResult, run_program, start_program
 from devkit.relay import Relay
 from devkit.seaweed import SeaweedFS
-from initializers.index import PlanIndex
-from initializers.plan import RemoteFile
-from initializers.sharding import cut
+from initializers.cache.sharding import cut
+from initializers.common.remote_file import RemoteFile
+from initializers.plan.index import PlanIndex
 
 SIZES = [random.Random(7).choice([1, 3, 17, 64, 200, 900]) * 1024 for _ in range(60)]
 OBJECTS = {f"d/{i:03d}.bin": os.urandom(size) for i, size in enumerate(SIZES)}

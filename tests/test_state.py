@@ -14,19 +14,20 @@ from typing import Any
 
 import pytest
 
-from initializers import shares
-from initializers.errors import ConfigError, FetchError
-from initializers.index import PlanIndex
-from initializers.journal import DoneFile, journal_entries
-from initializers.locking import RunLock
-from initializers.plan import RemoteFile
-from initializers.stable_storage import boot_id
-from initializers.state import StateDir
+from initializers.common.errors import ConfigError, FetchError
+from initializers.common.remote_file import RemoteFile
+from initializers.destination.done import DoneFile
+from initializers.destination.journal import journal_entries
+from initializers.destination.locking import RunLock
+from initializers.destination.stable_storage import boot_id
+from initializers.destination.state import StateDir
+from initializers.plan import shares
+from initializers.plan.index import PlanIndex
 
 #: A run holding the destination's lock (of one share, when given) until its standard input closes.
 _HOLDER = """
 import sys
-from initializers.state import StateDir
+from initializers.destination.state import StateDir
 share = tuple(map(int, sys.argv[2].split("/"))) if len(sys.argv) > 2 else None
 with StateDir(sys.argv[1], share).session(lambda holder, seconds: None):
     print("holding", flush=True)

@@ -16,8 +16,8 @@ import pytest
 
 from devkit.programs import ProgramResult, run_program, start_program
 from devkit.stalling import Stall, StallingHub, StallingS3, StallingServer
-from initializers.errors import FetchError
-from initializers.retry import retrying
+from initializers.common.errors import FetchError
+from initializers.transfer.retry import retrying
 
 #: Seconds a stopped run may take to exit, at most: far more than it needs, far less than "never".
 STOP_CEILING_SECONDS = 15.0

@@ -12,10 +12,11 @@ import pytest
 
 from devkit.hubserver import HubServer
 from devkit.relay import Relay, self_signed_certificate
-from initializers.sources.hf_get import HUB_TRUST, hub_transient
-from initializers.sources.http_get import certificate_refused, untrusted_certificate
-from initializers.sources.iceberg import pyarrow_transient
-from initializers.sources.s3_get import S3_TRUST, s3_transient
+from initializers.common.errors import FetchError
+from initializers.sources.hub.get import HUB_TRUST, hub_transient
+from initializers.sources.iceberg.source import pyarrow_transient
+from initializers.sources.s3.get import S3_TRUST, s3_transient
+from initializers.transfer.retry import retrying, untrusted_certificate
 
 
 @pytest.mark.parametrize(
@@ -79,8 +80,22 @@ def test_a_certificate_failure_is_found_behind_httpx_and_named_per_source(tmp_pa
     found = untrusted_certificate(wrapped.value)
     assert isinstance(found, ssl.SSLCertVerificationError) and found.verify_message
     assert untrusted_certificate(ConnectionRefusedError(111, "refused")) is None
-    hub_message = str(certificate_refused("list", "listing hf://o/n", found, HUB_TRUST))
-    s3_message = str(certificate_refused("open", "s3://b/k", found, S3_TRUST))
+
+    def refused(verb: str, where: str, trust: str) -> str:
+        """What the retry policy, the one owner of the certificate hint, says at the first attempt: no retry."""
+        attempts = []
+
+        def attempt() -> None:
+            attempts.append(1)
+            raise wrapped.value
+
+        with pytest.raises(FetchError) as failed:
+            retrying(verb, where, attempt, trust=trust)
+        assert len(attempts) == 1
+        return str(failed.value)
+
+    hub_message = refused("list", "listing hf://o/n", HUB_TRUST)
+    s3_message = refused("open", "s3://b/k", S3_TRUST)
     assert hub_message.startswith("cannot list listing hf://o/n: the server's TLS certificate does not verify (")
     assert hub_message.endswith("for a private CA set SSL_CERT_FILE (or SSL_CERT_DIR) to its certificate file")
     assert s3_message.endswith("for a private CA set AWS_CA_BUNDLE (or a profile's ca_bundle) to its certificate file")

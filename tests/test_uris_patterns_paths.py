@@ -10,14 +10,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from initializers.contract import DATASET, MODEL, Config
-from initializers.errors import ConfigError, FetchError
-from initializers.index import PlanIndex
-from initializers.logs import get_logger
-from initializers.patterns import Globs
-from initializers.plan import RemoteFile, plan_files, safe_relative_path
-from initializers.selection import Selection
-from initializers.uris import HfLocation, S3Location, scheme_of
+from initializers.common.errors import ConfigError, FetchError
+from initializers.common.logs import get_logger
+from initializers.common.remote_file import RemoteFile
+from initializers.config.contract import DATASET, MODEL, Config
+from initializers.config.patterns import Globs
+from initializers.config.uris import HfLocation, S3Location, scheme_of
+from initializers.plan.index import PlanIndex
+from initializers.plan.safe_paths import plan_files, safe_relative_path
+from initializers.plan.selection import Selection
 
 
 @pytest.mark.parametrize(

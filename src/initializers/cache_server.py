@@ -24,11 +24,11 @@ from typing import Any, NoReturn
 
 import click
 
-from initializers.arrow_memory import prefer_system_allocator
+from initializers.cache.arrow_memory import prefer_system_allocator
 from initializers.cli import EXIT_BAD_CONFIG, EXIT_FETCH_FAILED, EXIT_OK, exit_now, failed, options_for
-from initializers.contract import DATASET, Config
-from initializers.errors import ConfigError, FetchError
-from initializers.settings import TEXT, Codec, parse_schema, setting_field, setting_fields, settings_of
+from initializers.common.errors import ConfigError, FetchError
+from initializers.config.contract import DATASET, Config
+from initializers.config.settings import TEXT, Codec, parse_schema, setting_field, setting_fields, settings_of
 
 PROGRAM = "cache-server"
 #: Kubeflow's cache Service listens there (`<TRAIN_JOB_NAME>-cache-service:50051`).
@@ -94,7 +94,8 @@ class ServerConfig:
 
 def run(options: Mapping[str, str | None]) -> int:
     """Parse, open the table, serve until a stop signal; every outcome ends in one log line that says what happened."""
-    from initializers import logs, workspace_owner
+    from initializers.common import logs
+    from initializers.process import workspace_owner
 
     try:
         config = ServerConfig.from_env(os.environ, options)
@@ -108,10 +109,10 @@ def run(options: Mapping[str, str | None]) -> int:
         log.info("running as the workspace's user", uid=switched.uid, gid=switched.gid, groups=list(switched.groups))
     prefer_system_allocator()
     try:
-        from initializers.cache_flight import CacheFlightServer
+        from initializers.cache.flight import CacheFlightServer
     except ImportError as exc:
         return failed(log, f"{PROGRAM} needs pyarrow (the cache extra, in the dataset image): {exc}", EXIT_FETCH_FAILED)
-    from initializers.cache_shards import MaterialisedTable
+    from initializers.cache.shards import MaterialisedTable
 
     # Blocked before any thread starts, so gRPC's threads inherit the mask and only `sigwait` below receives them.
     signal.pthread_sigmask(signal.SIG_BLOCK, _STOP_SIGNALS)

@@ -9,10 +9,11 @@ from typing import Any, NoReturn
 
 import click
 
+import initializers.sources  # noqa: F401 - registers every source: their option groups are part of the schema
 from initializers import __version__
-from initializers.contract import Config, Kind
-from initializers.errors import ConfigError, InitializerError, Stopped
-from initializers.settings import Setting
+from initializers.common.errors import ConfigError, InitializerError, Stopped
+from initializers.config.contract import Config, Kind
+from initializers.config.settings import Setting
 
 EXIT_OK, EXIT_FETCH_FAILED, EXIT_BAD_CONFIG = 0, 1, 2
 #: Allocations between two runs of the cyclic collector over the youngest objects (Python's default: 700).
@@ -71,7 +72,9 @@ def _print_version(ctx: click.Context, _param: click.Parameter, value: bool) -> 
 
 def run(kind: Kind, options: dict[str, Any]) -> int:
     """Parse, configure logging, run; every outcome ends in one log line that says what happened."""
-    from initializers import job, logs, termination, workspace_owner  # deferred: --help stays fast
+    from initializers import run as job  # deferred: --help stays fast
+    from initializers.common import logs
+    from initializers.process import termination, workspace_owner
 
     hints = Config.typo_hints(os.environ)
     try:
@@ -124,7 +127,7 @@ def run(kind: Kind, options: dict[str, Any]) -> int:
 
 def failed(log: Any, error: str, exit_code: int, traceback: bool = False) -> int:
     """The last log line and the termination message of a failed run; returns its exit code."""
-    from initializers import termination
+    from initializers.process import termination
 
     termination.leave(f"failed (exit {exit_code}): {error}")
     (log.exception if traceback else log.error)("failed", error=error, exit_code=exit_code)

@@ -1,7 +1,7 @@
 """`dataset-initializer` / `python -m initializers.dataset`."""
 
 from initializers.cli import main as _main
-from initializers.contract import DATASET
+from initializers.config.contract import DATASET
 
 
 def main() -> None:

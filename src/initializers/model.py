@@ -1,7 +1,7 @@
 """`model-initializer` / `python -m initializers.model`."""
 
 from initializers.cli import main as _main
-from initializers.contract import MODEL
+from initializers.config.contract import MODEL
 
 
 def main() -> None:

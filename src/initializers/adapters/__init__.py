@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from importlib.metadata import version
 
-from initializers.errors import ConfigError
+from initializers.common.errors import ConfigError
 
 
 def release(text: str) -> tuple[int, ...]:

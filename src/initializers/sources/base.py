@@ -10,35 +10,16 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any
 
-from initializers.checksums import Checksum
-from initializers.plan import RemoteFile
-
-if TYPE_CHECKING:
-    from initializers.bandwidth import TokenBucket
-    from initializers.concurrency import Ramp
-    from initializers.engine import TaskFactory
-
-#: The size of the ranges a large file is fetched in over capped connections, as AWS advises for parallel GETs (the
-#: Hub's CDN is alike); faster connections get larger ones (`concurrency`).
-PART_SIZE = 8 << 20
-
-
-class Sink(Protocol):
-    """Where a source writes the bytes of one range, in order."""
-
-    @property
-    def written(self) -> int:
-        """Bytes accepted so far: a source resuming after a dropped connection starts at offset + written."""
-
-    def write(self, data: memoryview) -> None: ...
-
-    def vouch(self, checksum: Checksum) -> None:
-        """What the whole file hashes to, as the answer carrying this range says: called before its first byte."""
-
-    def rewind(self) -> None:
-        """Start the range over: a server ignored a resume request and sends it all again."""
+from initializers.common.remote_file import Checksum, RemoteFile
+from initializers.transfer.bandwidth import TokenBucket
+from initializers.transfer.concurrency import Ramp
+from initializers.transfer.engine import TaskFactory
+from initializers.transfer.making import MadeGroups
+from initializers.transfer.range_sizes import PART_SIZE
+from initializers.transfer.ranges import StoredRanges
+from initializers.transfer.sink import Sink
 
 
 class Source(ABC):
@@ -82,8 +63,6 @@ class Storage(Source):
 
     def task_factory(self, ramp: Ramp, bandwidth: TokenBucket | None) -> TaskFactory:
         """Ranges of the stored files, under the MAX_BANDWIDTH cap."""
-        from initializers.ranges import StoredRanges  # the engine's side, which imports these contracts
-
         return StoredRanges(self, ramp, bandwidth)
 
     def part_size_for(self, file: RemoteFile) -> int | None:
@@ -101,8 +80,6 @@ class Maker(Source):
 
     def task_factory(self, ramp: Ramp, bandwidth: TokenBucket | None) -> TaskFactory:
         """Groups of made files; the cap does not apply (the cache source refuses MAX_BANDWIDTH)."""
-        from initializers.making import MadeGroups  # the engine's side, which imports these contracts
-
         return MadeGroups(self)
 
     @abstractmethod

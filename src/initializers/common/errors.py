@@ -1,0 +1,35 @@
+"""How a run can fail or be stopped, each with its documented exit code."""
+
+
+class InitializerError(Exception):
+    """A failure the user can act on; its message is the last log line."""
+
+    exit_code = 1
+
+
+class ConfigError(InitializerError, ValueError):
+    """Bad configuration: a missing or invalid variable, an unsupported scheme. Exit code 2.
+
+    Also a ValueError, as the Kubeflow SDK raises for invalid initializer configurations (`kubeflow.sdk`)."""
+
+    exit_code = 2
+
+
+class FetchError(InitializerError):
+    """The fetch failed: not found, denied, network, disk, nothing to download. Exit code 1."""
+
+    exit_code = 1
+
+
+class Stopped(BaseException):
+    """The run was stopped before it completed (a signal or the deadline). Exit code 1.
+
+    A BaseException, as KeyboardInterrupt is: a library's `except Exception` around the code it interrupts must
+    not swallow it."""
+
+    exit_code = 1
+
+
+def changed_during_download(what: str, evidence: str) -> str:
+    """The one wording for a source file that changed while it was fetched; `evidence` says how that showed."""
+    return f"{what} changed during the download ({evidence}); run again to fetch the new version"

@@ -1,0 +1,30 @@
+"""What a source lists: a file at a path relative to the source root, and the checksum the source vouches for."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import NamedTuple
+
+
+@dataclass(frozen=True)
+class Checksum:
+    algorithm: str  # a hashlib name, or GIT_SHA1
+    hexdigest: str
+
+
+class RemoteFile(NamedTuple):
+    """One file a source offers, at a path relative to the source root (a named tuple: one is made per listed file,
+    and no immutable record is cheaper to make)."""
+
+    path: str
+    size: int
+    version: str  # changes whenever the content changes (an ETag, a blob id)
+    locator: str  # the source's own address for it (an S3 key, a repo path)
+    checksum: Checksum | None = None  # a digest the source vouches for, verified after the download
+    #: False for a file the source produces rather than copies (a rewritten Parquet part): `size` is then an
+    #: estimate for progress and free space, and the size actually written is what gets recorded.
+    exact_size: bool = True
+
+    def matches(self, size: int, version: str) -> bool:
+        """True when a file recorded with this size and version is the one the source offers now."""
+        return version == self.version and (size == self.size or not self.exact_size)

@@ -1,0 +1,5 @@
+"""The environment contract: the schema toolkit (`settings`), the one schema both programs read and the SDK
+builder writes (`contract`), storage URIs and glob patterns.
+
+May import `common` only; the sources' own option groups come to it through the source registry.
+"""

@@ -1,0 +1,297 @@
+"""The environment contract: one typed schema read by the programs and written by the SDK-side builder.
+
+Every setting is a field of `Config` (the settings every source shares), or of an option group a source declares
+beside itself and registers (`registry`); `Config` holds the groups as parsed (`config.options(AwsOptions)`). Each
+carries its variable name, help text and codec, so parsing (`Config.from_env`), the CLI options and serialisation
+(`Config.to_env`) all come from the same definitions and cannot drift apart. The toolkit they are declared with is
+`settings`.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any, TypeVar
+
+from initializers.common.errors import ConfigError
+from initializers.config import registry
+from initializers.config.settings import (
+    BANDWIDTH,
+    BOOL,
+    NON_NEGATIVE_INT,
+    POSITIVE_INT,
+    POSITIVE_NUMBER,
+    Setting,
+    bounded_int,
+    build,
+    choice,
+    env_of,
+    parse_schema,
+    patterns_field,
+    setting_field,
+    settings_of,
+    values_of,
+)
+
+G = TypeVar("G")
+#: Variables of other tools (boto3, huggingface_hub, the system) are never typos of ours.
+_FOREIGN_PREFIXES = ("AWS_", "HF_", "HUGGINGFACE_", "KUBERNETES_", "PYTHON", "LC_", "XDG_")
+
+
+@dataclass(frozen=True)
+class WeightFormat:
+    """Weights in one format, and the files that come only with them (Meta's `original/` checkpoint folder)."""
+
+    name: str
+    patterns: tuple[str, ...]
+    companions: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Kind:
+    """What distinguishes the dataset program from the model program: defaults, not code."""
+
+    name: str
+    default_output_path: str
+    #: The list the Kubeflow SDK sends when the user leaves `ignore_patterns` alone: IGNORE_PATTERNS unset or
+    #: exactly this list selects the kind's default selection (below); any other list means exactly that list.
+    default_ignore_patterns: tuple[str, ...]
+    schemes: tuple[str, ...]
+    #: The default selection's allow side (empty: every file) ...
+    default_allow: tuple[str, ...] = ()
+    #: ... its ignore side ...
+    default_ignore: tuple[str, ...] = ()
+    #: ... and weight formats by preference, of which it keeps only the first the source has (see `selection`).
+    weight_formats: tuple[WeightFormat, ...] = ()
+
+    @property
+    def program(self) -> str:
+        return f"{self.name}-initializer"
+
+
+DATASET = Kind("dataset", "/workspace/dataset", (), ("hf", "s3", "cache"))
+#: What a trainer loads (transformers, sentence-transformers, PEFT, llama.cpp): README.md explains each rule.
+MODEL = Kind(
+    "model",
+    "/workspace/model",
+    ("*.msgpack", "*.h5", "*.bin", "*.pt", "*.pth"),
+    ("hf", "s3"),
+    default_allow=(
+        # configs, weight indexes, sentence-transformers modules
+        *("*.json", "*.yaml", "*.yml"),
+        # weights, of which one format is kept
+        *("*.safetensors", "*.bin", "*.pt", "*.pth", "*.gguf"),
+        # tokenizers
+        *("tokenizer*", "vocab*", "merges*", "*.txt", "*.model", "*.spm", "*.tiktoken"),
+        # chat templates; remote code, for trust_remote_code
+        *("*.jinja", "*.py"),
+    ),
+    default_ignore=("onnx/", "openvino/", "coreml/", "*.mlpackage/*"),  # other runtimes' copies (.bin among them)
+    weight_formats=(
+        WeightFormat("safetensors", ("*.safetensors",)),
+        WeightFormat(".bin/.pt/.pth", ("*.bin", "*.pt", "*.pth"), companions=("original/",)),
+        WeightFormat("GGUF", ("*.gguf",)),
+    ),
+)
+
+
+MAX_WORKERS_LIMIT = 256
+WORKERS = bounded_int(MAX_WORKERS_LIMIT)
+LOG_FORMAT = choice("json", "console")
+LOG_LEVEL = choice("debug", "info", "warning", "error")
+#: Seconds without a byte before a request is abandoned and retried, for every source.
+DEFAULT_READ_TIMEOUT = 60.0
+
+
+@dataclass(frozen=True)
+class Config:
+    """One run's configuration. `None` means "not given": defaults that depend on the kind apply later."""
+
+    storage_uri: str | None = setting_field(
+        "STORAGE_URI",
+        "Source: hf://OWNER/NAME[@REVISION][/PATH], s3://BUCKET[/PREFIX] or cache://SCHEMA/TABLE (dataset only).",
+    )
+    output_path: str | None = setting_field(
+        "OUTPUT_PATH", "Destination folder [default: /workspace/dataset or /workspace/model]."
+    )
+    ignore_patterns: tuple[str, ...] | None = patterns_field(
+        "IGNORE_PATTERNS",
+        "Comma-separated globs matched against paths relative to the source root. Unset, or the Kubeflow SDK's "
+        "default list (*.msgpack,*.h5,*.bin,*.pt,*.pth): the kind's default (model: what a trainer loads, one weight "
+        "format; dataset: none). Set but empty: ignore nothing. Any other list: exactly that list.",
+        empty_means_unset=False,
+    )
+    allow_patterns: tuple[str, ...] | None = patterns_field(
+        "ALLOW_PATTERNS",
+        "Comma-separated globs, as IGNORE_PATTERNS: only matching files are fetched, less those IGNORE_PATTERNS "
+        "removes; for a model it replaces the default's list of what a trainer loads [default: every file; model: "
+        "that list].",
+    )
+    max_workers: int | None = setting_field(
+        "MAX_WORKERS",
+        "Most parallel transfers, at most 256 [default: per source, S3 and Hub: 64, from 8 streams up while it "
+        "pays; small files 64 at once, more up to the cap while round trips dominate].",
+        WORKERS,
+    )
+    read_timeout: float = setting_field(
+        "READ_TIMEOUT",
+        f"Seconds without a byte before a request is abandoned and retried [default: {DEFAULT_READ_TIMEOUT:g}], and "
+        "for each 64 KiB of an answer, so a trickle is abandoned too; falls back to HF_HUB_DOWNLOAD_TIMEOUT.",
+        POSITIVE_NUMBER,
+        default=DEFAULT_READ_TIMEOUT,
+        fallback_env=("HF_HUB_DOWNLOAD_TIMEOUT",),
+    )
+    shard_index: int | None = setting_field(
+        "SHARD_INDEX",
+        "This initializer's share, 0 .. SHARD_COUNT-1, of a plan split over SHARD_COUNT initializers writing one "
+        "OUTPUT_PATH; for cache://, the one shard (of NUM_DATA_NODES) this node materialises.",
+        NON_NEGATIVE_INT,
+    )
+    shard_count: int | None = setting_field(
+        "SHARD_COUNT",
+        "How many initializers split the plan (hf://, s3://); with it, JOB_COMPLETION_INDEX stands in for an unset "
+        "SHARD_INDEX.",
+        POSITIVE_INT,
+    )
+    job_completion_index: int | None = setting_field(
+        "JOB_COMPLETION_INDEX",
+        "Set by Kubernetes in an Indexed Job's pods: the shard index when SHARD_COUNT is set and SHARD_INDEX is not.",
+        NON_NEGATIVE_INT,
+    )
+    verify: bool = setting_field(
+        "VERIFY",
+        "Re-hash files an earlier run completed against the source's checksums, and fetch again those that differ.",
+        BOOL,
+        default=False,
+    )
+    dry_run: bool = setting_field(
+        "DRY_RUN",
+        "List and plan as a run would, print the plan (path and size of each file, totals; JSON lines when stdout is "
+        "not a terminal) and exit 0, writing nothing under OUTPUT_PATH.",
+        BOOL,
+        default=False,
+    )
+    max_bandwidth: int | None = setting_field(
+        "MAX_BANDWIDTH",
+        "Most bytes per second the whole run reads, all connections together (hf, s3): 50M is 50 MiB/s, as rclone's "
+        "--bwlimit (K, M, G, T are binary multiples) [default: no cap].",
+        BANDWIDTH,
+    )
+    timeout: float | None = setting_field(
+        "TIMEOUT", "Overall deadline in seconds; past it the run stops with exit 1 [default: none].", POSITIVE_NUMBER
+    )
+    progress_interval: float | None = setting_field(
+        "PROGRESS_INTERVAL", "Seconds between progress events [default: 5].", POSITIVE_NUMBER
+    )
+    log_format: str | None = setting_field(
+        "LOG_FORMAT", "json or console [default: console on a terminal, else json].", LOG_FORMAT
+    )
+    log_level: str | None = setting_field("LOG_LEVEL", "debug, info, warning or error [default: info].", LOG_LEVEL)
+    #: The registered sources' option groups as given (`from_env`, `build`: all of them; a source is opened with only
+    #: its own, `for_source`); a group not held reads as its defaults.
+    source_options: tuple[Any, ...] = field(default=())
+
+    def options(self, group: type[G]) -> G:
+        """The settings of one source's option group."""
+        return next((given for given in self.source_options if type(given) is group), group())
+
+    def for_source(self, plugin: registry.SourcePlugin) -> Config:
+        """This configuration as `plugin`'s source receives it: the shared settings and its own option groups only;
+        a shared setting it refuses is an error naming the variable."""
+        for name, setting in self.shared_settings():
+            why = plugin.refuses.get(name)
+            if why is not None and getattr(self, name):
+                raise ConfigError(f"{setting.env} does not apply to {plugin.scheme}:// sources: {why}")
+        return replace(self, source_options=tuple(self.options(group) for group in plugin.options))
+
+    @staticmethod
+    def typo_hints(env: Mapping[str, str]) -> dict[str, str]:
+        """Variables that are not part of the contract but look like a misspelling of one: {given: meant}."""
+        known = {name for _, s in Config.settings() for name in (s.env, *s.fallback_env)}
+        hints = {}
+        for name in env:
+            if name in known or not name.isupper() or name.startswith(_FOREIGN_PREFIXES):
+                continue
+            close = difflib.get_close_matches(name, known, n=1, cutoff=0.85)
+            if close:
+                hints[name] = close[0]
+        return hints
+
+    @staticmethod
+    def shared_settings() -> list[tuple[str, Setting]]:
+        """(field name, setting) for every variable all sources share, in declaration order."""
+        return settings_of(Config)
+
+    @staticmethod
+    def settings() -> list[tuple[str, Setting]]:
+        """(field name, setting) for every variable of the contract: the shared ones, then each registered group's."""
+        return settings_of(Config) + [setting for group in registry.option_groups() for setting in settings_of(group)]
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str], options: Mapping[str, str | None] | None = None) -> Config:
+        """Parse the contract from variables and raw option values; an option given wins over its variable."""
+        groups = tuple(parse_schema(group, env, options) for group in registry.option_groups())
+        return replace(parse_schema(cls, env, options), source_options=groups)
+
+    @classmethod
+    def build(cls, values: Mapping[str, Any]) -> Config:
+        """A configuration from {field name: value} over every setting, shared or a group's (names are unique:
+        `registry` checks them); settings not given keep their defaults."""
+        groups = registry.option_groups()
+        unknown = set(values) - {name for name, _ in cls.settings()}
+        if unknown:
+            raise TypeError(f"Config has no setting {', '.join(sorted(unknown))}")
+
+        def own(schema: type) -> dict[str, Any]:
+            names = {name for name, _ in settings_of(schema)}
+            return {name: value for name, value in values.items() if name in names}
+
+        return replace(build(cls, own(cls)), source_options=tuple(build(group, own(group)) for group in groups))
+
+    def to_env(self) -> dict[str, str]:
+        """The variables that reproduce this configuration: `Config.from_env(c.to_env()) == c`."""
+        env = env_of(self)
+        for group in self.source_options:
+            env.update(env_of(group))
+        return env
+
+    def secrets(self) -> list[str]:
+        """Secret values present in this configuration, for log redaction."""
+        return [value for group in (self, *self.source_options) for value in _secret_values(group)]
+
+    def output_dir(self, kind: Kind) -> str:
+        return self.output_path or kind.default_output_path
+
+    def selects_by_default(self, kind: Kind) -> bool:
+        """IGNORE_PATTERNS unset, or the list the Kubeflow SDK sends by default: the kind's default selection."""
+        return self.ignore_patterns is None or self.ignore_patterns == kind.default_ignore_patterns
+
+    def shard(self) -> tuple[int, int] | None:
+        """(index, count) of this run's share of a plan split over SHARD_COUNT initializers, else None."""
+        if self.shard_count is None:
+            if self.shard_index is not None:
+                raise ConfigError("SHARD_INDEX is set but SHARD_COUNT is not: say how many initializers split the plan")
+            return None
+        return self.share_of(self.shard_count)
+
+    def share_of(self, count: int) -> tuple[int, int]:
+        """(index, count): SHARD_INDEX, else JOB_COMPLETION_INDEX as an Indexed Job sets it, of `count` shares."""
+        index = self.shard_index if self.shard_index is not None else self.job_completion_index
+        if index is None:
+            raise ConfigError(
+                "SHARD_COUNT is set but SHARD_INDEX is not (nor JOB_COMPLETION_INDEX, as an Indexed Job sets it)"
+            )
+        if index >= count:
+            raise ConfigError(f"SHARD_INDEX={index} is out of range: {count} shards are numbered 0 to {count - 1}")
+        return index, count
+
+    def require_storage_uri(self) -> str:
+        if not self.storage_uri:
+            raise ConfigError("STORAGE_URI is not set: give the source as hf://..., s3://... or cache://...")
+        return self.storage_uri
+
+
+def _secret_values(schema: Any) -> list[str]:
+    values = values_of(schema)
+    return [values[name] for name, setting in settings_of(type(schema)) if setting.secret and values[name]]

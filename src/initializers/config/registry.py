@@ -1,0 +1,74 @@
+"""The source registry: each source declares itself here (its scheme, its option groups, how its URI is checked,
+how it is opened), and the contract, the run and the SDK builder read it, never a source's modules by name.
+
+A source registers from its package's `__init__` (`initializers.sources` imports them all, as rclone's
+`backend/all` does); opening one imports its modules only then, so a model download never loads the cache
+source's pyarrow. Registration refuses a scheme declared twice and a variable or field name two groups would share:
+the schema is one flat set of variables, and two settings of one name would silently read the same value.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from initializers.config.settings import Setting, settings_of
+
+
+@dataclass(frozen=True)
+class SourcePlugin:
+    """One source, as the core knows it."""
+
+    scheme: str
+    #: The option groups (schemas declared beside the source) it reads, besides the shared settings.
+    options: tuple[type, ...]
+    #: Checks a URI of this scheme and returns its parsed location; raises ConfigError naming STORAGE_URI.
+    locate: Callable[[str], Any]
+    #: Imports the source's modules and opens it: (uri, config holding only its own option groups, kind, staging).
+    open: Callable[..., Any]
+    #: True when a run splits the plan over SHARD_COUNT initializers; False when the source shards by itself.
+    splits_plan: bool = True
+    #: Shared settings (field names) that mean nothing for this source, and why: refused when given.
+    refuses: Mapping[str, str] = field(default_factory=dict)
+
+
+_PLUGINS: dict[str, SourcePlugin] = {}
+#: Option groups by type, in registration order (a group two sources read, such as S3 access, appears once).
+_GROUPS: dict[type, None] = {}
+
+
+def register(plugin: SourcePlugin, shared: list[tuple[str, Setting]]) -> None:
+    """Add `plugin`; `shared`: the contract's own settings, whose names no group may reuse."""
+    if plugin.scheme in _PLUGINS:
+        raise RuntimeError(f"the scheme {plugin.scheme}:// is registered twice")
+    new_groups = [group for group in plugin.options if group not in _GROUPS]
+    taken = shared + [setting for group in _GROUPS for setting in settings_of(group)]
+    _check_unique(taken + [setting for group in new_groups for setting in settings_of(group)])
+    _PLUGINS[plugin.scheme] = plugin
+    _GROUPS.update(dict.fromkeys(new_groups))
+
+
+def _check_unique(settings: list[tuple[str, Setting]]) -> None:
+    fields: set[str] = set()
+    variables: set[str] = set()
+    for name, setting in settings:
+        for variable in (setting.env, *setting.fallback_env):
+            if variable in variables:
+                raise RuntimeError(f"the variable {variable} is declared by two settings")
+            variables.add(variable)
+        if name in fields:
+            raise RuntimeError(f"the setting field {name!r} is declared twice: values are built by field name")
+        fields.add(name)
+
+
+def plugin(scheme: str) -> SourcePlugin:
+    """The source registered for `scheme` (which `uris.scheme_of` has checked against the program's kind)."""
+    return _PLUGINS[scheme]
+
+
+def option_groups() -> tuple[type, ...]:
+    """Every registered source's option groups, each once."""
+    if not _PLUGINS:
+        raise RuntimeError("no source is registered: import initializers.sources first")
+    return tuple(_GROUPS)

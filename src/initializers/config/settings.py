@@ -1,0 +1,280 @@
+"""The toolkit schemas are declared with: codecs, `Setting`s on dataclass fields, groups of them, and parsing.
+
+A schema is a frozen dataclass whose fields each carry a `Setting` (`setting_field`) or hold a group of such
+fields (`group_field`), so an option set can be declared beside the code that reads it and still be part of
+one flat set of variables. Light on purpose: every program imports it before `--help`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
+
+from initializers.common.errors import ConfigError
+
+T = TypeVar("T")
+S = TypeVar("S")
+
+
+@dataclass(frozen=True)
+class Codec(Generic[T]):
+    """Turns one variable's text into a typed value and back; `expected` completes error messages."""
+
+    parse: Callable[[str], T]
+    format: Callable[[T], str]
+    expected: str
+    empty_means_unset: bool = True
+
+
+def checked_value(raw: str, variable: str, secret: bool = False) -> str:
+    """`raw` without the one trailing newline (LF or CRLF) a Kubernetes Secret made from a file carries; a ConfigError
+    naming `variable`, never the value, for any other control character (tab included): every value may end up in a
+    request line, a header or a URL, where one would end it or start another. A `secret` (a token, a key) must also
+    be ASCII, as they all are: it goes into a header as it is."""
+    text = raw[:-2] if raw.endswith("\r\n") else raw[:-1] if raw.endswith("\n") else raw
+    bad = next((char for char in text if char < " " or char == "\x7f" or (secret and not char.isascii())), None)
+    if bad is not None:
+        kind, rule = (
+            ("control character", "only a single trailing newline is accepted, and dropped")
+            if bad.isascii()
+            else ("character outside ASCII", "tokens and keys are ASCII")
+        )
+        raise ConfigError(
+            f"{variable}: contains the {kind} U+{ord(bad):04X} at position {text.index(bad)} (value not shown); {rule}"
+        )
+    return text
+
+
+def _parse_text(raw: str) -> str:
+    return raw.strip()
+
+
+def _parse_positive_int(raw: str) -> int:
+    value = int(raw.strip())
+    if value < 1:
+        raise ValueError("not positive")
+    return value
+
+
+def _parse_non_negative_int(raw: str) -> int:
+    value = int(raw.strip())
+    if value < 0:
+        raise ValueError("negative")
+    return value
+
+
+def _parse_positive_float(raw: str) -> float:
+    value = float(raw.strip())
+    if not value > 0 or value == float("inf"):
+        raise ValueError("not a positive number")
+    return value
+
+
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off", ""}
+
+
+def _parse_bool(raw: str) -> bool:
+    value = raw.strip().lower()
+    if value in _TRUE:
+        return True
+    if value in _FALSE:
+        return False
+    raise ValueError("not a boolean")
+
+
+def bounded_int(most: int) -> Codec[int]:
+    """A positive integer up to `most`."""
+
+    def parse(raw: str) -> int:
+        value = _parse_positive_int(raw)
+        if value > most:
+            raise ValueError("too many")
+        return value
+
+    return Codec(parse, str, f"an integer from 1 to {most}")
+
+
+def _patterns(variable: str, empty_means_unset: bool) -> Codec[tuple[str, ...]]:
+    """Comma-separated globs, as the Kubeflow SDK joins them; blanks around and between commas are dropped."""
+
+    def parse(raw: str) -> tuple[str, ...]:
+        given = tuple(part.strip() for part in raw.split(",") if part.strip())
+        for pattern in given:
+            if pattern.startswith("/"):
+                raise ConfigError(
+                    f"{variable}: {pattern!r} starts with '/', but patterns match paths relative to the source root "
+                    f"(write {pattern.lstrip('/')!r})"
+                )
+        return given
+
+    def write(given: tuple[str, ...]) -> str:
+        for pattern in given:
+            if "," in pattern:
+                raise ConfigError(f"{variable}: pattern {pattern!r} contains ',', which the list form cannot carry")
+        return ",".join(given)
+
+    return Codec(parse, write, "comma-separated glob patterns", empty_means_unset)
+
+
+#: Rates' suffixes: binary multiples, as rclone's --bwlimit reads them.
+_BANDWIDTH_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+_BANDWIDTH = re.compile(r"(\d+(?:\.\d+)?)\s*([KMGT]?)", re.IGNORECASE)
+
+
+def _parse_bandwidth(raw: str) -> int:
+    """Bytes per second: `50M` is 50 MiB/s."""
+    found = _BANDWIDTH.fullmatch(raw.strip())
+    if found is None:
+        raise ValueError("not a rate")
+    rate = int(float(found[1]) * _BANDWIDTH_UNITS[found[2].upper()])
+    if rate < 1:
+        raise ValueError("below one byte per second")
+    return rate
+
+
+def choice(*choices: str) -> Codec[str]:
+    def parse(raw: str) -> str:
+        value = raw.strip().lower()
+        if value not in choices:
+            raise ValueError("not a choice")
+        return value
+
+    return Codec(parse, str, "one of " + ", ".join(choices))
+
+
+TEXT: Codec[str] = Codec(_parse_text, str, "text")
+POSITIVE_INT: Codec[int] = Codec(_parse_positive_int, str, "a positive integer")
+NON_NEGATIVE_INT: Codec[int] = Codec(_parse_non_negative_int, str, "an integer, 0 or more")
+POSITIVE_NUMBER: Codec[float] = Codec(_parse_positive_float, repr, "a positive number")
+BOOL: Codec[bool] = Codec(_parse_bool, lambda value: "true" if value else "false", "true or false")
+BANDWIDTH: Codec[int] = Codec(
+    _parse_bandwidth, str, "bytes per second, a number optionally followed by K, M, G or T (binary: 1K = 1024)"
+)
+
+
+@dataclass(frozen=True)
+class Setting:
+    """How one schema field appears in the environment and on the command line."""
+
+    env: str
+    help: str
+    codec: Codec[Any]
+    secret: bool = False
+    fallback_env: tuple[str, ...] = ()
+
+    @property
+    def option(self) -> str:
+        return "--" + self.env.lower().replace("_", "-")
+
+
+def setting_field(env: str, help: str, codec: Codec[Any] = TEXT, default: Any = None, **extra: Any) -> Any:
+    """A schema field read from the variable `env` (and the option named after it)."""
+    return field(default=default, metadata={"setting": Setting(env, help, codec, **extra)})
+
+
+def patterns_field(env: str, help: str, *, empty_means_unset: bool = True) -> Any:
+    """A field of comma-separated globs read from `env`, whose messages name it; `empty_means_unset=False` makes an
+    empty value the empty list."""
+    return setting_field(env, help, _patterns(env, empty_means_unset))
+
+
+def group_field(group: type) -> Any:
+    """A schema field holding a whole group of settings (a schema of its own): its settings are the schema's."""
+    return field(default_factory=group, metadata={"group": group})
+
+
+def setting_fields(schema: type) -> Iterator[dataclasses.Field[Any]]:
+    """Every field of `schema` that carries a setting, groups' fields in their place, in declaration order."""
+    for found in dataclasses.fields(schema):
+        group = found.metadata.get("group")
+        if group is not None:
+            yield from setting_fields(group)
+        elif "setting" in found.metadata:
+            yield found
+
+
+def settings_of(schema: type) -> list[tuple[str, Setting]]:
+    """(field name, setting) for every variable a schema declares, groups flattened, in declaration order."""
+    return [(f.name, f.metadata["setting"]) for f in setting_fields(schema)]
+
+
+def build(schema: type[S], values: Mapping[str, Any]) -> S:
+    """An instance of `schema` from {field name: value} over its flattened fields; each group is built from its
+    own fields' values, and fields not given keep their defaults."""
+    unknown = set(values) - {f.name for f in setting_fields(schema)}
+    if unknown:
+        raise TypeError(f"{schema.__name__} has no setting {', '.join(sorted(unknown))}")
+    return _built(schema, values)
+
+
+def _built(schema: type[S], values: Mapping[str, Any]) -> S:
+    given: dict[str, Any] = {}
+    for found in dataclasses.fields(schema):  # type: ignore[arg-type]
+        group = found.metadata.get("group")
+        if group is not None:
+            given[found.name] = _built(group, values)
+        elif found.name in values and "setting" in found.metadata:
+            given[found.name] = values[found.name]
+    return schema(**given)
+
+
+def values_of(instance: Any) -> dict[str, Any]:
+    """{field name: value} for every setting of a schema instance, groups flattened."""
+    values: dict[str, Any] = {}
+    for found in dataclasses.fields(instance):
+        value = getattr(instance, found.name)
+        if "group" in found.metadata:
+            values.update(values_of(value))
+        elif "setting" in found.metadata:
+            values[found.name] = value
+    return values
+
+
+def env_of(instance: Any) -> dict[str, str]:
+    """The variables that reproduce a schema instance: the settings that differ from their defaults."""
+    values = values_of(instance)
+    env: dict[str, str] = {}
+    for found in setting_fields(type(instance)):
+        value = values[found.name]
+        if value is not None and value != found.default:
+            setting = found.metadata["setting"]
+            env[setting.env] = setting.codec.format(value)
+    return env
+
+
+def parse_settings(
+    settings: list[tuple[str, Setting]], env: Mapping[str, str], options: Mapping[str, str | None] | None = None
+) -> dict[str, Any]:
+    """{field name: parsed value} for the settings given as variables or raw option values; an option given wins
+    over its variable."""
+    values: dict[str, Any] = {}
+    for name, setting in settings:
+        option = (options or {}).get(name)
+        if option is not None:
+            source, raw = setting.option, option
+        else:
+            source, raw = next(
+                ((var, env[var]) for var in (setting.env, *setting.fallback_env) if var in env), (None, None)
+            )
+        if raw is None:
+            continue
+        raw = checked_value(raw, source or setting.env, setting.secret)
+        if setting.codec.empty_means_unset and not raw.strip():
+            continue
+        try:
+            values[name] = setting.codec.parse(raw)
+        except ConfigError:
+            raise  # a codec's own, more precise message
+        except ValueError:
+            shown = "***" if setting.secret else repr(raw)
+            raise ConfigError(f"{source}: expected {setting.codec.expected}, got {shown}") from None
+    return values
+
+
+def parse_schema(schema: type[S], env: Mapping[str, str], options: Mapping[str, str | None] | None = None) -> S:
+    """A schema parsed from variables and raw option values; an option given wins over its variable."""
+    return build(schema, parse_settings(settings_of(schema), env, options))

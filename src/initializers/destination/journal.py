@@ -1,0 +1,115 @@
+"""The journal of finished files, and the checkpoints that say which of them are on stable storage.
+
+Each file is journaled as it reaches its final path; durability is claimed in checkpoints: one syncfs of the
+destination's filesystem (not a sync per file), then a marker saying which journal lines it covers. A re-run
+trusts the lines a marker covers, and the others only on the machine and boot that wrote them (whose page cache
+still holds their bytes): after a node crash, files finished since the last checkpoint are fetched again rather
+than trusted with possibly unwritten blocks.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import json
+import os
+import threading
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+
+from initializers.destination.done import DoneFile
+from initializers.destination.stable_storage import boot_id, sync_filesystem
+from initializers.destination.tree import Destination
+
+JOURNAL = "journal.jsonl"
+_BOOT = "boot"  # a journal's header: the boot that wrote it
+_SYNCED = "synced"  # a checkpoint's marker: how many of the journal's bytes describe synced files
+_BOOKKEEPING = (b'{"' + _BOOT.encode() + b'"', b'{"' + _SYNCED.encode() + b'"')  # how the header and markers begin
+
+
+class Journal:
+    """The journal in `folder` (this run's: a share of a split plan has its own), appended to by any thread."""
+
+    def __init__(self, destination: Destination, folder: Path) -> None:
+        self._destination = destination
+        self._folder = folder
+        self._fd = -1
+        self._lock = threading.Lock()  # appends, and a checkpoint's reading of how far they reach
+        self._unsynced = False  # lines written since the last checkpoint
+
+    @property
+    def path(self) -> Path:
+        return self._folder / JOURNAL
+
+    def files(self) -> Iterator[DoneFile]:
+        """Files the journal records as finished, oldest first; lines a crash cut short are skipped."""
+        return journal_entries(self.path)
+
+    def restart(self, finished: Iterable[DoneFile]) -> None:
+        """Start a fresh journal holding `finished` (what the old one may be trusted for), written and synced whole,
+        under a header naming this boot."""
+        header = json.dumps({_BOOT: boot_id()}).encode() + b"\n"
+        self._destination.write_atomically(
+            self.path, itertools.chain([header], (d.to_json().encode() + b"\n" for d in finished))
+        )
+        with self._destination.folder(self._folder) as folder:
+            self._fd = os.open(JOURNAL, os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=folder)
+        with self._lock:
+            os.write(self._fd, self._synced_marker())
+
+    def record_done(self, done: DoneFile) -> None:
+        """Journal a file that has reached its final path. One O_APPEND write, so a crash leaves whole lines or a
+        cut-off last line, which `files` skips."""
+        line = (done.to_json() + "\n").encode()
+        with self._lock:
+            os.write(self._fd, line)
+            self._unsynced = True
+
+    def checkpoint(self) -> None:
+        """Flush the destination's filesystem, then mark the journal lines written before the flush began as
+        standing for bytes on stable storage."""
+        with self._lock:
+            if not self._unsynced:
+                return
+            self._unsynced = False
+            marker = self._synced_marker()
+        sync_filesystem(self._destination.root)
+        with self._lock:
+            os.write(self._fd, marker)
+
+    def _synced_marker(self) -> bytes:
+        """A line saying that the journal's first `n` bytes (those written so far) describe synced files."""
+        return json.dumps({_SYNCED: os.fstat(self._fd).st_size}).encode() + b"\n"
+
+    def remove(self) -> None:
+        self.close()
+        self._destination.unlink(self.path)
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+
+def journal_entries(path: Path) -> Iterator[DoneFile]:
+    """The files a journal records, those a checkpoint covers and, on the boot that wrote it, the others too."""
+    try:
+        handle = open(path, "rb")  # noqa: SIM115 - closed once the lines are read
+    except OSError:
+        return
+    with handle:
+        synced, same_boot, this_boot = 0, False, boot_id()
+        for line in handle:  # first pass: how far the last checkpoint reaches, and whose journal this is
+            if line.startswith(_BOOKKEEPING):  # file lines are parsed once, in the second pass
+                with contextlib.suppress(ValueError, AttributeError):
+                    record = json.loads(line)
+                    synced = max(synced, record.get(_SYNCED, 0))
+                    same_boot = same_boot or record.get(_BOOT) == this_boot
+        handle.seek(0)
+        offset = 0
+        for line in handle:
+            if not same_boot and offset >= synced:
+                return
+            offset += len(line)
+            with contextlib.suppress(ValueError, TypeError):
+                yield DoneFile(**json.loads(line))

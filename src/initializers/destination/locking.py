@@ -1,0 +1,133 @@
+"""One run at a time per destination, with POSIX record locks on files under `.initializer/`.
+
+POSIX record locks (fcntl), not flock: on NFS the kernel takes them through the NFS lock protocol (NFSv4's own, or
+NLM), so they hold across nodes; a holder that dies releases them with its process, or on NFS when its node's
+lease expires (90 s by default). A lock file names its exclusive holder (pid@host), for the messages of those
+waiting for it or refused by it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import os
+import socket
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+from initializers.common.clock import Clock, SystemClock
+from initializers.common.errors import ConfigError
+from initializers.destination.nofollow import refuse_link
+from initializers.destination.tree import Destination
+
+LOCK = "lock"
+_LOCK_POLL_SECONDS = 0.5
+_LOCK_REPORT_SECONDS = 30.0  # how often a run waiting for another one says so
+
+
+class RunLock:
+    """The locks of one run: the destination's (`shared`/lock) and, for a share of a split plan (`share`: index,
+    count), its share's (`share_folder`/lock)."""
+
+    def __init__(
+        self,
+        destination: Destination,
+        shared: Path,
+        share: tuple[int, int] | None,
+        share_folder: Path,
+        clock: Clock | None = None,
+    ) -> None:
+        self._destination = destination
+        self._shared = shared
+        self._share = share
+        self._share_folder = share_folder
+        self._clock = clock or SystemClock()
+        self._fds: list[int] = []
+
+    def take(self, waiting: Callable[[str, float], None]) -> None:
+        """One run at a time per destination; a run that finds another one writing waits for it to end
+        (`waiting(holder, seconds)` is called now and then), then carries on as any run does: up to date if it
+        completed, finishing the job if it died. The shares of a split plan run together (each holds the
+        destination's lock shared, and its share's exclusively); a second run of the same share is refused.
+        """
+        try:
+            self._fds.append(self._wait_for(self._shared / LOCK, self._share is None, waiting))
+            if self._share is not None:
+                fd = open_lock(self._destination, self._share_folder / LOCK)
+                if not _try_lock(fd, exclusive=True):
+                    holder = _holder(fd)
+                    os.close(fd)
+                    raise ConfigError(
+                        f"SHARD_INDEX {self._share[0]} (of {self._share[1]}) is already being fetched into OUTPUT_PATH "
+                        f"{str(self._destination.root)!r} by {holder}: every initializer of a split plan needs its own "
+                        "SHARD_INDEX"
+                    )
+                self._fds.append(fd)
+                _name_holder(fd)
+        except BaseException:
+            self.release()
+            raise
+
+    def release(self) -> None:
+        while self._fds:
+            os.close(self._fds.pop())  # closing the descriptor releases the lock
+
+    def _wait_for(self, path: Path, exclusive: bool, waiting: Callable[[str, float], None]) -> int:
+        fd = open_lock(self._destination, path)
+        started = next_report = self._clock.monotonic()
+        try:
+            while not _try_lock(fd, exclusive):
+                if self._clock.monotonic() >= next_report:
+                    waiting(_holder(fd), self._clock.monotonic() - started)
+                    next_report += _LOCK_REPORT_SECONDS
+                self._clock.sleep(_LOCK_POLL_SECONDS)
+            if exclusive:
+                _name_holder(fd)
+        except BaseException:
+            os.close(fd)
+            raise
+        return fd
+
+
+@contextlib.contextmanager
+def exclusively(destination: Destination, path: Path) -> Iterator[None]:
+    """The lock file `path` held exclusively within the block, waiting for it as long as another process holds it."""
+    fd = open_lock(destination, path)
+    try:
+        fcntl.lockf(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
+def open_lock(destination: Destination, path: Path) -> int:
+    """A lock file, opened where it is (another run may hold it); a link at its name is refused."""
+    with destination.folder(path.parent) as folder:
+        try:
+            return os.open(path.name, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666, dir_fd=folder)
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                raise refuse_link(str(path)) from None
+            raise
+
+
+def _try_lock(fd: int, exclusive: bool) -> bool:
+    try:
+        fcntl.lockf(fd, (fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH) | fcntl.LOCK_NB)
+    except OSError as exc:
+        if exc.errno in (errno.EACCES, errno.EAGAIN):  # held by another process
+            return False
+        raise
+    return True
+
+
+def _holder(fd: int) -> str:
+    return os.pread(fd, 256, 0).decode(errors="replace").strip() or "unknown"
+
+
+def _name_holder(fd: int) -> None:
+    """Write pid@host over the previous holder's name, then cut what is left of it: never empty for a reader."""
+    name = f"{os.getpid()}@{socket.gethostname()}".encode()
+    os.pwrite(fd, name, 0)
+    os.ftruncate(fd, len(name))

@@ -1,0 +1,162 @@
+"""The completion manifest: what was fetched, from which version, how verified. Its presence means complete.
+
+It is one JSON document, so any JSON reader takes it whole. It is also laid out to be written and read as a
+stream, whatever the number of files: the first line holds everything but the file entries and ends by
+opening the `files` array; then one entry per line, in path order; the last line closes the document.
+"""
+
+from __future__ import annotations
+
+import json
+import operator
+from collections.abc import Iterable, Iterator
+from datetime import datetime
+from pathlib import Path
+from typing import Any, TextIO
+
+from initializers import __version__
+from initializers.common.logs import redact
+from initializers.common.remote_file import RemoteFile
+from initializers.config.contract import Kind
+from initializers.destination.done import DoneFile
+
+FORMAT = 2
+_OPENING = '"files": ['
+_CLOSING = "]}\n"
+_CLOSING_TEXT = _CLOSING.rstrip()  # the last line, as it reads without its newline
+
+
+def lines(
+    kind: Kind,
+    source: dict[str, Any],
+    ignore_patterns: tuple[str, ...],
+    started_at: datetime,
+    finished_at: datetime,
+    totals: tuple[int, int],
+    files: Iterable[tuple[RemoteFile, DoneFile]],
+    allow_patterns: tuple[str, ...] = (),
+) -> Iterator[bytes]:
+    """The manifest, line by line, for `files` in path order, each as it was finished."""
+    head = {
+        "format": FORMAT,
+        "tool": {"name": kind.program, "version": __version__},
+        "source": _public(source),
+        **({"allow_patterns": list(allow_patterns)} if allow_patterns else {}),
+        "ignore_patterns": list(ignore_patterns),
+        "started_at": started_at.isoformat(),
+        "finished_at": finished_at.isoformat(),
+        "total_files": totals[0],
+        "total_bytes": totals[1],
+    }
+    yield (json.dumps(head)[:-1] + ", " + _OPENING + "\n").encode()
+    previous = None
+    for file, done in files:
+        if previous is not None:
+            yield (previous + ",\n").encode()
+        previous = json.dumps(_entry(file, done))
+    if previous is not None:
+        yield (previous + "\n").encode()
+    yield _CLOSING.encode()
+
+
+def _public(source: dict[str, Any]) -> dict[str, Any]:
+    """The source's description as the manifest records it: with any secret it may hold (an endpoint's user
+    information, say) hidden, as in the logs."""
+    return json.loads(redact(json.dumps(source)))  # type: ignore[no-any-return]
+
+
+#: What a manifest entry without a checksum says was verified: the size, and the version the requests were pinned
+#: to (an S3 object's ETag, with If-Match), for a file the source stores without a digest of its content.
+SIZE_AND_VERSION = "size+version"
+
+
+def _entry(file: RemoteFile, done: DoneFile) -> dict[str, Any]:
+    """The file's record, with the checksum its bytes were verified against: the one recorded when it was fetched,
+    else the listing's (a record an earlier format wrote without one)."""
+    entry: dict[str, Any] = {"path": file.path, "size": done.size, "version": file.version, "mtime_ns": done.mtime_ns}
+    if done.algorithm is not None:
+        entry["checksum"] = {"algorithm": done.algorithm, "hexdigest": done.hexdigest}
+    elif file.checksum is not None:
+        entry["checksum"] = {"algorithm": file.checksum.algorithm, "hexdigest": file.checksum.hexdigest}
+    elif file.exact_size:
+        entry["verified"] = SIZE_AND_VERSION
+    return entry
+
+
+def read_head(path: Path) -> dict[str, Any] | None:
+    """Everything but the file entries, or None when there is no readable manifest."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            first = handle.readline()
+            if first.rstrip("\n").endswith(_OPENING):
+                return json.loads(first.rstrip("\n") + _CLOSING)
+            handle.seek(0)
+            document = json.load(handle)  # an earlier format, laid out differently: small enough to read whole
+    except (OSError, ValueError):
+        return None
+    return {key: value for key, value in document.items() if key != "files"} if isinstance(document, dict) else None
+
+
+def read_files(path: Path) -> Iterator[DoneFile]:
+    """The entries of a readable manifest as finished files; entries that do not parse are skipped."""
+    try:
+        handle = open(path, encoding="utf-8")  # noqa: SIM115 - closed below, after the generator is consumed
+    except OSError:
+        return
+    with handle:
+        first = handle.readline()
+        if first.rstrip("\n").endswith(_OPENING):
+            entries: Iterable[Any] = _entry_lines(handle)
+        else:
+            handle.seek(0)
+            try:
+                entries = json.load(handle).get("files", [])
+            except (ValueError, AttributeError):
+                return
+        for entry in entries:
+            try:
+                yield _done_file(entry)
+            except (KeyError, TypeError):
+                continue
+
+
+def _done_file(entry: dict[str, Any]) -> DoneFile:
+    checksum = entry.get("checksum") or {}
+    return DoneFile(*_DONE_FIELDS(entry), checksum.get("algorithm"), checksum.get("hexdigest"))
+
+
+_DONE_FIELDS = operator.itemgetter("path", "size", "version", "mtime_ns")
+#: Entry lines parsed together, as one JSON array: one parser call for many small documents costs far less.
+_CHUNK_BYTES = 1 << 18
+
+
+def _entry_lines(handle: TextIO) -> Iterator[Any]:
+    """The entries after the opening line, a chunk of whole lines at a time; a chunk that does not parse (a damaged
+    line) is parsed again line by line, so only the damaged lines are lost."""
+    while lines := handle.readlines(_CHUNK_BYTES):
+        text = "".join(lines).rstrip().removesuffix(_CLOSING_TEXT).rstrip()
+        try:
+            entries = json.loads("[" + text.rstrip(",") + "]")
+        except ValueError:
+            entries = list(_parsed_one_by_one(lines))
+        yield from entries
+
+
+def _parsed_one_by_one(lines: list[str]) -> Iterator[Any]:
+    for line in lines:
+        text = line.rstrip("\n").rstrip(",")
+        if text and text != _CLOSING_TEXT:
+            try:
+                yield json.loads(text)
+            except ValueError:
+                continue
+
+
+def describes(head: dict[str, Any] | None, source: dict[str, Any], files: int) -> bool:
+    """True when an existing manifest claims this source and as many files (whose versions the caller checked)."""
+    return (
+        bool(head)
+        and head.get("format") == FORMAT
+        and head.get("source") == _public(source)
+        and head.get("total_files") == files
+    )

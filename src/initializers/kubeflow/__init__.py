@@ -1,0 +1,7 @@
+"""The Kubeflow side: the SDK's initializer classes on the programs' own schema (`sdk`), what runs them elsewhere
+(`specs`: docker/podman arguments, Kubernetes init containers) and a local runner that starts both programs, as
+processes or images (`runner`).
+
+May import every floor below; it never imports what runs inside the programs (`run`, the transfer), only the
+schema and the sources' registrations.
+"""

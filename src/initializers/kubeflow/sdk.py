@@ -1,0 +1,177 @@
+"""The SDK side: Kubeflow-compatible initializer configurations, turned into exactly the env the Kubeflow SDK builds.
+
+The classes carry the Kubeflow SDK's names, fields and defaults (0.5.0), plus `allow_patterns` (ALLOW_PATTERNS, which
+the Kubeflow SDK lacks), and convert to the programs' own `Config`, so the variables they produce are written by
+the same schema the programs read: the two sides cannot drift apart. They validate more than the Kubeflow SDK
+does, with the programs' own parsers, so a URI the programs would reject fails here, early, with the same message.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+from typing import Any, ClassVar
+
+import initializers.sources  # noqa: F401 - registers every source: their option groups are part of the schema
+from initializers.common.errors import ConfigError
+from initializers.config import registry
+from initializers.config.contract import DATASET, MODEL, Config, Kind
+from initializers.config.settings import checked_value
+from initializers.config.uris import scheme_of
+
+DEFAULT_DATASET_IMAGE = "ghcr.io/initializers/dataset-initializer:latest"
+DEFAULT_MODEL_IMAGE = "ghcr.io/initializers/model-initializer:latest"
+WORKSPACE = "/workspace"
+
+
+@dataclass
+class _InitializerConfig:
+    """What every initializer configuration shares: its kind, scheme and the way to the programs' `Config`."""
+
+    storage_uri: str
+    kind: ClassVar[Kind]
+    scheme: ClassVar[str]
+
+    def __init_subclass__(cls, *, kind: Kind, scheme: str, **kwargs: Any) -> None:
+        """Each configuration names its kind and scheme where it is declared: `class X(..., kind=, scheme=)`."""
+        super().__init_subclass__(**kwargs)
+        cls.kind, cls.scheme = kind, scheme
+
+    def __post_init__(self) -> None:
+        for name, setting in Config.settings():
+            value = getattr(self, name, None)
+            # As the programs read values: one trailing newline dropped, any other control character refused.
+            if isinstance(value, str):
+                setattr(self, name, checked_value(value, setting.env, setting.secret))
+            elif isinstance(value, list):
+                setattr(self, name, [checked_value(item, setting.env, setting.secret) for item in value])
+        if scheme_of(self.storage_uri, self.kind) != self.scheme:
+            raise ConfigError(
+                f"STORAGE_URI: {type(self).__name__} needs a {self.scheme}:// URI, got {self.storage_uri!r}"
+            )
+        registry.plugin(self.scheme).locate(self.storage_uri)
+        self.to_config().to_env()  # refuses what the variables cannot carry, e.g. a pattern with a comma
+
+    def to_config(self, output_path: str | None = None) -> Config:
+        """The same configuration as the programs will parse it back from the environment."""
+        return Config.build({**self._values(), "output_path": output_path})
+
+    def _values(self) -> dict[str, Any]:
+        """{setting field: value} of the fields this configuration shares with the programs' schema."""
+        values: dict[str, Any] = {f.name: getattr(self, f.name) for f in fields(self) if f.name in _CONFIG_FIELDS}
+        for patterns in ("ignore_patterns", "allow_patterns"):
+            if values.get(patterns) is not None:
+                values[patterns] = tuple(values[patterns])
+        return values
+
+
+_CONFIG_FIELDS = {name for name, _ in Config.settings()}
+
+
+@dataclass
+class HuggingFaceDatasetInitializer(_InitializerConfig, kind=DATASET, scheme="hf"):
+    ignore_patterns: list[str] | None = None
+    allow_patterns: list[str] | None = None  # ours: the Kubeflow SDK has no allow list
+    access_token: str | None = None
+
+
+@dataclass
+class S3DatasetInitializer(_InitializerConfig, kind=DATASET, scheme="s3"):
+    ignore_patterns: list[str] | None = None
+    allow_patterns: list[str] | None = None  # ours: the Kubeflow SDK has no allow list
+    endpoint: str | None = None
+    access_key_id: str | None = None
+    secret_access_key: str | None = None
+    region: str | None = None
+    role_arn: str | None = None
+
+
+@dataclass
+class DataCacheInitializer(_InitializerConfig, kind=DATASET, scheme="cache"):
+    metadata_loc: str
+    num_data_nodes: int
+    head_cpu: str | None = None
+    head_mem: str | None = None
+    worker_cpu: str | None = None
+    worker_mem: str | None = None
+    iam_role: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.num_data_nodes <= 1:
+            raise ConfigError(f"NUM_DATA_NODES: must be greater than 1, got {self.num_data_nodes}")
+        super().__post_init__()
+
+    def _values(self) -> dict[str, Any]:
+        """Kubeflow sends the cluster size (data nodes + 1), not the number of data nodes."""
+        return {**super()._values(), "cluster_size": self.num_data_nodes + 1, "num_data_nodes": None}
+
+
+def _default_model_patterns() -> list[str]:
+    return list(MODEL.default_ignore_patterns)
+
+
+@dataclass
+class HuggingFaceModelInitializer(_InitializerConfig, kind=MODEL, scheme="hf"):
+    ignore_patterns: list[str] | None = field(default_factory=_default_model_patterns)
+    allow_patterns: list[str] | None = None  # ours: replaces the model default's allow list
+    access_token: str | None = None
+
+
+@dataclass
+class S3ModelInitializer(_InitializerConfig, kind=MODEL, scheme="s3"):
+    ignore_patterns: list[str] | None = field(default_factory=_default_model_patterns)
+    allow_patterns: list[str] | None = None  # ours: replaces the model default's allow list
+    endpoint: str | None = None
+    access_key_id: str | None = None
+    secret_access_key: str | None = None
+    region: str | None = None
+    role_arn: str | None = None
+
+
+DatasetInitializer = HuggingFaceDatasetInitializer | S3DatasetInitializer | DataCacheInitializer
+ModelInitializer = HuggingFaceModelInitializer | S3ModelInitializer
+
+
+@dataclass
+class Initializer:
+    dataset: DatasetInitializer | None = None
+    model: ModelInitializer | None = None
+
+
+@dataclass
+class ContainerBackendConfig:
+    """The three settings of the Kubeflow SDK's container backend that concern initializers."""
+
+    dataset_initializer_image: str = DEFAULT_DATASET_IMAGE
+    model_initializer_image: str = DEFAULT_MODEL_IMAGE
+    initializer_timeout: int = 600
+
+    def image_for(self, initializer: DatasetInitializer | ModelInitializer) -> str:
+        return self.dataset_initializer_image if initializer.kind is DATASET else self.model_initializer_image
+
+
+def container_env(initializer: DatasetInitializer | ModelInitializer) -> dict[str, str]:
+    """The env the Kubeflow SDK's container backend gives the image (it has no cache initializer)."""
+    if isinstance(initializer, DataCacheInitializer):
+        raise ConfigError("the container backend runs no DataCacheInitializer: it needs a Kubernetes cluster")
+    return program_env(initializer)
+
+
+def program_env(initializer: DatasetInitializer | ModelInitializer) -> dict[str, str]:
+    """The env one program needs, for any initializer: the container backend's, and for the cache initializer
+    the Kubernetes backend's (with STORAGE_URI and OUTPUT_PATH), since our images read the table themselves."""
+    return initializer.to_config(initializer.kind.default_output_path).to_env()
+
+
+def kubernetes_env(initializer: DatasetInitializer | ModelInitializer) -> dict[str, str]:
+    """The env the Kubeflow SDK puts in a TrainJob's initializer; STORAGE_URI travels as `storageUri` beside it."""
+    env = initializer.to_config().to_env()
+    del env["STORAGE_URI"]
+    return env
+
+
+def shard_variables(index: int, count: int) -> dict[str, str]:
+    """SHARD_INDEX and SHARD_COUNT of share `index` of a plan split over `count` initializers (hf://, s3://), written
+    and checked by the programs' own schema."""
+    config = Config(shard_index=index, shard_count=count)
+    config.shard()
+    return config.to_env()

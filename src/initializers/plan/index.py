@@ -1,0 +1,235 @@
+"""The run's plan on disk: every planned file once, and what earlier runs finished, so memory stays flat.
+
+A bucket may hold millions of objects; holding each as a Python object costs kilobytes. This keeps them in
+SQLite (the standard library's) under `.initializer/`, where a path lookup is an index probe: collisions and
+file/folder clashes are refused as files are listed, a file finished by an earlier run is recognised, and
+the manifest is written from it in path order at the end.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import heapq
+import sqlite3
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import NoReturn
+
+from initializers.common.errors import FetchError
+from initializers.common.remote_file import Checksum, RemoteFile
+from initializers.destination.done import DoneFile
+from initializers.plan.safe_paths import PLAN_BATCH
+
+_SCHEMA = """
+PRAGMA journal_mode = OFF;
+PRAGMA synchronous = OFF;
+PRAGMA temp_store = FILE;
+CREATE TABLE finished (path TEXT PRIMARY KEY, size INTEGER, version TEXT, mtime_ns INTEGER, algorithm TEXT,
+    hexdigest TEXT, in_manifest INTEGER) WITHOUT ROWID;
+CREATE TABLE planned (path TEXT PRIMARY KEY, locator TEXT, size INTEGER, version TEXT, algorithm TEXT,
+    hexdigest TEXT, exact_size INTEGER, share INTEGER) WITHOUT ROWID;
+CREATE TABLE folders (path TEXT PRIMARY KEY) WITHOUT ROWID;
+"""
+_BATCH_ROWS = 10_000
+#: The most values bound to one statement (SQLite builds before 3.32 take at most 999).
+_MOST_VALUES = 500
+
+
+class PlanIndex:
+    """One run's index, rebuilt from scratch each run (it is a cache of the manifest, the journal and the listing).
+
+    Used by one thread at a time: the listing thread while files are listed, then the main thread.
+    """
+
+    def __init__(self, path: Path) -> None:
+        path.unlink(missing_ok=True)
+        self._db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        self._db.executescript(_SCHEMA)
+        self._db.execute("BEGIN")  # one transaction for the run: nothing here needs to survive a crash
+        self.path = path
+
+    def close(self) -> None:
+        self._db.close()
+        self.path.unlink(missing_ok=True)
+
+    # -- what earlier runs finished ---------------------------------------------------------------------
+
+    def add_finished(self, files: Iterable[DoneFile], in_manifest: bool) -> None:
+        """Record finished files; a later record of a path replaces an earlier one (the journal wins), and keeps
+        the manifest's claim only when it records the file exactly as the manifest does."""
+        self._db.executemany(  # the records are bound as they are (tuples): no row is rebuilt on the way
+            f"INSERT INTO finished VALUES (?, ?, ?, ?, ?, ?, {int(in_manifest)}) ON CONFLICT (path) DO UPDATE SET "
+            "in_manifest = (excluded.in_manifest OR (in_manifest AND size = excluded.size AND "
+            "version = excluded.version AND mtime_ns = excluded.mtime_ns)), size = excluded.size, "
+            "version = excluded.version, mtime_ns = excluded.mtime_ns, algorithm = excluded.algorithm, "
+            "hexdigest = excluded.hexdigest",
+            files,
+        )
+
+    def finished_among(self, files: list[RemoteFile]) -> dict[str, tuple[DoneFile, bool]]:
+        """The records of finished files at these paths, with whether the manifest holds each, for those whose size
+        and version are what the source offers now."""
+        offered = {file.path: file for file in files}
+        found = {}
+        for paths in _chunks(list(offered)):
+            for *record, in_manifest in self._db.execute(
+                f"SELECT * FROM finished WHERE path IN ({_marks(paths)})", paths
+            ):
+                done = DoneFile(*record)
+                if offered[done.path].matches(done.size, done.version):
+                    found[done.path] = (done, bool(in_manifest))
+        return found
+
+    # -- the plan -----------------------------------------------------------------------------------------
+
+    def plan(self, files: list[RemoteFile]) -> None:
+        """Add files to the plan, or refuse them when a path is taken twice, or would be both a file and a folder.
+
+        Checked a batch at a time, in a few statements, since a listing may hold millions of files: the folders
+        of every planned file are kept too, so a clash is a path found among the other kind.
+        """
+        try:
+            self._db.executemany(
+                "INSERT INTO planned VALUES (?, ?, ?, ?, ?, ?, ?, NULL)",
+                (
+                    (
+                        file.path,
+                        file.locator,
+                        file.size,
+                        file.version,
+                        file.checksum and file.checksum.algorithm,
+                        file.checksum and file.checksum.hexdigest,
+                        file.exact_size,
+                    )
+                    for file in files
+                ),
+            )
+        except sqlite3.IntegrityError:
+            self._refuse_collision(files)
+        folders = _folders(files)
+        self._db.executemany("INSERT OR IGNORE INTO folders VALUES (?)", ((folder,) for folder in folders))
+        for paths in _chunks([file.path for file in files]):
+            self._refuse_clash(self._db.execute(f"SELECT path FROM folders WHERE path IN ({_marks(paths)})", paths))
+        for paths in _chunks(folders):
+            self._refuse_clash(self._db.execute(f"SELECT path FROM planned WHERE path IN ({_marks(paths)})", paths))
+
+    def _refuse_collision(self, files: list[RemoteFile]) -> NoReturn:
+        for file in files:
+            taken = self._db.execute("SELECT locator FROM planned WHERE path = ?", (file.path,)).fetchone()
+            if taken is not None and taken[0] != file.locator:
+                raise FetchError(
+                    f"source files {taken[0]!r} and {file.locator!r} both map to {file.path!r}; refusing to let one "
+                    "silently overwrite the other"
+                )
+        raise FetchError(f"the source lists a file twice, among {files[0].locator!r} .. {files[-1].locator!r}")
+
+    def _refuse_clash(self, found: sqlite3.Cursor) -> None:
+        """Refuse the plan if `found` names a path that is both a planned file and the folder of another."""
+        row = found.fetchone()
+        if row is None:
+            return
+        (folder,) = row
+        (file,) = self._db.execute("SELECT locator FROM planned WHERE path = ?", (folder,)).fetchone()
+        (inside,) = self._db.execute(
+            "SELECT locator FROM planned WHERE path > ? AND path < ? LIMIT 1", (folder + "/", folder + "0")
+        ).fetchone()  # '/' sorts just before '0': the paths under the folder
+        raise FetchError(
+            f"source files {file!r} and {inside!r} clash: {folder!r} would have to be both a file and a folder"
+        )
+
+    def planned(self) -> Iterator[tuple[RemoteFile, DoneFile | None]]:
+        """Every planned file in path order, with its record in `finished` (None if it has none)."""
+        rows = self._db.execute(
+            "SELECT p.*, f.size, f.mtime_ns, f.algorithm, f.hexdigest FROM planned p LEFT JOIN finished f "
+            "ON f.path = p.path ORDER BY p.path"
+        )
+        for *planned, done_size, mtime_ns, algorithm, hexdigest in rows:
+            file = _remote_file(*planned)
+            done = DoneFile(file.path, done_size, file.version, mtime_ns, algorithm, hexdigest)
+            yield file, None if done_size is None else done
+
+    # -- a plan split over several initializers -------------------------------------------------------------
+
+    def assign_shares(self, count: int) -> None:
+        """Split the plan into `count` shares balanced by bytes: largest file first, each to the share with the
+        fewest bytes so far (ties: the lower number); the same plan always splits the same way."""
+        loads = [(0, share) for share in range(count)]
+        batch: list[tuple[int, str]] = []
+        # The ORDER BY sorts into a temporary b-tree before the first row comes, so updating as rows come is safe.
+        for path, size in self._db.execute("SELECT path, size FROM planned ORDER BY size DESC, path"):
+            load, share = heapq.heappop(loads)
+            heapq.heappush(loads, (load + size, share))
+            batch.append((share, path))
+            if len(batch) == _BATCH_ROWS:
+                self._db.executemany("UPDATE planned SET share = ? WHERE path = ?", batch)
+                batch.clear()
+        self._db.executemany("UPDATE planned SET share = ? WHERE path = ?", batch)
+
+    def share(self, number: int) -> Iterator[list[RemoteFile]]:
+        """The planned files of share `number`, in path order, in batches."""
+        rows = self._db.execute("SELECT * FROM planned WHERE share = ? ORDER BY path", (number,))
+        while batch := rows.fetchmany(PLAN_BATCH):
+            yield [_remote_file(*row) for row in batch]
+
+    def shares(self, count: int) -> list[tuple[int, int]]:
+        """(files, bytes) of each of the `count` shares, by share number."""
+        found = {share: (files, int(size)) for share, files, size in
+                 self._db.execute("SELECT share, count(*), total(size) FROM planned GROUP BY share")}  # fmt: skip
+        return [found.get(share, (0, 0)) for share in range(count)]
+
+    def add_finished_in(self, share: int, files: Iterable[DoneFile]) -> None:
+        """Record the finished files another share's journal claims, for the paths that belong to that share."""
+        self._db.executemany(
+            "INSERT OR REPLACE INTO finished SELECT ?, ?, ?, ?, ?, ?, 0 WHERE EXISTS "
+            "(SELECT 1 FROM planned WHERE path = ? AND share = ?)",
+            ((*d, d.path, share) for d in files),
+        )
+
+    def fingerprint(self) -> str:
+        """A digest of the whole plan (paths, sizes, versions): shares listed from one source version agree on it."""
+        digest = hashlib.sha256()
+        for path, size, version in self._db.execute("SELECT path, size, version FROM planned ORDER BY path"):
+            digest.update(f"{path}\0{size}\0{version}\n".encode())
+        return digest.hexdigest()
+
+    def planned_paths(self, under_glob: str) -> set[str]:
+        """Planned paths matching a glob (SQLite's GLOB), for the few files of the folders a source owns."""
+        return {path for (path,) in self._db.execute("SELECT path FROM planned WHERE path GLOB ?", (under_glob,))}
+
+    def totals(self) -> tuple[int, int]:
+        """Planned files, and their bytes as finished (a produced file's size is known once it is written)."""
+        count, size = self._db.execute(
+            "SELECT count(*), total(f.size) FROM planned p LEFT JOIN finished f ON f.path = p.path"
+        ).fetchone()
+        return count, int(size)
+
+
+def _chunks(values: list[str]) -> Iterator[list[str]]:
+    for start in range(0, len(values), _MOST_VALUES):
+        yield values[start : start + _MOST_VALUES]
+
+
+def _marks(values: list[str]) -> str:
+    return ",".join("?" * len(values))
+
+
+def _folders(files: list[RemoteFile]) -> list[str]:
+    """Every folder the files are in, at every depth, once (files listed together mostly share theirs)."""
+    folders: set[str] = set()
+    last = None
+    for file in files:
+        folder = file.path.rpartition("/")[0]
+        if folder == last:
+            continue
+        last = folder
+        while folder and folder not in folders:
+            folders.add(folder)
+            folder = folder.rpartition("/")[0]
+    return sorted(folders)
+
+
+def _remote_file(
+    path: str, locator: str, size: int, version: str, algorithm: str | None, hexdigest: str, exact: int, _share: int
+) -> RemoteFile:
+    """A row of `planned` as the file it plans."""
+    return RemoteFile(path, size, version, locator, Checksum(algorithm, hexdigest) if algorithm else None, bool(exact))

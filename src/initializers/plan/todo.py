@@ -1,0 +1,109 @@
+"""Which planned files still need a transfer: a file an earlier run finished, at the size and version the source
+offers and untouched on disk (with VERIFY, still hashing to its checksum), is skipped.
+
+The pass runs on the listing's thread, a stream the transfers consume as it goes: it yields `Fetching` once, before
+the first file to fetch (the caller withdraws the manifest there), then the files, and returns what it counted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Generator, Iterator
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any
+
+from initializers.common.remote_file import Checksum, RemoteFile
+from initializers.destination.done import DoneFile
+from initializers.destination.state import StateDir
+from initializers.plan.index import PlanIndex
+from initializers.transfer.checksums import file_hexdigest
+from initializers.transfer.progress import Progress
+
+
+@dataclass(frozen=True)
+class Fetching:
+    """The pass reached the first file to fetch, with `already_done` planned files skipped before it."""
+
+    already_done: int
+
+
+@dataclass(frozen=True)
+class Listed:
+    """What the pass found, once the listing ended: planned files (this share's, when the plan is split), those
+    skipped as done, and how many of those the manifest already lists."""
+
+    planned: int
+    done: int
+    in_manifest: int
+
+
+class Verdict(Enum):
+    """What VERIFY finds of a done file."""
+
+    INTACT = "intact"
+    UNVERIFIABLE = "without checksum"  # nothing to check it against: trusted as it is
+    DIFFERS = "differs"
+
+
+def verdict(file: RemoteFile, done: DoneFile, at_rest: Checksum | None, digest: Callable[[Checksum], str]) -> Verdict:
+    """Whether a done file's bytes still hash to the checksum they were verified against when fetched (for a record
+    without one, `at_rest`, the source's); `digest` hashes the file on disk in a checksum's algorithm."""
+    recorded = Checksum(done.algorithm, done.hexdigest) if done.algorithm and done.hexdigest else None
+    checksum = recorded or at_rest
+    if checksum is None:
+        return Verdict.UNVERIFIABLE
+    return Verdict.INTACT if digest(checksum) == checksum.hexdigest else Verdict.DIFFERS
+
+
+def todo_pass(
+    batches: Iterator[list[RemoteFile]],
+    index: PlanIndex,
+    state: StateDir,
+    progress: Progress,
+    log: Any,
+    at_rest: Callable[[RemoteFile], Checksum | None] | None,
+) -> Generator[RemoteFile | Fetching, None, Listed]:
+    """The planned files still to fetch, after one `Fetching`; `at_rest`: with VERIFY, the source's checksum of a
+    stored file (None: no VERIFY). The free space is checked as the bytes to fetch add up, before the file that
+    would not fit."""
+    free = state.destination.free_space()
+    planned = done = in_manifest = todo_bytes = 0
+    started = False
+    found = {verdict: 0 for verdict in Verdict}
+    for batch in batches:
+        finished = index.finished_among(batch)
+        for file in batch:
+            planned += 1
+            record = finished.get(file.path)
+            if record is not None and state.destination.unchanged(record[0]):
+                seen = Verdict.INTACT if at_rest is None else _verified(file, record[0], at_rest, state)
+                found[seen] += 1
+                if seen is Verdict.DIFFERS:
+                    log.warning("differs from its checksum, fetching it again", path=file.path)
+                else:
+                    done += 1
+                    in_manifest += record[1]
+                    continue
+            if not started:
+                started = True
+                yield Fetching(done)
+            todo_bytes += file.size
+            state.destination.check_free_space(todo_bytes, free)
+            progress.add_todo(file.size)
+            yield file
+    progress.listed_all()
+    if at_rest is not None:
+        log.info(
+            "verified",
+            files=done - found[Verdict.UNVERIFIABLE],
+            differing=found[Verdict.DIFFERS],
+            without_checksum=found[Verdict.UNVERIFIABLE],
+        )
+    return Listed(planned, done, in_manifest)
+
+
+def _verified(
+    file: RemoteFile, done: DoneFile, at_rest: Callable[[RemoteFile], Checksum | None], state: StateDir
+) -> Verdict:
+    path = state.destination.final_path(file.path)
+    return verdict(file, done, at_rest(file), lambda checksum: file_hexdigest(path, checksum, file.size))

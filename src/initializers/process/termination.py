@@ -1,0 +1,29 @@
+"""The termination message: a run's outcome where Kubernetes shows it (`kubectl describe pod`, the pod's status).
+
+Kubernetes mounts a file at the container's `terminationMessagePath` (by default /dev/termination-log) and
+reports what the container left there when it exits; for a failed init container that is the first thing a
+user sees. Written only where that file exists, so a run outside Kubernetes leaves nothing behind.
+"""
+
+from __future__ import annotations
+
+import os
+
+from initializers.common.logs import redact
+
+#: Where the message goes: Kubernetes' default `terminationMessagePath`; the variable lets tests point elsewhere.
+PATH_VARIABLE = "INITIALIZERS_TERMINATION_LOG"
+DEFAULT_PATH = "/dev/termination-log"
+#: Kubernetes keeps at most 4096 bytes of it.
+LIMIT_BYTES = 4096
+
+
+def leave(message: str) -> None:
+    """Replace the file's content with `message`, secrets hidden and cut to Kubernetes' limit; never fails the run."""
+    path = os.environ.get(PATH_VARIABLE, DEFAULT_PATH)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_TRUNC | os.O_CLOEXEC | os.O_NOFOLLOW)  # never created here
+    except OSError:
+        return
+    with os.fdopen(fd, "wb") as handle:
+        handle.write(redact(message).encode()[:LIMIT_BYTES])

@@ -1,0 +1,250 @@
+"""One run from configuration to manifest: list, plan, skip what is done, fetch the rest, claim completion."""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+from collections.abc import Generator, Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, cast
+
+from initializers.common.lookahead import Lookahead
+from initializers.common.remote_file import RemoteFile
+from initializers.common.streams import Returning
+from initializers.config import registry
+from initializers.config.contract import Config, Kind
+from initializers.config.uris import scheme_of
+from initializers.destination import manifest
+from initializers.destination.done import DoneFile
+from initializers.destination.state import StateDir
+from initializers.plan import dryrun, shares
+from initializers.plan.index import PlanIndex
+from initializers.plan.safe_paths import plan_files
+from initializers.plan.selection import Selected, Selection
+from initializers.plan.todo import Fetching, Listed, todo_pass
+from initializers.process.stopping import stoppable
+from initializers.sources.base import Source  # the package's face registers every source
+from initializers.transfer.bandwidth import TokenBucket
+from initializers.transfer.concurrency import Ramp
+from initializers.transfer.engine import Engine
+from initializers.transfer.progress import Progress
+
+PROGRESS_INTERVAL_SECONDS = 5.0
+#: Files the listing may run ahead of the transfers: enough to keep them busy, few enough to keep memory flat.
+LISTING_LOOKAHEAD = 2000
+INDEX = "index.sqlite"
+
+
+@dataclass(frozen=True)
+class Outcome:
+    files: int
+    bytes: int
+    fetched_files: int
+    fetched_bytes: int
+    seconds: float
+    output_path: str
+    dry_run: bool = False
+
+
+class _Waiting:
+    """What the run is waiting for, named when it is stopped: a step, or the files being transferred."""
+
+    def __init__(self) -> None:
+        self.step = "the source to answer"
+        self.transfers: Engine | None = None
+
+    def current(self) -> str:
+        files = self.transfers.in_flight() if self.transfers is not None else []
+        if not files:
+            return self.step
+        return f"{len(files)} files: {', '.join(files[:5])}{' ...' if len(files) > 5 else ''}"
+
+
+def run(config: Config, kind: Kind, log: Any) -> Outcome:
+    """One run; SIGTERM, SIGINT and TIMEOUT stop it cleanly, naming what it was waiting for."""
+    waiting = _Waiting()
+    with stoppable(config.timeout, waiting.current):
+        return (_dry_run if config.dry_run else _run)(config, kind, log, waiting)
+
+
+def _dry_run(config: Config, kind: Kind, log: Any, waiting: _Waiting) -> Outcome:
+    """What a run would fetch, listed, selected and split as a run does, printed; the plan index and the source's
+    staging live in a temporary folder elsewhere, so nothing is written under OUTPUT_PATH, not even a folder."""
+    started_at = datetime.now(UTC)
+    output_path = str(Path(config.output_dir(kind)).absolute())
+    with tempfile.TemporaryDirectory(prefix="initializer-dry-run-") as scratch:
+        source = _open_source(config, kind, os.path.join(scratch, "staging"))
+        index = PlanIndex(Path(scratch) / INDEX)
+        try:
+            uri = source.describe()["uri"]
+            log.info("listing", source=uri, output_path=output_path, dry_run=True)
+            waiting.step = f"the listing of {uri}"
+            selection = Selection(config, kind, log)
+            planned = _planned(source, selection, index, _plan_share(config, kind), log)
+            files, size = dryrun.print_plan(planned, sys.stdout)
+        finally:
+            index.close()
+            source.close()
+    seconds = (datetime.now(UTC) - started_at).total_seconds()
+    return Outcome(files, size, 0, 0, seconds, output_path, dry_run=True)
+
+
+def _open_source(config: Config, kind: Kind, staging: str) -> Source:
+    """The registered source for STORAGE_URI, given only its own options; `staging`: a folder it may keep resumable
+    bookkeeping in."""
+    uri = config.require_storage_uri()
+    plugin = registry.plugin(scheme_of(uri, kind))
+    return cast(Source, plugin.open(uri, config.for_source(plugin), kind, staging))
+
+
+def _plan_share(config: Config, kind: Kind) -> tuple[int, int] | None:
+    """The share (index, count) of a plan split over several initializers that this run fetches; None when not
+    split, or when the source shards by itself (the cache source's SHARD_INDEX)."""
+    plugin = registry.plugin(scheme_of(config.require_storage_uri(), kind))
+    return config.shard() if plugin.splits_plan else None
+
+
+def _planned(
+    source: Source, selection: Selection, index: PlanIndex, share: tuple[int, int] | None, log: Any
+) -> Generator[list[RemoteFile], None, Selected]:
+    """This run's files, in batches: the listing selected, checked and registered in `index`; of a split plan,
+    this share's part. Returns what the selection found."""
+    planned = plan_files(selection.filter(source.list_files()), source.describe()["uri"], index.plan)
+    return planned if share is None else shares.own_share(planned, index, share, log)
+
+
+def _run(config: Config, kind: Kind, log: Any, waiting: _Waiting) -> Outcome:
+    state = StateDir(config.output_dir(kind), _plan_share(config, kind))
+    source = _open_source(config, kind, str(state.staging))
+    try:
+        uri = source.describe()["uri"]
+        log.info("listing", source=uri, output_path=str(state.root))
+
+        def wait_for_holder(holder: str, seconds: float) -> None:
+            waiting.step = f"another initializer ({holder}) writing OUTPUT_PATH to finish"
+            log.info(
+                "waiting for another initializer", holder=holder, waited_s=round(seconds), output_path=str(state.root)
+            )
+
+        with state.session(wait_for_holder):
+            waiting.step = f"the listing of {uri}"
+            return _list_and_fetch(config, kind, log, waiting, source, state)
+    finally:
+        source.close()
+
+
+def _list_and_fetch(
+    config: Config, kind: Kind, log: Any, waiting: _Waiting, source: Source, state: StateDir
+) -> Outcome:
+    started_at = datetime.now(UTC)
+    previous = manifest.read_head(state.manifest_path)
+    index = PlanIndex(state.dir / INDEX)
+    try:
+        index.add_finished(manifest.read_files(state.withdrawn_manifest_path), in_manifest=False)
+        index.add_finished(manifest.read_files(state.manifest_path), in_manifest=True)
+        index.add_finished(state.journal.files(), in_manifest=False)
+        state.journal.restart(state.journal.files())  # the manifests stay where they are: no need to copy them
+        state.temps.clear()
+        selection = Selection(config, kind, log)
+        planned: Returning[list[RemoteFile], Selected] = Returning(_planned(source, selection, index, state.share, log))
+        ramp = Ramp(source.default_workers, config.max_workers or source.max_workers)
+        bandwidth = TokenBucket(config.max_bandwidth) if config.max_bandwidth else None
+        with Progress(log, config.progress_interval or PROGRESS_INTERVAL_SECONDS) as progress:
+            factory = source.task_factory(ramp, bandwidth)
+            engine = waiting.transfers = Engine(factory, state.temps, state.journal, ramp, progress)
+            at_rest = source.checksum_at_rest if config.verify else None
+            todo = todo_pass(iter(planned), index, state, progress, log, at_rest)
+            listing = Lookahead([todo], LISTING_LOOKAHEAD, "listing", stop=engine.cancel)
+            try:
+                first = next(listing, None)  # `Fetching`, once a file needs fetching; None: none does
+                if isinstance(first, Fetching):
+                    state.remove_manifest()  # before the first transfer: a changed file must not look complete
+                    log.info("fetching", already_done=first.already_done, workers=ramp.workers, max_workers=ramp.cap)
+                engine.fetch(cast(Iterator[RemoteFile], listing))  # files only, after the one `Fetching`
+            finally:
+                listing.close()
+            listed: Listed = listing.returned()[0]
+        selected = planned.value
+        waiting.transfers = None
+        described = source.describe()  # after listing: it now names the resolved version
+        files = listed.planned  # this share's, when the plan is split
+        total = files if state.share is None else index.totals()[0]
+        log.info(
+            "listed",
+            files=files,
+            already_done=listed.done,
+            fetched=progress.files_done,
+            ignored=selected.listed - total,
+        )
+        if state.share is not None:
+            described = {**described, **shares.described(index, state.share)}
+        if _up_to_date(progress.files_done, listed, total, previous, described):
+            state.journal.remove()
+            standing = _outcome(index, None, started_at, state)
+            log.info("up to date", files=standing.files, bytes=standing.bytes, manifest=str(state.manifest_path))
+            return standing
+        if source.owned_folders:
+            stale = state.destination.remove_stale(
+                source.owned_folders, index.planned_paths(f"{source.owned_folders}/*")
+            )
+            if stale:
+                log.info("removed stale files", files=len(stale), first=stale[:5])
+        waiting.step = "the manifest to be written"
+        index.add_finished(state.journal.files(), in_manifest=False)  # what this run finished, as it finished it
+        with shares.completing(state, index, described, log) as complete:
+            if not complete:  # other shares of the split plan are still due: the last one writes the manifest
+                return _outcome(index, progress, started_at, state)
+            totals = index.totals()
+            entries = ((file, _finished(file, done)) for file, done in index.planned())
+            state.write_manifest(
+                manifest.lines(
+                    kind,
+                    described,
+                    selected.ignored_patterns,
+                    started_at,
+                    datetime.now(UTC),
+                    totals,
+                    entries,
+                    selection.allow.patterns,
+                )
+            )
+        state.journal.remove()
+        return _outcome(index, progress, started_at, state)
+    finally:
+        index.close()
+
+
+def _up_to_date(
+    fetched: int, listed: Listed, total: int, previous: dict[str, Any] | None, described: dict[str, Any]
+) -> bool:
+    """Nothing was fetched, and the manifest already lists every planned file, for this source: it stands."""
+    return not fetched and listed.in_manifest == listed.planned and manifest.describes(previous, described, total)
+
+
+def _finished(file: RemoteFile, done: DoneFile | None) -> DoneFile:
+    assert done is not None, f"{file.path} was planned, and neither fetched nor found done"
+    return done
+
+
+def _outcome(index: PlanIndex, progress: Progress | None, started_at: datetime, state: StateDir) -> Outcome:
+    """Sizes as written (a file the source produced has its size only once it is there); `progress`: what this run
+    fetched, None for nothing."""
+    fetched = (progress.files_done, progress.files_done_bytes) if progress is not None else (0, 0)
+    return outcome(index.totals(), fetched, started_at, datetime.now(UTC), str(state.root))
+
+
+def outcome(
+    totals: tuple[int, int], fetched: tuple[int, int], started_at: datetime, ended_at: datetime, output_path: str
+) -> Outcome:
+    """A run's outcome: `totals` and `fetched` as (files, bytes)."""
+    return Outcome(
+        files=totals[0],
+        bytes=totals[1],
+        fetched_files=fetched[0],
+        fetched_bytes=fetched[1],
+        seconds=(ended_at - started_at).total_seconds(),
+        output_path=output_path,
+    )

@@ -1,0 +1,120 @@
+"""Streaming GETs on our HTTP/1.1 connections, written once for the S3 and Hub sources.
+
+Each transfer thread keeps one keep-alive connection per origin (the Hub redirects to a CDN, S3 has one).
+A body goes into the engine's sink through a reused per-thread buffer. Transient failures are retried under the
+one retry policy (`retry.py`); callers resume from the bytes their sink already holds.
+"""
+
+from __future__ import annotations
+
+import mmap
+import ssl
+import threading
+from collections.abc import Callable
+from functools import cache
+from typing import TypeVar
+
+from initializers import __version__
+from initializers.common.clock import Clock, SystemClock
+from initializers.common.errors import FetchError
+from initializers.sources.http.http1 import Connection, Proxy, Response
+from initializers.transfer.retry import Retriable, retry_after, retrying
+from initializers.transfer.sink import Sink
+
+_T = TypeVar("_T")
+#: Per thread; a loopback recv rarely returns more. Mapped rather than allocated, so that only the pages bodies
+#: reach are resident: hundreds of threads fetching small files hold a few KiB each, not the whole buffer.
+_BUFFER_SIZE = 256 * 1024
+#: What both sources' requests call themselves.
+USER_AGENT = f"initializers/{__version__}"
+RETRIABLE_STATUS = frozenset({408, 429, 500, 502, 503, 504})
+THROTTLING_STATUS = frozenset({429, 503})
+
+
+def retriable(status: int, reason: str, retry_after_header: str | None, throttled: bool = False) -> Retriable:
+    """What a transient HTTP answer means for the retry policy: throttling honours the server's Retry-After."""
+    return Retriable(
+        f"{status} {reason}",
+        throttled=throttled or status in THROTTLING_STATUS,
+        retry_after=retry_after(retry_after_header),
+    )
+
+
+class HttpGetter:
+    """Per-thread connections and buffers; retries; bodies into sinks. Thread-safe. `trust`: the variable the
+    `ssl_context` takes its CA certificates from, named when a certificate does not verify."""
+
+    def __init__(
+        self, ssl_context: Callable[[], ssl.SSLContext], timeout: float, trust: str, clock: Clock | None = None
+    ) -> None:
+        Proxy.check_environment()
+        self._clock = clock or SystemClock()
+        self._ssl_context = cache(ssl_context)  # loading a trust store is slow: only once https is used
+        self._trust = trust
+        self._timeout = timeout
+        self._local = threading.local()
+        self._connections: set[Connection] = set()
+        self._lock = threading.Lock()
+        self._interrupted = False
+
+    def send(self, scheme: str, netloc: str, target: str, headers: dict[str, str]) -> Response:
+        """`GET target` on this thread's connection to the origin; the response head, its body still to read."""
+        return self._connection(scheme, netloc).get(target, headers)
+
+    def retrying(self, verb: str, where: str, attempt: Callable[[], _T]) -> _T:
+        """`attempt()` under the retry policy, each retry on fresh connections; a certificate that does not verify
+        fails at once, naming the variable to set."""
+        return retrying(
+            verb, where, attempt, self.close_thread_connections, lambda: self._interrupted, self._clock, self._trust
+        )
+
+    def stream_body(self, response: Response, sink: Sink, wanted: int, where: str) -> None:
+        """The rest of the body into `sink`, `wanted` bytes at most: a
+        longer body (an endless one, a range longer than asked) is refused once it shows, its excess never written,
+        and not retried, since asking again would only fill the disk again. A shorter one is the caller's to judge."""
+        buffer = self._buffer()
+        room = wanted
+        while count := response.readinto(buffer[: min(len(buffer), room + 1)]):
+            if count > room:
+                self.close_thread_connections()
+                raise FetchError(
+                    f"{where}: the server sent more than the {wanted} bytes asked for (the listed size or the "
+                    "range); refused"
+                )
+            sink.write(buffer[:count])
+            room -= count
+
+    def interrupt(self) -> None:
+        """Abort every open connection, from another thread: blocked reads fail now instead of at their timeout."""
+        self._interrupted = True
+        with self._lock:
+            for connection in self._connections:
+                connection.abort()
+
+    def close(self) -> None:
+        with self._lock:
+            for connection in self._connections:
+                connection.close()
+
+    def _connection(self, scheme: str, netloc: str) -> Connection:
+        mine: dict[tuple[str, str], Connection] = self._local.__dict__.setdefault("connections", {})
+        connection = mine.get((scheme, netloc))
+        if connection is None:
+            tls = self._ssl_context() if scheme == "https" else None
+            proxy = Proxy.for_origin(scheme, netloc)
+            connection = mine[(scheme, netloc)] = Connection(scheme, netloc, self._timeout, tls, proxy)
+            with self._lock:
+                self._connections.add(connection)
+        return connection
+
+    def close_thread_connections(self) -> None:
+        """After a failure, or a body not worth reading, the connections' state is unknown: each reconnects on its
+        next request."""
+        for connection in self._local.__dict__.get("connections", {}).values():
+            connection.close()
+
+    def _buffer(self) -> memoryview:
+        buffer = getattr(self._local, "buffer", None)
+        if buffer is None:
+            buffer = self._local.buffer = memoryview(mmap.mmap(-1, _BUFFER_SIZE))
+        return buffer

@@ -1,0 +1,22 @@
+"""The hf:// source: the Hub's listing through huggingface_hub, the resolve GETs (`get`), the token's guard
+(`guard`), and the source itself (`source`). This face registers it; huggingface_hub is imported when an hf:// URI is
+opened.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from initializers.config.contract import Config, Kind
+from initializers.config.registry import SourcePlugin, register
+from initializers.config.uris import HfLocation
+from initializers.sources.hub.options import HubOptions
+
+
+def _open(uri: str, config: Config, kind: Kind, staging: str) -> Any:
+    from initializers.sources.hub.source import HfSource
+
+    return HfSource.from_config(uri, config, kind, staging)
+
+
+register(SourcePlugin("hf", (HubOptions,), HfLocation.parse, _open), Config.shared_settings())

@@ -1,0 +1,148 @@
+"""Hub file downloads: GETs of a file, or of ranges of it, on its `resolve/<commit>/<path>` URL, redirects followed.
+
+huggingface_hub's `hf_hub_download` sends a HEAD before each GET (for a size and digest the tree listing
+already gave us) and reads bodies through httpx at about 4 CPU seconds per GB here. This sends the GET alone,
+on the connections `http_get` keeps, and streams the body into the engine's sink, which checks the digest
+as the bytes pass. As huggingface_hub does, the token goes only to the Hub itself, never to the CDN a
+download is redirected to, and a resume whose Range the server ignores starts the file over.
+"""
+
+from __future__ import annotations
+
+import ssl
+from urllib.parse import urljoin, urlsplit
+
+from initializers.common.clock import Clock
+from initializers.common.errors import FetchError
+from initializers.sources.http.getter import RETRIABLE_STATUS, USER_AGENT, HttpGetter, retriable
+from initializers.sources.http.http1 import ProtocolError, Response
+from initializers.transfer.retry import Retriable
+from initializers.transfer.sink import Sink
+
+_MAX_REDIRECTS = 10
+_REDIRECTS = frozenset({301, 302, 303, 307, 308})
+
+
+def gated(repo: str) -> str:
+    return (
+        f"{repo} is gated: accept its conditions on the Hub with an account, then set ACCESS_TOKEN to a token of "
+        "that account"
+    )
+
+
+def not_found(repo: str) -> str:
+    return (
+        f"{repo} was not found or is not accessible: check the name and the repo type; for a private repo set "
+        "ACCESS_TOKEN (or HF_TOKEN) to a token with read access"
+    )
+
+
+BAD_TOKEN = "the Hub rejected the token: check ACCESS_TOKEN (or HF_TOKEN)"
+#: Where both Hub paths take their CA certificates from: Python's default context here, httpx's for huggingface_hub.
+HUB_TRUST = "SSL_CERT_FILE (or SSL_CERT_DIR)"
+
+
+def hub_transient(status: int, reason: str, retry_after_header: str | None) -> Retriable | None:
+    """The Hub's one rule for what is worth another attempt, for its API and its file downloads alike: a 5xx, a
+    timeout, throttling (429, waited out as asked); None for an answer no retry changes."""
+    if status >= 500 or status in RETRIABLE_STATUS:
+        return retriable(status, reason, retry_after_header)
+    return None
+
+
+class HubGetter:
+    def __init__(self, endpoint: str, token: str | None, repo: str, timeout: float, clock: Clock | None = None) -> None:
+        hub = urlsplit(endpoint)
+        self._hub_origin = (hub.scheme, hub.netloc)
+        self._token = token
+        self._repo = repo  # "model OWNER/NAME", for messages
+        self._http = HttpGetter(ssl.create_default_context, timeout, HUB_TRUST, clock)
+        self._headers = {"user-agent": USER_AGENT, "accept-encoding": "identity"}
+
+    def get(self, url: str, size: int, offset: int, length: int, where: str, sink: Sink) -> None:
+        """Bytes [offset, offset + length) of the file at `url` into `sink`, resuming after transient failures."""
+        self._http.retrying("download", where, lambda: self._get_once(url, size, offset, length, where, sink))
+
+    def takes_ranges(self, url: str, where: str) -> bool:
+        """Whether the server behind `url` (after redirects) answers a Range with exactly that range; olah does not."""
+
+        def probe() -> bool:
+            response = self._follow(url, {**self._headers, "range": "bytes=0-0"}, where)
+            if response.status == 206 and (response.header("content-range") or "").startswith("bytes 0-0/"):
+                response.read_all()
+                return True
+            self._http.close_thread_connections()  # rather than read a whole file nobody asked for
+            return False
+
+        return self._http.retrying("download", where, probe)
+
+    def interrupt(self) -> None:
+        self._http.interrupt()
+
+    def close(self) -> None:
+        self._http.close()
+
+    def _get_once(self, url: str, size: int, offset: int, length: int, where: str, sink: Sink) -> None:
+        start, end = offset + sink.written, offset + length - 1
+        whole = offset == 0 and length == size
+        headers = dict(self._headers)
+        if start or not whole:
+            headers["range"] = f"bytes={start}-{end}"
+        response = self._follow(url, headers, where)
+        if response.status == 206:
+            content_range = response.header("content-range") or ""
+            if not content_range.startswith(f"bytes {start}-{end}/"):
+                raise FetchError(f"{where}: asked for bytes {start}-{end}, the server sent {content_range!r}")
+        elif not whole:
+            raise FetchError(f"{where}: asked for bytes {start}-{end}, the server sent the whole file instead")
+        else:
+            if start:  # the server ignored the Range header: the whole file comes again
+                sink.rewind()
+            if response.length is not None and response.length != size:  # None: chunked, checked at the end
+                raise FetchError(
+                    f"{where}: the tree listing said {size} bytes, the server sends {response.length}; "
+                    "the repo changed or the server is not serving this commit"
+                )
+        self._http.stream_body(response, sink, length - sink.written, where)
+        if sink.written != length:
+            raise ProtocolError(f"the body had {sink.written} bytes, not {length}")
+
+    def _follow(self, url: str, headers: dict[str, str], where: str) -> Response:
+        for _ in range(_MAX_REDIRECTS + 1):
+            parts = urlsplit(url)
+            sent = {"host": parts.netloc, **headers}
+            if self._token and (parts.scheme, parts.netloc) == self._hub_origin:
+                sent["authorization"] = f"Bearer {self._token}"
+            target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+            response = self._http.send(parts.scheme, parts.netloc, target, sent)
+            location = response.header("location")
+            if response.status in _REDIRECTS and location:
+                response.read_all()  # keeps the connection usable
+                url = urljoin(url, location)
+                if urlsplit(url).scheme not in ("http", "https"):
+                    raise FetchError(
+                        f"{where}: {parts.netloc} redirected to a {urlsplit(url).scheme}:// URL; only http:// and "
+                        "https:// redirects are followed"
+                    )
+                continue
+            if response.status not in (200, 206):
+                raise self._hub_failure(response, where)
+            return response
+        raise FetchError(f"{where}: more than {_MAX_REDIRECTS} redirects")
+
+    def _hub_failure(self, response: Response, where: str) -> Exception:
+        """The Hub's error answer (its X-Error-Code and status) as the exception that says what to do."""
+        response.read_all()
+        code = response.header("x-error-code") or ""
+        message = response.header("x-error-message") or response.reason
+        if transient := hub_transient(response.status, message, response.header("retry-after")):
+            return transient
+        if code == "GatedRepo":
+            return FetchError(gated(self._repo))
+        if code == "RepoNotFound":
+            return FetchError(not_found(self._repo))
+        if response.status == 401:
+            return FetchError(BAD_TOKEN)
+        if code in ("EntryNotFound", "RevisionNotFound") or response.status == 404:
+            return FetchError(f"{self._repo}: {where} is missing at the resolved commit ({code or 404})")
+        return FetchError(f"the Hub answered {response.status} {message} for {where}")

@@ -1,0 +1,16 @@
+"""The Hugging Face Hub source's own settings, declared beside it and registered with it
+(`config.options(HubOptions)`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from initializers.config.settings import setting_field
+
+
+@dataclass(frozen=True)
+class HubOptions:
+    access_token: str | None = setting_field(
+        "ACCESS_TOKEN", "HuggingFace Hub token (falls back to HF_TOKEN).", secret=True, fallback_env=("HF_TOKEN",)
+    )
+    revision: str | None = setting_field("REVISION", "HuggingFace branch, tag or commit; @REVISION in the URI wins.")

@@ -1,0 +1,228 @@
+"""The HuggingFace Hub source: huggingface_hub's own client resolves and lists; `hf_get` fetches the bytes.
+
+The revision is resolved to one commit up front, so every file comes from the same commit. The tree listing
+gives each file's size and digest (sha256 for LFS files, the git blob id otherwise); each file is then
+fetched from its resolve URL, in parallel ranges when the server honours Range, else in one GET, and the
+engine checks the digest before the file takes its final name (huggingface_hub itself only checks sizes).
+`HF_HOME` points under `.initializer/`, so nothing needs a writable HOME.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
+
+from initializers.common import logs
+from initializers.common.errors import ConfigError, FetchError
+from initializers.common.remote_file import Checksum, RemoteFile
+from initializers.config.contract import Config, Kind
+from initializers.config.uris import HfLocation
+from initializers.sources.base import Storage
+from initializers.sources.hub.get import BAD_TOKEN, HUB_TRUST, HubGetter, gated, hub_transient, not_found
+from initializers.sources.hub.guard import HubGuard
+from initializers.sources.hub.options import HubOptions
+from initializers.transfer.checksums import GIT_SHA1
+from initializers.transfer.range_sizes import PART_SIZE, comes_whole
+from initializers.transfer.retry import Retriable, retrying, untrusted_certificate
+from initializers.transfer.sink import Sink
+
+_T = TypeVar("_T")
+_log = logs.get_logger("initializers.hf")
+
+
+class HfSource(Storage):
+    def __init__(self, location: HfLocation, config: Config, kind: Kind, staging: str) -> None:
+        self.location = location
+        self.repo_type = kind.name  # "dataset" or "model": the program decides what the repo is
+        options = config.options(HubOptions)
+        self.revision = location.revision or options.revision or "main"
+        self._token: str | bool = options.access_token or False  # False: never a token stored on this machine
+        # Read by huggingface_hub at import time; users' own values win.
+        os.environ.setdefault("HF_HOME", os.path.join(staging, "home"))
+        os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
+        import httpx2  # huggingface_hub's HTTP client: its transport errors are the network failures
+        import huggingface_hub  # deferred: its import reads the variables above
+
+        self._hub = huggingface_hub
+        self._transport_errors = httpx2.TransportError
+        self._too_many_redirects = httpx2.TooManyRedirects
+        self._api = huggingface_hub.HfApi(token=self._token)
+        self._guard = HubGuard(huggingface_hub.constants.ENDPOINT, config.read_timeout)
+        self._guard.install(huggingface_hub.get_session())
+        self._getter = HubGetter(
+            huggingface_hub.constants.ENDPOINT, options.access_token, self._repo, config.read_timeout
+        )
+        self.commit: str | None = None
+        #: Whether the server behind the resolve URLs honours Range (the Hub's CDN does, olah does not), once the
+        #: first file of over two ranges has asked.
+        self._takes_ranges: bool | None = None
+
+    @classmethod
+    def from_config(cls, uri: str, config: Config, kind: Kind, staging: str) -> HfSource:
+        return cls(HfLocation.parse(uri), config, kind, staging)
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "uri": str(self.location),
+            "endpoint": self._hub.constants.ENDPOINT,
+            "repo_type": self.repo_type,
+            "revision": self.revision,
+            "commit": self.commit,
+        }
+
+    def list_files(self) -> Iterator[RemoteFile]:
+        def resolve_and_list() -> list[Any]:
+            commit = self._api.repo_info(self.location.repo_id, revision=self.revision, repo_type=self.repo_type).sha
+            if not isinstance(commit, str) or not _COMMIT.fullmatch(commit):
+                raise FetchError(f"{self._server}: the {self.repo_type} info names no commit (its sha is {commit!r})")
+            self.commit = commit
+            return self._entries()
+
+        entries = self._retrying(f"listing {self.location}", resolve_and_list)
+        yield from (_remote_file(entry, self._server) for entry in entries)
+
+    def part_size_for(self, file: RemoteFile) -> int | None:
+        """PART_SIZE where the server honours Range, which the first large file probes; else None: whole files."""
+        if comes_whole(file.size, PART_SIZE):
+            return PART_SIZE  # it comes whole either way: no need to ask
+        if self._takes_ranges is None:
+            self._takes_ranges = self._getter.takes_ranges(self._url(file), self._uri_of(file))
+            _log.info("range probe", path=file.path, ranges=self._takes_ranges)
+        return PART_SIZE if self._takes_ranges else None
+
+    def _entries(self) -> list[Any]:
+        """Files of the repo at the resolved commit, or of the sub-path (a folder, or a single file)."""
+        sub = self.location.sub_path
+        tree = self._tree(sub, recursive=True)
+        files = [e for e in tree if isinstance(e, self._hub.hf_api.RepoFile)]
+        if files or not sub:
+            return files
+        parent, _, _ = sub.rpartition("/")
+        single = [e for e in self._tree(parent, recursive=False) if e.path == sub]
+        if not single or not isinstance(single[0], self._hub.hf_api.RepoFile):
+            raise FetchError(
+                f"{self.location}: path {sub!r} does not exist in {self.repo_type} {self.location.repo_id} "
+                f"at {self.revision} ({self.commit})"
+            )
+        return single
+
+    def _tree(self, path: str, recursive: bool) -> list[Any]:
+        """The tree's entries; a FetchError when its pages go round in a loop (an entry comes again)."""
+        what = f"hf://{self.location.repo_id}/{path}"
+        entries: list[Any] = []
+        paths: set[str] = set()
+        try:
+            with self._guard.listing(what):
+                for entry in self._api.list_repo_tree(
+                    self.location.repo_id,
+                    path_in_repo=path or None,
+                    recursive=recursive,
+                    revision=self.commit,
+                    repo_type=self.repo_type,
+                ):
+                    if entry.path in paths:
+                        raise FetchError(
+                            f"listing {what}: {self._server} lists {entry.path!r} again: its pages go round in a loop"
+                        )
+                    paths.add(entry.path)
+                    entries.append(entry)
+                    self._guard.progressed()
+        except self._hub.errors.RemoteEntryNotFoundError:
+            return []
+        return entries
+
+    def read(self, file: RemoteFile, offset: int, length: int, sink: Sink) -> None:
+        self._getter.get(self._url(file), file.size, offset, length, self._uri_of(file), sink)
+
+    def _url(self, file: RemoteFile) -> str:
+        return self._hub.hf_hub_url(self.location.repo_id, file.locator, repo_type=self.repo_type, revision=self.commit)
+
+    def interrupt(self) -> None:
+        self._getter.interrupt()
+
+    def close(self) -> None:
+        self._getter.close()
+
+    @property
+    def _repo(self) -> str:
+        return f"{self.repo_type} {self.location.repo_id}"
+
+    def _retrying(self, what: str, call: Callable[[], _T]) -> _T:
+        """`call` with huggingface_hub's errors translated, under the retry policy (throttling waited out)."""
+
+        def translated() -> _T:
+            with self._translated_errors(what):
+                return call()
+
+        return retrying("list", what, translated, trust=HUB_TRUST)
+
+    def _uri_of(self, file: RemoteFile) -> str:
+        """The URI of a file, as messages name it."""
+        return f"hf://{self.location.repo_id}/{file.path}"
+
+    @contextlib.contextmanager
+    def _translated_errors(self, what: str) -> Iterator[None]:
+        """huggingface_hub's exceptions, turned into messages that say what to do; `what` is being listed."""
+        errors = self._hub.errors
+        repo = self._repo
+        try:
+            yield
+        except errors.GatedRepoError:
+            raise FetchError(gated(repo)) from None
+        except errors.RepositoryNotFoundError:
+            raise FetchError(not_found(repo)) from None
+        except errors.RevisionNotFoundError:
+            raise FetchError(f"{repo} has no revision {self.revision!r} (branch, tag or commit)") from None
+        except errors.RemoteEntryNotFoundError as exc:
+            raise FetchError(f"{repo}: a listed file is missing at the resolved commit: {exc}") from None
+        except errors.DisabledRepoError:
+            raise FetchError(f"{repo} has been disabled on the Hub") from None
+        except errors.HfHubHTTPError as exc:
+            status = exc.response.status_code if exc.response is not None else None
+            if status == 401:
+                raise FetchError(BAD_TOKEN) from None
+            if status is not None and (
+                transient := hub_transient(status, "from the Hub", exc.response.headers.get("retry-after"))
+            ):
+                raise transient from None
+            raise FetchError(f"the Hub refused a request for {repo}: {exc}") from None
+        except (errors.LocalEntryNotFoundError, self._transport_errors) as exc:
+            if untrusted_certificate(exc):
+                raise  # the retry policy words it, naming HUB_TRUST
+            raise Retriable(f"cannot reach the Hub at {self._hub.constants.ENDPOINT}: {exc}") from None
+        except self._too_many_redirects:
+            raise FetchError(f"{self._server}: more than 20 redirects answering for {repo}") from None
+        except (TypeError, ValueError, KeyError, AttributeError) as exc:
+            if isinstance(exc, ConfigError):
+                raise
+            # huggingface_hub read an answer of the wrong shape: not JSON, a list for an object, a field missing
+            raise FetchError(
+                f"{self._server}: an answer about {repo} is not what the Hub's API sends "
+                f"({type(exc).__name__}: {str(exc)[:200]})"
+            ) from None
+
+    @property
+    def _server(self) -> str:
+        """The server, as messages name it."""
+        return f"the Hub at {self._hub.constants.ENDPOINT}"
+
+
+#: A git commit id, as the Hub names commits (sha1; sha256 repositories have longer ones).
+_COMMIT = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
+_DIGEST = {"sha256": re.compile(r"[0-9a-f]{64}"), GIT_SHA1: re.compile(r"[0-9a-f]{40}")}
+
+
+def _remote_file(entry: Any, server: str) -> RemoteFile:
+    """A tree entry, with the digest the Hub vouches for: sha256 for LFS files, the git blob id otherwise; a
+    FetchError naming `server` when the entry is not what the Hub sends (a path, a size, a digest)."""
+    algorithm, digest = ("sha256", entry.lfs.sha256) if entry.lfs is not None else (GIT_SHA1, entry.blob_id)
+    path, size = entry.path, entry.size
+    if not isinstance(path, str) or not path or not isinstance(size, int) or isinstance(size, bool) or size < 0:
+        raise FetchError(f"{server}: a tree entry has no usable path and size (path {path!r}, size {size!r})")
+    if not isinstance(digest, str) or not _DIGEST[algorithm].fullmatch(digest):
+        raise FetchError(f"{server}: the tree entry of {path!r} carries no {algorithm} digest (it has {digest!r})")
+    checksum = Checksum(algorithm, digest)
+    return RemoteFile(path, size, checksum.hexdigest, path, checksum)

@@ -1,0 +1,33 @@
+"""The cache:// source: an Iceberg table read with pyiceberg (`storage`: its FileIO over S3; `parts`: one data
+file's rows into shard parts) and made into Parquet shards (`source`). This face registers it; pyiceberg and pyarrow
+are imported when a cache:// URI is opened.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from initializers.config.contract import Config
+from initializers.config.registry import SourcePlugin, register
+from initializers.config.uris import CacheLocation
+from initializers.sources.iceberg.options import CacheOptions
+from initializers.sources.s3.options import AwsOptions
+
+#: Every row of the table is sharded, and pyarrow reads its files: selection and the bandwidth cap do not apply.
+_REFUSES = {
+    "ignore_patterns": "every row of the table is sharded",
+    "allow_patterns": "every row of the table is sharded",
+    "max_bandwidth": "pyarrow reads the table's files",
+}
+
+
+def _open(uri: str, config: Config, *_: Any) -> Any:
+    from initializers.sources.iceberg.source import IcebergSource
+
+    return IcebergSource.from_config(uri, config)
+
+
+register(
+    SourcePlugin("cache", (CacheOptions, AwsOptions), CacheLocation.parse, _open, splits_plan=False, refuses=_REFUSES),
+    Config.shared_settings(),
+)

@@ -1,0 +1,21 @@
+"""The s3:// source: credentials and AWS access (`aws`), SigV4 signing, listing pages, ranged GETs, and the
+source itself (`source`). This face registers it; the rest is imported when an s3:// URI is opened.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from initializers.config.contract import Config
+from initializers.config.registry import SourcePlugin, register
+from initializers.config.uris import S3Location
+from initializers.sources.s3.options import AwsOptions
+
+
+def _open(uri: str, config: Config, *_: Any) -> Any:
+    from initializers.sources.s3.source import S3Source
+
+    return S3Source.from_config(uri, config)
+
+
+register(SourcePlugin("s3", (AwsOptions,), S3Location.parse, _open), Config.shared_settings())

@@ -1,0 +1,324 @@
+"""S3 requests: SigV4-signed GETs for object ranges and listing pages, and what S3's answers mean.
+
+botocore costs milliseconds of CPU per request; our own SigV4 headers on a lean HTTP/1.1 connection
+(`http_get`) cost a small fraction of that, which decides small-object throughput.
+An object read resumes after a transient failure from the bytes already written, pinned to the listed ETag.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import contextlib
+import re
+import ssl
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from urllib.parse import quote, urlsplit
+
+from initializers.common import logs
+from initializers.common.errors import FetchError, changed_during_download
+from initializers.common.remote_file import Checksum
+from initializers.sources.http.getter import RETRIABLE_STATUS, USER_AGENT, HttpGetter, retriable
+from initializers.sources.http.http1 import ProtocolError, Response
+from initializers.sources.s3.sigv4 import GetSigner, SigningCredentials, canonical_query
+from initializers.transfer.checksums import CRC32
+from initializers.transfer.retry import Retriable
+from initializers.transfer.sink import Sink
+
+_MAX_LISTING_PAGE = 16 << 20  # a page of 1000 keys of 1 KiB each is about 1.3 MB
+#: A key whose botocore-built URL reveals the bucket's addressing (see ObjectEndpoint.from_object_url).
+PROBE_KEY = "initializers-probe"
+_log = logs.get_logger("initializers.s3")
+#: Where the S3 source takes its CA certificates from (`AwsAccess.ca_bundle`), as a certificate failure names it.
+S3_TRUST = "AWS_CA_BUNDLE (or a profile's ca_bundle)"
+#: Response headers that mean the ETag is not the MD5 of the content.
+_ENCRYPTION_HEADERS = ("x-amz-server-side-encryption-customer-algorithm", "x-amz-server-side-encryption")
+
+
+@dataclass(frozen=True)
+class ObjectEndpoint:
+    """Where a bucket's objects live: scheme, host and the path before the key (`/bucket/` or `/`)."""
+
+    scheme: str
+    netloc: str
+    path_prefix: str
+
+    @classmethod
+    def path_style(cls, endpoint_url: str, bucket: str) -> ObjectEndpoint:
+        """`ENDPOINT/bucket/key`, as botocore addresses a bucket on an S3-compatible endpoint."""
+        parts = urlsplit(endpoint_url)
+        return cls(parts.scheme, parts.netloc, f"{parts.path.rstrip('/')}/{quote(bucket, safe='')}/")
+
+    @classmethod
+    def from_object_url(cls, url: str) -> ObjectEndpoint:
+        """Derive it from the URL botocore builds for the probe key, so addressing matches boto3 exactly."""
+        parts = urlsplit(url)
+        if not parts.path.endswith("/" + PROBE_KEY):
+            raise ValueError(f"unexpected object URL shape: {parts.scheme}://{parts.netloc}{parts.path}")
+        return cls(parts.scheme, parts.netloc, parts.path[: -len(PROBE_KEY)])
+
+    def path(self, key: str) -> str:
+        return self.path_prefix + quote(key, safe="/~")
+
+
+@dataclass(frozen=True)
+class Operation:
+    """What a request does, for its error messages: the verb, and the permission a denial is about."""
+
+    verb: str
+    permission: str
+
+
+READ = Operation("read", "s3:GetObject")
+OPEN = Operation("open", "s3:GetObject")  # an object named in the configuration, not found by a listing
+LIST = Operation("list", "s3:ListBucket")
+
+
+@dataclass(frozen=True)
+class GetRequest:
+    """One GET: the object's key and ETag (pinned with If-Match; None: whatever version is there), and the byte range
+    wanted."""
+
+    key: str
+    etag: str | None
+    offset: int
+    length: int
+    whole: bool  # the range is the whole object: a plain GET whose body can be checked against the ETag
+    operation: Operation = READ
+
+
+class S3Getter:
+    """Signed GETs of one bucket. `endpoint_in(region)` says where the bucket is served when it turns out to live in
+    another region than configured: S3 redirects the first request, and every later one goes there directly."""
+
+    def __init__(
+        self,
+        endpoint_in: Callable[[str], ObjectEndpoint],
+        region: str,
+        credentials: Callable[[], SigningCredentials | None],
+        ssl_context: Callable[[], ssl.SSLContext],
+        describe: Callable[[str], str],
+        timeout: float,
+        requester_pays: bool = False,
+    ) -> None:
+        self._endpoint_in = endpoint_in
+        self._endpoint = endpoint_in(region)
+        self._signer = GetSigner(region)
+        self._relocation_lock = threading.Lock()
+        self._credentials = credentials
+        self._describe = describe
+        self._http = HttpGetter(ssl_context, timeout, S3_TRUST)
+        self._common = {"user-agent": USER_AGENT}
+        if requester_pays:
+            self._common["x-amz-request-payer"] = "requester"
+
+    @property
+    def region(self) -> str:
+        return self._signer.region
+
+    @property
+    def server(self) -> str:
+        """Where the bucket is served, as messages name the server: `scheme://host[:port]`."""
+        return f"{self._endpoint.scheme}://{self._endpoint.netloc}"
+
+    def get(self, request: GetRequest, sink: Sink) -> None:
+        """Stream the range into `sink`, resuming after transient failures from the bytes already written, and tell
+        it the digest S3 holds for the whole object, when the answer shows one (`_vouched`)."""
+        download = _Download(request, sink)
+        where = self._describe(request.key)
+        self._http.retrying(request.operation.verb, where, lambda: self._get_once(download))
+
+    def get_listing_page(self, query: dict[str, str], where: str) -> bytes:
+        """The body of one ListObjectsV2 page of the bucket; `where` names what is listed, for messages."""
+        return self._http.retrying(LIST.verb, where, lambda: self._get_listing_page_once(canonical_query(query), where))
+
+    def interrupt(self) -> None:
+        self._http.interrupt()
+
+    def close(self) -> None:
+        self._http.close()
+
+    def _get_listing_page_once(self, query: str, where: str) -> bytes:
+        response = self._send(self._endpoint.path_prefix, query, {})
+        if response.status != 200:
+            raise self._s3_failure(LIST, where, response)
+        return response.read_all(_MAX_LISTING_PAGE)
+
+    def _send(self, path: str, query: str, extra: dict[str, str]) -> Response:
+        """Sign (unless anonymous) and send `GET path?query`, on this thread's connection."""
+        credentials = self._credentials()
+        endpoint, signer, extra = self._endpoint, self._signer, {**self._common, **extra}
+        headers = (
+            signer.headers(credentials, endpoint.netloc, path, extra, datetime.now(UTC), query)
+            if credentials
+            else {"host": endpoint.netloc, **extra}
+        )
+        target = f"{path}?{query}" if query else path
+        return self._http.send(endpoint.scheme, endpoint.netloc, target, headers)
+
+    def _get_once(self, download: _Download) -> None:
+        request, sink = download.request, download.sink
+        where = self._describe(request.key)
+        start = request.offset + sink.written
+        end = request.offset + request.length - 1
+        extra = {"if-match": f'"{request.etag}"'} if request.etag else {}
+        ranged = not (request.whole and start == 0)
+        if ranged:
+            extra["range"] = f"bytes={start}-{end}"
+        extra["x-amz-checksum-mode"] = "ENABLED"  # the object's own checksum, when it was stored with one
+        response = self._send(self._endpoint.path(request.key), "", extra)
+        if response.status not in (200, 206):
+            raise self._s3_failure(request.operation, where, response)
+        self._check_response(request, response, start, end, ranged)
+        checksum = _vouched(response, request.etag or "", ranged)
+        if checksum is not None:
+            sink.vouch(checksum)
+        self._http.stream_body(response, sink, end + 1 - start, where)
+        if request.offset + sink.written <= end:
+            raise ProtocolError(f"the body ended {end + 1 - request.offset - sink.written} bytes early")
+
+    def _check_response(self, request: GetRequest, response: Response, start: int, end: int, ranged: bool) -> None:
+        etag = (response.header("etag") or "").strip('"')
+        if etag and request.etag and etag != request.etag:
+            raise FetchError(changed_during_download(self._describe(request.key), f"ETag {request.etag} became {etag}"))
+        if ranged:
+            # A 200 that carries exactly the range asked for is unambiguous (rclone's server answers so); anything else
+            # would write the wrong bytes at this range's offset.
+            content_range = response.header("content-range") or ""
+            if not content_range.startswith(f"bytes {start}-{end}/") or response.length not in (None, end + 1 - start):
+                raise FetchError(
+                    f"{self._describe(request.key)}: asked for bytes {start}-{end}, the server answered "
+                    f"{response.status} {content_range or 'without Content-Range'}"
+                )
+        elif response.length != request.length:
+            raise FetchError(
+                f"{self._describe(request.key)}: the listing said {request.length} bytes, the server sends "
+                + (
+                    f"{response.length}; the object changed, run again"
+                    if response.length is not None
+                    else "a body with no Content-Length, as S3 never does"
+                )
+            )
+
+    def _s3_failure(self, operation: Operation, where: str, response: Response) -> Exception:
+        """S3's error answer (its Code and Message) as the exception that says what to do; a wrong region is
+        corrected here, and retried."""
+        body = response.read_all().decode(errors="replace")
+        code = _xml_field(body, "Code") or response.reason
+        message = _xml_field(body, "Message") or ""
+        region = response.header("x-amz-bucket-region") or _xml_field(body, "Region")
+        if region and region != self.region and (response.status == 301 or code in _WRONG_REGION):
+            self._relocate(region)
+            return Retriable(f"{response.status} {code}: the bucket is in {region}")
+        transient = s3_transient(response.status, code, response.header("retry-after"))
+        return transient or FetchError(s3_error(operation, where, response.status, code, message))
+
+    def _relocate(self, region: str) -> None:
+        """Send everything from now on to the bucket's own region (once: threads redirected together agree)."""
+        with self._relocation_lock:
+            if self._signer.region != region:
+                _log.info("bucket in another region", bucket_region=region, configured_region=self.region)
+                self._endpoint = self._endpoint_in(region)
+                self._signer = GetSigner(region)
+
+
+def s3_transient(status: int, code: str, retry_after_header: str | None) -> Retriable | None:
+    """S3's one rule for what is worth another attempt: a 5xx, a timeout, throttling (SlowDown, waited out as asked);
+    None for an answer no retry changes."""
+    if status in RETRIABLE_STATUS or code in ("SlowDown", "RequestTimeout", "InternalError"):
+        return retriable(status, code, retry_after_header, throttled=code == "SlowDown")
+    return None
+
+
+#: Error codes with which S3 says a request went to the wrong region (it names the right one).
+_WRONG_REGION = frozenset({"PermanentRedirect", "AuthorizationHeaderMalformed", "IllegalLocationConstraintException"})
+
+
+def s3_error(operation: Operation, where: str, status: int, code: str, message: str) -> str:
+    """The message for a failed S3 request: the README's table of S3 errors, in code."""
+    if code == "NoSuchBucket":
+        return f"the bucket of {where} does not exist ({code})"
+    if status == 412:
+        return changed_during_download(where, f"its ETag no longer matches: {status} {code}")
+    if code == "InvalidObjectState":
+        return (
+            f"{where} is archived (Glacier or Deep Archive) and has no restored copy ({code}): restore it first "
+            "(S3 RestoreObject), or exclude it with IGNORE_PATTERNS"
+        )
+    if status == 404:
+        return (
+            f"{where}: no such file ({code})"
+            if operation is OPEN
+            else f"{where} disappeared after it was listed ({code})"
+        )
+    if status == 416:
+        if operation is OPEN:
+            return f"{where} is empty ({code})"
+        return changed_during_download(where, f"it is shorter than listed: {code}")
+    if status == 301 or code in _WRONG_REGION:
+        return f"S3 answered {status} {code} for {where}: the bucket is in another region; set REGION to it"
+    if "kms" in message.lower() or code.startswith("KMS."):
+        return (
+            f"S3 denied {operation.verb}ing {where}: {code}: the object is encrypted with a KMS key the credentials "
+            f"may not use (kms:Decrypt): {message}"
+        )
+    if status in (401, 403):
+        return f"S3 denied {operation.verb}ing {where}: {code}: {explain_denial(code, operation.permission)}"
+    return f"S3 answered {status} {code} for {where}" + (f": {message}" if message else "")
+
+
+def _vouched(response: Response, etag: str, ranged: bool) -> Checksum | None:
+    """What the whole object's bytes must hash to, by this answer: a full-object checksum S3 stores
+    (x-amz-checksum-*, which boto3 has written by default since 2025; on a ranged answer only when it says
+    FULL_OBJECT, as a range's could be a part's), else the MD5 a plain ETag is: CRC32 is several times cheaper than
+    MD5, and ranges' CRCs combine."""
+    stated = response.header("x-amz-checksum-type")
+    full_object = (stated or ("" if ranged else "FULL_OBJECT")).upper() == "FULL_OBJECT"
+    for algorithm in _CHECKSUMS:
+        value = response.header(f"x-amz-checksum-{algorithm}")
+        if value and full_object and "-" not in value:  # "-N": a checksum of the parts' checksums
+            with contextlib.suppress(binascii.Error):
+                return Checksum(algorithm, base64.b64decode(value, validate=True).hex())
+    encrypted = response.header(_ENCRYPTION_HEADERS[0]) is not None or not (
+        response.header(_ENCRYPTION_HEADERS[1]) or "AES256"
+    ).startswith("AES256")
+    return Checksum("md5", etag) if is_plain_md5(etag) and not encrypted else None
+
+
+#: Full-object checksums S3 may hold that the standard library computes, cheapest first (CRC32C and CRC64NVME
+#: need native code: their objects fall back to the ETag's MD5).
+_CHECKSUMS = (CRC32, "sha1", "sha256")
+
+
+@dataclass
+class _Download:
+    """One range being fetched, across attempts."""
+
+    request: GetRequest
+    sink: Sink
+
+
+def is_plain_md5(etag: str) -> bool:
+    """Single-part uploads without SSE-KMS/SSE-C have the content's MD5 as ETag; multipart ones end in -N."""
+    return re.fullmatch(r"[0-9a-f]{32}", etag) is not None
+
+
+def _xml_field(body: str, name: str) -> str | None:
+    match = re.search(rf"<{name}>(.*?)</{name}>", body, re.S)
+    return match.group(1).strip() if match else None
+
+
+REJECTED_CREDENTIALS = frozenset({"SignatureDoesNotMatch", "InvalidAccessKeyId", "InvalidToken", "ExpiredToken"})
+
+
+def explain_denial(code: str, permission: str) -> str:
+    """What an S3 access-denied code means for the user, for listing and reading alike."""
+    if code in REJECTED_CREDENTIALS:
+        return "the credentials were rejected; check ACCESS_KEY_ID and SECRET_ACCESS_KEY (or the role)"
+    return (
+        f"the credentials lack permission ({permission}), or the bucket is not public (ANONYMOUS=true), or it is a "
+        "Requester Pays bucket (REQUEST_PAYER=requester)"
+    )

@@ -1,0 +1,25 @@
+"""How to reach S3, declared beside `aws`: the S3 source and the cache source (which reads its table from S3)
+register these settings, and read them as `config.options(AwsOptions)`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from initializers.config.settings import BOOL, choice, setting_field
+
+REQUESTER = choice("requester")
+
+
+@dataclass(frozen=True)
+class AwsOptions:
+    endpoint: str | None = setting_field(
+        "ENDPOINT", "S3 endpoint URL for S3-compatible storage (path-style addressing)."
+    )
+    access_key_id: str | None = setting_field("ACCESS_KEY_ID", "S3 access key id (else boto3's standard chain).")
+    secret_access_key: str | None = setting_field("SECRET_ACCESS_KEY", "S3 secret access key.", secret=True)
+    region: str | None = setting_field("REGION", "S3 region.")
+    role_arn: str | None = setting_field("ROLE_ARN", "IAM role to assume via STS on top of the resolved credentials.")
+    anonymous: bool = setting_field("ANONYMOUS", "Unsigned S3 requests, for public buckets.", BOOL, default=False)
+    request_payer: str | None = setting_field(
+        "REQUEST_PAYER", "'requester': agree to pay for requests to a Requester Pays bucket.", REQUESTER
+    )

@@ -1,0 +1,233 @@
+"""The S3 source: our own signed GETs list and fetch; botocore only resolves what the contract leaves open.
+
+Users' credential setups (static keys, AWS_* variables, profiles, web identity / IRSA, an assumed role)
+and AWS's endpoint rules behave exactly as with boto3, because botocore resolves them whenever they
+apply. With keys (or ANONYMOUS) and an ENDPOINT there is nothing to resolve, and botocore is not even
+imported, which brings the first byte sooner.
+"""
+
+from __future__ import annotations
+
+import ssl
+from collections.abc import Callable, Iterator
+from functools import partial
+from typing import TYPE_CHECKING, Any
+
+from initializers.common.errors import ConfigError, FetchError
+from initializers.common.lookahead import Lookahead
+from initializers.common.remote_file import Checksum, RemoteFile
+from initializers.config.contract import Config
+from initializers.config.uris import S3Location
+from initializers.sources.base import Storage
+from initializers.sources.s3.aws import AwsAccess, Role, aws_access
+from initializers.sources.s3.get import OPEN, PROBE_KEY, GetRequest, ObjectEndpoint, S3Getter, is_plain_md5
+from initializers.sources.s3.listing import (
+    PAGE_SIZE,
+    ListedObject,
+    ListPage,
+    PageChain,
+    key_ranges,
+    page_query,
+    parse_page,
+)
+from initializers.sources.s3.options import AwsOptions
+from initializers.sources.s3.sigv4 import SigningCredentials
+from initializers.transfer.sink import Sink
+
+if TYPE_CHECKING:
+    import botocore.session
+
+#: Key ranges listed at once, and how many objects they may list ahead of the reader, together.
+PARALLEL_LISTINGS = 8
+#: Pages listed as one chain before the rest is cut into ranges: as many as the ranges may list past their ends.
+CHAINED_PAGES = PARALLEL_LISTINGS
+LISTING_AHEAD = 2000
+
+
+class S3Source(Storage):
+    def __init__(self, location: S3Location, config: Config, access: AwsAccess) -> None:
+        self.location = location
+        self._endpoint_url = access.endpoint
+        #: What each request is signed with, as of now (see `AwsAccess.credentials`).
+        self.credentials: Callable[[], SigningCredentials | None] = access.credentials()
+
+        def endpoint_in(region: str) -> ObjectEndpoint:
+            if access.endpoint:
+                return ObjectEndpoint.path_style(access.endpoint, location.bucket)
+            return _aws_endpoint(access.session, region, location.bucket, access.anonymous)
+
+        self._getter = S3Getter(
+            endpoint_in,
+            access.region,
+            self.credentials,
+            partial(ssl.create_default_context, cafile=access.ca_bundle),
+            self._uri_of,
+            timeout=config.read_timeout,
+            requester_pays=config.options(AwsOptions).request_payer == "requester",
+        )
+
+    @property
+    def region(self) -> str:
+        """The bucket's region: as configured, or where S3 redirected the first request."""
+        return self._getter.region
+
+    @classmethod
+    def from_config(cls, uri: str, config: Config) -> S3Source:
+        options = config.options(AwsOptions)
+        return cls(S3Location.parse(uri), config, aws_access(options, Role.given(options.role_arn, "ROLE_ARN")))
+
+    def describe(self) -> dict[str, Any]:
+        return {"uri": str(self.location), "endpoint": self._endpoint_url, "region": self.region}
+
+    def list_files(self) -> Iterator[RemoteFile]:
+        prefix = self.location.folder_prefix
+        found = False
+        for listed in self._listing(prefix):
+            if listed.key.endswith("/"):  # a "folder marker", not a file
+                continue
+            found = True
+            if listed.archived:
+                raise FetchError(
+                    f"{self._uri_of(listed.key)} is in the {listed.storage_class} storage class and has no restored "
+                    "copy: restore it first (S3 RestoreObject), or exclude it with IGNORE_PATTERNS"
+                )
+            yield RemoteFile(listed.key[len(prefix) :], listed.size, listed.etag, listed.key)
+        key = self.location.key
+        if not found and key and not key.endswith("/"):  # the URI may name one object rather than a folder
+            for first in self._page(key, None, max_keys=1).objects:  # the key itself sorts first under its prefix
+                if first.key == key:
+                    yield RemoteFile(key.rsplit("/", 1)[-1], first.size, first.etag, key)
+
+    def _listing(self, prefix: str) -> Iterator[ListedObject]:
+        """Every object under `prefix`. A listing is a chain of pages, one round trip each, so a large one goes
+        faster in parallel; but cutting it costs a delimiter listing to find the folders to cut at, and each range
+        lists up to a page past its end. So the first CHAINED_PAGES pages are listed as a chain, which is all a
+        listing of that size costs; only what follows a listing still truncated then is cut into ranges."""
+        last: str | None = None
+        for count, page in enumerate(self._pages(prefix), 1):
+            yield from page.objects
+            if page.next_token is None:
+                return
+            last = page.objects[-1].key if page.objects else last
+            if count == CHAINED_PAGES:
+                break
+        yield from self._listing_in_ranges(prefix, last)
+
+    def _listing_in_ranges(self, prefix: str, after: str | None) -> Iterator[ListedObject]:
+        """The objects after `after`: those directly under `prefix` come with its folders (a delimiter listing), and
+        the keys below are cut at folders into ranges that are all listed at once, their objects passed on as they
+        come, a bounded number ahead of the reader."""
+        folders: list[str] = []
+        for page in self._pages(prefix, delimiter="/", start_after=after):
+            yield from page.objects
+            folders.extend(page.folders)
+        if 0 < len(folders) < PARALLEL_LISTINGS:
+            # Too few to cut evenly: cut at the folders one level down too, those a first page of each shows (a
+            # folder of a million files must not be listed twice to find out it has no folders).
+            below = [sub for folder in folders for sub in self._page(folder, None, delimiter="/").folders]
+            folders = sorted({*folders, *below})
+        inside_a_folder = after is not None and "/" in after[len(prefix) :]  # the rest of its folder comes first
+        cuts = key_ranges(folders, PARALLEL_LISTINGS, after if inside_a_folder else None)
+        listed = Lookahead([self._range(prefix, start, end) for start, end in cuts], LISTING_AHEAD, "s3-listing")
+        try:
+            yield from listed
+        finally:
+            listed.close()
+
+    def _range(self, prefix: str, start: str, end: str | None) -> Iterator[ListedObject]:
+        """The keys in [start, end) below a folder of `prefix` (those directly under it come with its folders)."""
+        for page in self._pages(prefix, start_after=start):
+            for listed in page.objects:
+                if end is not None and listed.key >= end:
+                    return
+                if "/" in listed.key[len(prefix) :]:
+                    yield listed
+
+    def _pages(self, prefix: str, delimiter: str | None = None, start_after: str | None = None) -> Iterator[ListPage]:
+        page = self._page(prefix, None, delimiter=delimiter, start_after=start_after)
+        chain = PageChain()
+        while True:
+            try:
+                chain.follow(page)
+            except ValueError as exc:
+                raise FetchError(f"listing {self._uri_of(prefix)} at {self._getter.server}: {exc}") from None
+            yield page
+            if page.next_token is None:
+                return
+            page = self._page(prefix, page.next_token, delimiter=delimiter)
+
+    def _page(
+        self,
+        prefix: str,
+        token: str | None,
+        max_keys: int = PAGE_SIZE,
+        delimiter: str | None = None,
+        start_after: str | None = None,
+    ) -> ListPage:
+        where = self._uri_of(prefix)
+        query = page_query(prefix, token, max_keys, delimiter, start_after)
+        try:
+            return parse_page(self._getter.get_listing_page(query, where))
+        except ValueError as exc:
+            raise FetchError(f"listing {where} at {self._getter.server}: {exc}") from None
+
+    def read(self, file: RemoteFile, offset: int, length: int, sink: Sink) -> None:
+        whole = offset == 0 and length == file.size
+        self._getter.get(GetRequest(file.locator, file.version, offset, length, whole), sink)
+
+    def checksum_at_rest(self, file: RemoteFile) -> Checksum | None:
+        """The ETag, when it is the object's MD5 (a single-part upload); SSE-KMS objects' ETags look the same but are
+        not, so VERIFY fetches those again."""
+        return Checksum("md5", file.version) if is_plain_md5(file.version) else None
+
+    def locate(self, key: str) -> None:
+        """Read the first byte of `key` and drop it: S3 redirects a request for a bucket in another region, and
+        everything after goes there (`region`); a key that cannot be read fails here, in S3's words."""
+        self._getter.get(GetRequest(key, None, 0, 1, whole=False, operation=OPEN), _Discard())
+
+    def interrupt(self) -> None:
+        self._getter.interrupt()
+
+    def close(self) -> None:
+        self._getter.close()
+
+    def _uri_of(self, key: str) -> str:
+        """The URI of a key, as messages name it."""
+        return f"s3://{self.location.bucket}/{key}"
+
+
+class _Discard:
+    """A sink that keeps nothing but the count: for a request whose answer matters, not its bytes."""
+
+    def __init__(self) -> None:
+        self.written = 0
+
+    def write(self, data: memoryview) -> None:
+        self.written += len(data)
+
+    def vouch(self, checksum: Checksum) -> None:
+        """Nothing is kept to check."""
+
+    def rewind(self) -> None:
+        self.written = 0
+
+
+def _aws_endpoint(
+    session: botocore.session.Session | None, region: str, bucket: str, anonymous: bool
+) -> ObjectEndpoint:
+    """Where AWS serves the bucket (virtual-host or path style, FIPS, AWS_ENDPOINT_URL ...), as botocore decides:
+    read off the URL it would use for a probe key."""
+    from botocore import UNSIGNED
+    from botocore.config import Config as BotoConfig
+    from botocore.exceptions import BotoCoreError
+
+    assert session is not None, "without ENDPOINT, botocore always has a session"
+    try:
+        client = session.create_client(
+            "s3", region_name=region, config=BotoConfig(signature_version=UNSIGNED if anonymous else None)
+        )
+        url = client.generate_presigned_url("get_object", Params={"Bucket": bucket, "Key": PROBE_KEY})
+    except (BotoCoreError, ValueError) as exc:
+        raise ConfigError(f"REGION: no S3 endpoint for region {region!r}: {exc}") from None
+    client.close()
+    return ObjectEndpoint.from_object_url(url)

@@ -1,0 +1,248 @@
+"""Digests a source vouches for, and how a file is checked against one: the one owner of content verification.
+
+Each file being fetched has a `FileVerifier`: what it must hash to, and what its parts hashed to as they landed.
+Hashers are hashlib's, plus git's blob ids and zlib's CRC-32. A CRC-32 of a file fetched as ranges in parallel is
+combined from the ranges' own CRCs (`combined_crc32`), in whatever order they landed, so the whole-object checksum
+is checked without reading the file again; any other digest of a ranged file is taken in order as its ranges land
+(`InOrderDigest`), each read back from the page cache by the thread whose range closes the gap before it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+import zlib
+from collections.abc import Callable
+from typing import Any
+
+from initializers.common.errors import FetchError, changed_during_download
+from initializers.common.remote_file import Checksum, RemoteFile
+from initializers.transfer.retry import Retriable
+
+_BLOCK_BYTES = 1 << 20
+#: Git's blob id: sha1 over a "blob <size>\\0" header and the content (the Hub's oid for non-LFS files).
+GIT_SHA1 = "git-sha1"
+CRC32 = "crc32"
+
+
+class ChecksumMismatch(FetchError, Retriable):
+    """A file's bytes do not hash to what its source vouched for: corrupted on the way, worth fetching again."""
+
+
+class _Crc32:
+    """zlib's CRC-32 with hashlib's interface (S3 stores it as a full-object checksum)."""
+
+    def __init__(self) -> None:
+        self._value = 0
+
+    def update(self, data: bytes | memoryview) -> None:
+        self._value = zlib.crc32(data, self._value)
+
+    def hexdigest(self) -> str:
+        return f"{self._value:08x}"
+
+
+#: CRC-32's polynomial (zlib's, bit-reflected).
+_CRC32_POLY = 0xEDB88320
+
+
+def _multiply_mod_poly(a: int, b: int) -> int:
+    """a * b modulo the CRC-32 polynomial, both reflected 32-bit polynomials over GF(2)."""
+    product = 0
+    bit = 1 << 31
+    while a:
+        if a & bit:
+            product ^= b
+            a ^= bit
+        bit >>= 1
+        b = (b >> 1) ^ _CRC32_POLY if b & 1 else b >> 1
+    return product
+
+
+#: x^(2^k) modulo the polynomial, k = 0..63: enough to shift a CRC past any length below 2^64 bits.
+_X_TO_2_TO_THE = [1 << 30]  # x^1
+for _ in range(63):
+    _X_TO_2_TO_THE.append(_multiply_mod_poly(_X_TO_2_TO_THE[-1], _X_TO_2_TO_THE[-1]))
+
+
+def crc32_combine(crc_a: int, crc_b: int, length_b: int) -> int:
+    """zlib.crc32(a + b) from zlib.crc32(a), zlib.crc32(b) and len(b): a's CRC shifted past b's bits, plus b's."""
+    shift = 1 << 31  # x^0
+    bits, power = length_b * 8, 0
+    while bits:
+        if bits & 1:
+            shift = _multiply_mod_poly(_X_TO_2_TO_THE[power], shift)
+        bits >>= 1
+        power += 1
+    return _multiply_mod_poly(shift, crc_a) ^ crc_b
+
+
+def combined_crc32(ranges: dict[int, tuple[int, int]], size: int) -> str | None:
+    """The CRC-32 of a file of `size` bytes from its ranges' CRCs (offset -> (length, crc)), as `_Crc32` writes it;
+    None unless the ranges tile the file exactly."""
+    crc = position = 0
+    for offset in sorted(ranges):
+        length, range_crc = ranges[offset]
+        if offset != position:
+            return None
+        crc, position = crc32_combine(crc, range_crc, length), position + length
+    return f"{crc:08x}" if position == size else None
+
+
+def new_hasher(checksum: Checksum, size: int) -> Any:
+    """A hashlib-style object (update, hexdigest) that checks `checksum` over content of `size` bytes."""
+    if checksum.algorithm == GIT_SHA1:
+        hasher = hashlib.sha1(usedforsecurity=False)
+        hasher.update(b"blob %d\0" % size)
+        return hasher
+    if checksum.algorithm == CRC32:
+        return _Crc32()
+    return hashlib.new(checksum.algorithm, usedforsecurity=False)
+
+
+class InOrderDigest:
+    """A digest of a file whose ranges land in any order and from many threads: the bytes are hashed from the
+    start as far as the landed ranges reach, read back by `read(offset, length)`, so the last range finds little or
+    nothing left to hash. Threads never wait for one another here, except `hexdigest` for the thread still hashing.
+    """
+
+    def __init__(self, hasher: Any, size: int, read: Callable[[int, int], bytes]) -> None:
+        self._hasher = hasher
+        self._size = size
+        self._read = read
+        self._hashed = 0  # the bytes from the start that went through the hasher
+        self._waiting: dict[int, int] = {}  # offset -> length of landed ranges past a gap, guarded by `_lock`
+        self._lock = threading.Lock()
+        self._hashing = threading.Lock()  # held by the one thread feeding the hasher
+
+    def landed(self, offset: int, length: int) -> None:
+        """The range's bytes are in the file: hash it, and whatever it joins up, unless another thread is at it."""
+        with self._lock:
+            self._waiting[offset] = length
+        self._advance(wait=False)
+
+    def hexdigest(self) -> str | None:
+        """The whole file's digest, once every range has landed; None while a gap remains."""
+        self._advance(wait=True)
+        return str(self._hasher.hexdigest()) if self._hashed == self._size else None
+
+    def _advance(self, wait: bool) -> None:
+        while self._hashing.acquire(blocking=wait):
+            try:
+                while (length := self._next()) is not None:
+                    position, end = self._hashed, self._hashed + length
+                    while position < end:
+                        block = self._read(position, min(_BLOCK_BYTES, end - position))
+                        if not block:
+                            raise OSError(f"the file ended at byte {position} of {end}, while it was being hashed")
+                        self._hasher.update(block)
+                        position += len(block)
+                    self._hashed = end
+            finally:
+                self._hashing.release()
+            with self._lock:  # a range that landed while this thread was done but still held the turn
+                if self._hashed not in self._waiting:
+                    return
+
+    def _next(self) -> int | None:
+        with self._lock:
+            return self._waiting.pop(self._hashed, None)
+
+
+class FileVerifier:
+    """What one file must hash to, and what its parts hashed to as they landed, from many threads.
+
+    The file must hash to the listing's checksum, else to the first one a response vouched for. Each part feeds the
+    digest it is handed (`part_digest`): any, for the file in one part; a CRC-32, for a range (the ranges' CRCs
+    combine). Ranges in another algorithm are hashed in order once they land, read back by `read(offset, length)`.
+    Whatever none of these covered is hashed from the file when it is verified.
+    """
+
+    def __init__(self, file: RemoteFile, read: Callable[[int, int], bytes]) -> None:
+        self._file = file
+        self._read = read
+        self._lock = threading.Lock()  # guards what is vouched for and the ranges' digests
+        self.reset()
+
+    def reset(self) -> None:
+        """Forget what responses vouched for and what was hashed: the file is fetched again, whole."""
+        with self._lock:
+            self._expected: Checksum | None = self._file.checksum
+            self._streamed: str | None = None  # the whole file's digest: in-stream (one part), or the ranges' in order
+            self._range_crcs: dict[int, tuple[int, int]] = {}  # offset -> (length, CRC-32) of landed ranges
+            self._in_order: InOrderDigest | None = None
+
+    def vouch(self, checksum: Checksum) -> None:
+        """A response's word on the whole file: the first one stands, and a different one in the same algorithm
+        means the file changed during the download (FetchError)."""
+        with self._lock:
+            expected = self._expected
+            if expected is None:
+                self._expected = checksum
+            elif expected.algorithm == checksum.algorithm and expected != checksum:
+                evidence = f"{checksum.algorithm} {expected.hexdigest} became {checksum.hexdigest}"
+                raise FetchError(changed_during_download(self._file.locator, evidence))
+
+    def part_digest(self, length: int) -> Any:
+        """The digest a part of `length` bytes feeds as its bytes arrive: any, for the file in one part; a CRC-32,
+        for a range. None: nothing to check against yet, or a range hashed in order once it lands."""
+        expected, size = self._expected, self._file.size
+        if expected is None:
+            return None
+        if length == size:
+            return new_hasher(expected, size)
+        return new_hasher(expected, length) if expected.algorithm == CRC32 else None
+
+    def landed(self, offset: int, length: int, digest: Any) -> None:
+        """A part is in the file, its bytes fed to `digest` (None: to none): keep what it hashed to, or hash it in
+        order with the other ranges (OSError when it cannot be read back)."""
+        size = self._file.size
+        if digest is None:
+            if self._expected is not None and length < size:
+                self._hash_in_order(self._expected, offset, length)
+        elif length == size:
+            self._streamed = digest.hexdigest()
+        else:
+            with self._lock:
+                self._range_crcs[offset] = (length, int(digest.hexdigest(), 16))
+
+    def _hash_in_order(self, expected: Checksum, offset: int, length: int) -> None:
+        with self._lock:
+            if self._in_order is None:
+                size = self._file.size
+                self._in_order = InOrderDigest(new_hasher(expected, size), size, self._read)
+            in_order = self._in_order
+        in_order.landed(offset, length)
+
+    def finish_hashing(self) -> None:
+        """Take the digest of the ranges hashed in order, waiting for a thread still at it: call it before what
+        `read` reads through closes."""
+        if self._in_order is not None:
+            self._streamed = self._in_order.hexdigest()
+
+    def verify(self, path: str) -> Checksum | None:
+        """Check the complete file at `path` against what it must hash to, by the digests its parts fed or else by
+        hashing it; the checksum it met (None: nothing was vouched for), or ChecksumMismatch."""
+        expected, size = self._expected, self._file.size
+        if expected is None:  # nothing vouched for: the size (and, for S3, If-Match on the ETag) is all there is
+            return None
+        found = self._streamed
+        if found is None and expected.algorithm == CRC32:
+            found = combined_crc32(self._range_crcs, size)
+        if found is None:  # a gap in the ranges hashed in order, or handed over whole: hash the file again
+            found = file_hexdigest(path, expected, size)
+        if found != expected.hexdigest:
+            raise ChecksumMismatch(
+                f"{self._file.locator}: {expected.algorithm} checksum mismatch (expected {expected.hexdigest}, "
+                f"got {found}); the downloaded bytes are corrupt"
+            )
+        return expected
+
+
+def file_hexdigest(path: str, checksum: Checksum, size: int) -> str:
+    """The digest of the file at `path`, in `checksum`'s algorithm, read from disk."""
+    hasher = new_hasher(checksum, size)
+    with open(path, "rb") as handle:
+        while block := handle.read(_BLOCK_BYTES):
+            hasher.update(block)
+    return str(hasher.hexdigest())

@@ -1,0 +1,172 @@
+"""How many transfers run at once: start modest, double while doubling pays, never above the cap.
+
+On a real network each connection is capped (S3 and the Hub's CDN serve tens of MB/s per request) and
+every request pays a round trip, so throughput grows with connections until the link, the server or
+our CPU is the limit; on loopback our CPU is the limit from the start. Neither count can be known in
+advance, so the engine measures: every window it reports the bytes delivered, the CPU the process
+used and how long its requests waited for their first byte, and the ramp answers with the number of streams (and
+of small-file requests) for the next window.
+
+A stream is a part's worth of bytes. Tasks smaller than that (small files) are bound by round trips, not
+bytes: as many more of them run at once as would move a part's bytes together, up to `requests`. That ceiling
+starts at `BASE_REQUESTS` and doubles toward the cap while the requests are latency-bound (waiting for their first
+byte takes most of their time) and the CPU has room: a long round trip leaves each request's connection idle, and
+only more of them in flight raise throughput. A busy server makes requests wait too, and more of them would only
+queue there (costing us threads): that shows as requests taking longer once more are in flight (on a round trip
+they take as long as before). More threads can also cost us more CPU than the waits they hide: that shows as
+throughput falling. Either undoes the doubling, and the ceiling stays. Neither needs any of the new requests to
+have finished, which over a long round trip takes longer than a window (a throughput rise would). Where the CPU is
+the limit (loopback) the ceiling stays put. Only a cap above `BASE_REQUESTS` lets it grow.
+
+The ramp also sizes the ranges of large files from the rate one connection achieved: capped connections get
+`PART_SIZE` ranges, so a file spreads over many of them; fast ones get larger ranges, up to `MAX_PART_SIZE`,
+so that fewer requests carry the same bytes (less CPU for us and for the server).
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from typing import NamedTuple
+
+from initializers.transfer.range_sizes import MAX_PART_SIZE, PART_SIZE
+
+#: Seconds between decisions: long enough to average many requests, short enough to ramp within a second.
+WINDOW_SECONDS = 0.25
+#: A doubling is kept only when throughput rose at least this much: less is noise, or a limit elsewhere, and
+#: fewer connections do as well for less.
+_WORTH_KEEPING = 1.15
+#: Share of one core above which the process is the limit: more threads would only contend for it.
+_BUSY_CPU = 0.5
+#: After settling, another doubling is tried every this many windows, in case the regime changed (small files
+#: following large ones, a listing that caught up).
+_PROBE_EVERY = 8
+#: Small-file requests in flight before any latency is measured: as many as a CPU-bound run does well with.
+BASE_REQUESTS = 64
+#: Share of a request's time spent waiting for its first byte above which requests are latency-bound.
+_LATENCY_BOUND = 0.5
+#: A doubling of the small-file requests is undone when a request then takes this much longer: they queue somewhere.
+_QUEUEING = 1.5
+#: Tasks the running mean of task sizes mostly reflects: enough to smooth a mix, few enough to follow a change
+#: (small files listed first, a large file's ranges next).
+_TASK_HORIZON = 16
+#: A range lasts about this long at the rate one connection achieved: long against a request's round trip and its
+#: fixed cost, short enough that a file's last ranges keep few streams waiting.
+_PART_SECONDS = 0.25
+
+
+class Latency(NamedTuple):
+    """What the requests finished in a window took: the share of their time spent waiting for their first byte,
+    and their mean seconds (0 when none finished)."""
+
+    waiting_share: float
+    request_seconds: float
+
+
+#: A window in which no request finished.
+NO_REQUESTS = Latency(0.0, 0.0)
+
+
+class RequestTimes:
+    """Seconds the requests finished in a window spent waiting for their first byte, and in all: the ramp grows
+    small-file concurrency while waiting dominates; the engine adds every request it completes. Thread-safe."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._waiting = self._total = 0.0
+        self._count = 0
+
+    def add(self, waiting: float, total: float) -> None:
+        with self._lock:
+            self._waiting += waiting
+            self._total += total
+            self._count += 1
+
+    def window(self) -> Latency:
+        """The window's latency (zeros when no request finished); starts the next window."""
+        with self._lock:
+            latency = Latency(self._waiting / self._total, self._total / self._count) if self._total > 0 else None
+            self._waiting = self._total = 0.0
+            self._count = 0
+        return latency or NO_REQUESTS
+
+
+@dataclass
+class Ramp:
+    """The limit for each window, from the throughput, CPU share and latency measured in the one before."""
+
+    limit: int  # streams
+    cap: int  # transfers
+    _trial: tuple[int, float] | None = None  # (limit, throughput) before the doubling being tried
+    _windows_to_probe: int = 1
+    _task_bytes: float = PART_SIZE  # running mean of the sizes of the tasks started
+    part_size: int = PART_SIZE  # the range size a connection's measured rate calls for, in whole MiB
+    requests: int = BASE_REQUESTS  # the most small-file requests at once: grows while they are latency-bound
+    _requests_trial: tuple[int, float, float] | None = None  # (requests, request seconds, throughput) before it
+    _requests_settled: bool = False  # a doubling of `requests` did not pay: the waiting is not the round trip's
+
+    def __post_init__(self) -> None:
+        self.limit = max(1, min(self.limit, self.cap))
+        self.requests = min(self.requests, self.cap)
+
+    @property
+    def workers(self) -> int:
+        """Transfers to run at once: `limit` streams, each as many tasks as move a part's bytes together, small
+        ones up to `requests` in all."""
+        return min(self.cap, max(self.limit, min(self.limit * self._per_stream(), self.requests)))
+
+    def _per_stream(self) -> int:
+        return max(1, round(PART_SIZE / max(self._task_bytes, 1.0)))
+
+    def task_started(self, size: int) -> None:
+        """A task of `size` bytes was handed to a transfer: it moves the running mean that sizes `workers`."""
+        self._task_bytes += (size - self._task_bytes) / _TASK_HORIZON
+
+    def observe(self, throughput: float, cpu_share: float, latency: Latency = NO_REQUESTS) -> int:
+        """Throughput (bytes per second), CPU share (cores) and the requests' latency in the window just ended;
+        returns the new limit."""
+        self._follow_latency(throughput, cpu_share, latency)
+        if throughput > 0:  # a window with nothing delivered (a listing, the first bytes) says nothing of the rate
+            per_transfer = int(throughput / self.workers * _PART_SECONDS)
+            self.part_size = min(MAX_PART_SIZE, max(PART_SIZE, per_transfer >> 20 << 20))
+        if self._trial is not None:
+            limit_before, throughput_before = self._trial
+            self._trial = None
+            if throughput >= throughput_before * _WORTH_KEEPING:
+                return self._double(throughput, cpu_share)
+            self.limit = limit_before
+            self._windows_to_probe = _PROBE_EVERY
+            return self.limit
+        self._windows_to_probe -= 1
+        if self._windows_to_probe <= 0:
+            return self._double(throughput, cpu_share)
+        return self.limit
+
+    def _follow_latency(self, throughput: float, cpu_share: float, latency: Latency) -> None:
+        """Double `requests` while small files are latency-bound, the CPU has room and the last doubling neither made
+        requests queue nor lowered throughput."""
+        if self._requests_trial is not None:
+            if not latency.request_seconds:  # none finished: nothing to judge the doubling by yet
+                return
+            requests_before, seconds_before, throughput_before = self._requests_trial
+            self._requests_trial = None
+            if latency.request_seconds >= seconds_before * _QUEUEING or throughput * _WORTH_KEEPING < throughput_before:
+                self.requests, self._requests_settled = requests_before, True
+        bound_by_requests = self.limit * self._per_stream() > self.requests < self.cap
+        if (
+            bound_by_requests
+            and not self._requests_settled
+            and throughput > 0
+            and latency.waiting_share >= _LATENCY_BOUND
+            and cpu_share < _BUSY_CPU
+        ):
+            self._requests_trial = (self.requests, latency.request_seconds, throughput)
+            self.requests = min(self.cap, self.requests * 2)
+
+    def _double(self, throughput: float, cpu_share: float) -> int:
+        if self.limit >= self.cap or cpu_share >= _BUSY_CPU or throughput <= 0:
+            self._windows_to_probe = _PROBE_EVERY
+            return self.limit
+        self._trial = (self.limit, throughput)
+        self.limit = min(self.limit * 2, self.cap)
+        return self.limit

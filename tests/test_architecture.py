@@ -1,0 +1,101 @@
+"""The house's plan: packages in floors whose imports only point down, no import cycle, and nothing at the root of
+the package but the programs' entry points and `run`."""
+
+from __future__ import annotations
+
+import ast
+import json
+import subprocess
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[1] / "src" / "initializers"
+#: From the floor up: each package may import only the ones before it.
+FLOORS = ["common", "process", "adapters", "config", "destination", "cache", "transfer", "sources", "plan", "kubeflow"]
+#: The root: the programs' entry points (the two initializers share `cli`), and one run end to end.
+ROOT_MODULES = {"__init__", "run", "cli", "dataset", "model", "cache_server"}
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _imports(path: Path) -> set[str]:
+    """Every module of ours `path` imports, at the top or lazily inside a function."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names if alias.name.startswith("initializers"))
+        elif isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("initializers"):
+            for alias in node.names:  # `from initializers.x import y`: y may be a module of package x
+                candidate = f"{node.module}.{alias.name}"
+                found.add(candidate if candidate in MODULES else node.module)
+    return found
+
+
+MODULES = {_module_name(path): path for path in PACKAGE.rglob("*.py")}
+GRAPH = {name: _imports(path) & MODULES.keys() - {name} for name, path in MODULES.items()}
+
+
+def _floor(module: str) -> str:
+    """The package a module belongs to (its first name below `initializers`), or the root module's own name."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "__init__"
+
+
+def test_the_root_holds_only_entry_points_and_run():
+    root = {path.stem for path in PACKAGE.glob("*.py")}
+    assert root == ROOT_MODULES
+    assert {path.name for path in PACKAGE.iterdir() if path.is_dir() and path.name != "__pycache__"} == set(FLOORS)
+
+
+def test_every_package_says_what_it_owns():
+    for init in PACKAGE.glob("*/__init__.py"):
+        assert ast.get_docstring(ast.parse(init.read_text())), init
+
+
+def test_packages_import_only_the_floors_below_them():
+    wrong = defaultdict(set)
+    for module, imported in GRAPH.items():
+        floor = _floor(module)
+        if floor not in FLOORS:
+            continue  # the root may import any floor
+        below = {"__init__", *FLOORS[: FLOORS.index(floor) + 1]}  # `__init__`: the package's version
+        for target in imported:
+            if _floor(target) not in below:
+                wrong[module].add(target)
+    assert not wrong, dict(wrong)
+
+
+def test_no_import_cycle():
+    done: set[str] = set()
+
+    def visit(module: str, path: list[str]) -> None:
+        if module in path:
+            raise AssertionError("import cycle: " + " -> ".join([*path[path.index(module) :], module]))
+        if module in done:
+            return
+        for target in sorted(GRAPH[module]):
+            visit(target, [*path, module])
+        done.add(module)
+
+    for module in sorted(GRAPH):
+        visit(module, [])
+
+
+@pytest.mark.parametrize("floor", FLOORS)
+def test_each_floor_imports_alone_and_loads_nothing_above_it(floor: str):
+    """Importing every module of a floor in a fresh interpreter loads no module of a floor above it."""
+    modules = sorted(name for name in MODULES if _floor(name) == floor)
+    code = (
+        "import importlib, json, sys\n"
+        f"for name in {modules!r}: importlib.import_module(name)\n"
+        "print(json.dumps(sorted(m for m in sys.modules if m.startswith('initializers'))))"
+    )
+    loaded = json.loads(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout)
+    above = set(FLOORS[FLOORS.index(floor) + 1 :]) | (ROOT_MODULES - {"__init__"})
+    assert not [name for name in loaded if _floor(name) in above]
