@@ -204,8 +204,9 @@ class Relay:
 
     Hooks, all safe to change while serving: `bytes_per_second` (throttle of each streamed body; with `slow_paths`,
     only of paths containing it), `injected` (S3 keys added to listings and served; `storage_classes` may list them
-    as GLACIER ...), faults (`add_fault`, `clear_faults`), `refuse`: while true, new connections are reset as soon as
-    accepted (after the TLS handshake with `tls`) and requests on open ones are reset unanswered; and
+    as GLACIER ..., `kms_encrypted` names those served as SSE-KMS objects, whose ETags are not their MD5), faults
+    (`add_fault`, `clear_faults`), `refuse`: while true, new connections are reset as soon as accepted (after the
+    TLS handshake with `tls`) and requests on open ones are reset unanswered; and
     `session_lifetime`: STS sessions (AssumeRole replies passing through) expire that many seconds after they are
     issued, their Expiration says so, and a request signed with an expired session's key gets S3's 400 ExpiredToken.
     """
@@ -220,6 +221,7 @@ class Relay:
         self.sessions_issued: dict[str, float] = {}  # access key id of an STS session -> when it expires (time.time)
         self.injected: dict[str, dict[str, bytes]] = {}  # bucket -> key -> body
         self.storage_classes: dict[str, str] = {}  # injected key -> the storage class its listing entry shows
+        self.kms_encrypted: set[str] = set()  # injected keys served as SSE-KMS objects
         self.refuse = False
         self._faults: list[AnyFault] = []
         self._faults_lock = threading.Lock()
@@ -513,7 +515,7 @@ def _handler_for(relay: Relay) -> type[BaseHTTPRequestHandler]:
                     continue
                 contents[key] = (
                     f"<Contents><Key>{quote_plus(key, safe='/')}</Key><Size>{len(body)}</Size>"
-                    f'<ETag>"{hashlib.md5(body).hexdigest()}"</ETag>'
+                    f'<ETag>"{self._injected_etag(key, body)}"</ETag>'
                     f"<StorageClass>{relay.storage_classes.get(key, 'STANDARD')}</StorageClass></Contents>"
                 )
             text = _CONTENTS.sub("", text)
@@ -524,9 +526,15 @@ def _handler_for(relay: Relay) -> type[BaseHTTPRequestHandler]:
             path = urlsplit(self.path).path
             for key, body in relay.injected.get(self._bucket(), {}).items():
                 if path == f"/{self._bucket()}/{quote(key, safe='/~')}":
-                    etag = hashlib.md5(body).hexdigest()
-                    self._send_whole(200, [*self._own_headers(), ("ETag", f'"{etag}"')], body, fault)
+                    headers = [*self._own_headers(), ("ETag", f'"{self._injected_etag(key, body)}"')]
+                    if key in relay.kms_encrypted:
+                        headers.append(("x-amz-server-side-encryption", "aws:kms"))
+                    self._send_whole(200, headers, body, fault)
                     return True
             return False
+
+        def _injected_etag(self, key: str, body: bytes) -> str:
+            """The body's MD5, as S3 gives a plain object; for an SSE-KMS one, 32 hex digits that are not."""
+            return hashlib.md5((b"sse-kms:" if key in relay.kms_encrypted else b"") + body).hexdigest()
 
     return Handler

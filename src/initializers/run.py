@@ -155,8 +155,7 @@ def _list_and_fetch(
         with Progress(log, config.progress_interval or PROGRESS_INTERVAL_SECONDS) as progress:
             factory = source.task_factory(ramp, bandwidth)
             engine = waiting.transfers = Engine(factory, state.temps, state.journal, ramp, progress)
-            at_rest = source.checksum_at_rest if config.verify else None
-            todo = todo_pass(iter(planned), index, state, progress, log, at_rest)
+            todo = todo_pass(iter(planned), index, state, progress, log, config.verify)
             listing = Lookahead([todo], LISTING_LOOKAHEAD, "listing", stop=engine.cancel)
             try:
                 first = next(listing, None)  # `Fetching`, once a file needs fetching; None: none does

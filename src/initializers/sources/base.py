@@ -12,7 +12,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from initializers.common.remote_file import Checksum, RemoteFile
+from initializers.common.remote_file import RemoteFile
 from initializers.transfer.bandwidth import TokenBucket
 from initializers.transfer.concurrency import Ramp
 from initializers.transfer.engine import TaskFactory
@@ -41,10 +41,6 @@ class Source(ABC):
     @abstractmethod
     def list_files(self) -> Iterator[RemoteFile]:
         """Every file under the source root, with paths relative to it; raises FetchError when unreachable."""
-
-    def checksum_at_rest(self, file: RemoteFile) -> Checksum | None:
-        """A digest the whole stored file must hash to, for VERIFY: the one the listing vouches for."""
-        return file.checksum
 
     @abstractmethod
     def describe(self) -> dict[str, Any]:
