@@ -32,7 +32,7 @@ class Lookahead(Generic[_T]):
         stop: threading.Event | None = None,
         check_stop: Callable[[], None] | None = None,
     ) -> None:
-        """`stop`: an event whose setting closes this lookahead (a failed run's), as `close` does; `check_stop`: called
+        """`stop`: an event whose setting closes this lookahead (a failing run's), as `close` does; `check_stop`: called
         while a consumer waits for items, raising to end the wait (a stopped run's `Stop.check`)."""
         self._queue: queue.Queue[object] = queue.Queue(max(1, depth // batch))
         self._batch = batch
