@@ -14,6 +14,7 @@ import shutil
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
+from initializers.common.clock import Clock
 from initializers.common.errors import FetchError
 from initializers.destination.journal import Journal
 from initializers.destination.locking import RunLock
@@ -32,7 +33,8 @@ class StateDir:
     temporaries, journal and lock are then its own (`.initializer/shards/<index>-of-<count>/`), the manifest is
     the set's."""
 
-    def __init__(self, output_path: str, share: tuple[int, int] | None = None) -> None:
+    def __init__(self, output_path: str, share: tuple[int, int] | None = None, clock: Clock | None = None) -> None:
+        """`clock`: what waiting for another run's lock sleeps through (the system's by default)."""
         self.root = Path(output_path).absolute()
         self.shared = self.root / STATE_DIR
         self.share = share
@@ -43,7 +45,7 @@ class StateDir:
         self.destination = Destination(self.root, self.tmp)
         self.temps = Temporaries(self.destination)
         self.journal = Journal(self.destination, self.dir)
-        self.lock = RunLock(self.destination, self.shared, share, self.dir)
+        self.lock = RunLock(self.destination, self.shared, share, self.dir, clock)
         self.share_records = ShareRecords(self.destination, self.shared, share) if share else None
 
     @contextlib.contextmanager

@@ -157,17 +157,18 @@ class Engine:
         #: How long requests waited for their first byte, and took in all: the factories add, each window reads.
         self.request_times = RequestTimes()
 
-    def fetch(self, files: Iterable[RemoteFile]) -> None:
-        """Fetch every file to its final path, or raise with nothing partial left at a final path."""
+    def fetch(self, files: Iterable[RemoteFile], check_stop: Callable[[], None] | None = None) -> None:
+        """Fetch every file to its final path, or raise with nothing partial left at a final path; `check_stop` is
+        called at every wait of this (the main) thread, and raises to stop the run (a signal, the deadline)."""
         tasks = self._factory.tasks(files, self)
         try:
-            self._run_threads(tasks)
-        except BaseException as exc:  # a signal or the deadline, raised in this thread: stop everyone, promptly
+            self._run_threads(tasks, check_stop or (lambda: None))
+        except BaseException as exc:  # a stop, raised in this thread: stop everyone, promptly
             self._fail(exc)
             self._factory.interrupt()
             deadline = self.clock.monotonic() + _STOP_GRACE_SECONDS
             for thread in self._threads:
-                if thread.is_alive():  # a signal may have cut a `start` short: that thread never began
+                if thread.is_alive():  # a thread that failed to start never began
                     thread.join(max(0.0, deadline - self.clock.monotonic()))
         if self._error is not None:
             self._discard_unfinished()
@@ -225,12 +226,13 @@ class Engine:
 
     # The scheduling.
 
-    def _run_threads(self, tasks: Iterator[Task]) -> None:
+    def _run_threads(self, tasks: Iterator[Task], check_stop: Callable[[], None]) -> None:
         """Keep `ramp.workers` threads pulling tasks, re-deciding the limit every window, until the tasks run out."""
         self._start_threads(tasks)
         before = (self.clock.monotonic(), time.process_time(), self.progress.bytes_done)
         while any(thread.is_alive() for thread in self._threads):
-            self._wake.wait(max(0.0, before[0] + WINDOW_SECONDS - self.clock.monotonic()))  # signals interrupt it
+            self._wake.wait(max(0.0, before[0] + WINDOW_SECONDS - self.clock.monotonic()))
+            check_stop()
             self._wake.clear()
             now = (self.clock.monotonic(), time.process_time(), self.progress.bytes_done)
             elapsed = now[0] - before[0]
