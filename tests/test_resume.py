@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from test_reliability import finish, wait_for_event, wait_until
 
+from devkit.hubserver import HubServer
 from devkit.programs import ProgramResult, run_program, start_program
 from devkit.relay import Relay
 from devkit.seaweed import SeaweedFS
@@ -112,3 +113,25 @@ def test_a_corrupted_partial_is_caught_by_the_checksum(
     result = rerun(seaweed, relay, f"s3://{bucket}/big.bin", output)
     assert result.named("checksum mismatch, fetching the file again")
     assert (output / "big.bin").read_bytes() == body
+
+
+def test_a_killed_hub_download_resumes_with_only_the_missing_bytes(tmp_path: Path):
+    body = os.urandom(SIZE)
+    output = tmp_path / "m"
+    with HubServer() as hub:
+        hub.add_repo("org/big", {"model.safetensors": body})
+        env = {"STORAGE_URI": "hf://org/big", "OUTPUT_PATH": str(output), "HF_ENDPOINT": hub.endpoint}
+        hub.bytes_per_second = BYTES_PER_SECOND
+        process = start_program("model", {**env, "MAX_WORKERS": "2"})
+        wait_for_event(process, "fetching")
+        wait_until(lambda: sum(hub.served_bytes.values()) > SIZE * 0.6, timeout=60)
+        process.send_signal(signal.SIGKILL)
+        process.wait(timeout=30)
+        crossed = sum(hub.served_bytes.values())
+        hub.reset()
+        hub.bytes_per_second = None
+        result = run_program("model", env)
+        assert result.code == 0, result.stderr
+        assert result.named("resuming")
+        assert sum(hub.served_bytes.values()) <= SIZE - crossed + SLACK
+    assert (output / "model.safetensors").read_bytes() == body
