@@ -156,7 +156,9 @@ def _list_and_fetch(
         index.add_finished(manifest.read_files(state.manifest_path), in_manifest=True)
         index.add_finished(state.journal.files(), in_manifest=False)
         state.journal.restart(state.journal.files())  # the manifests stay where they are: no need to copy them
-        state.temps.clear()
+        partials = state.temps.keep_partials()  # the others go
+        if partials:
+            log.info("resuming", files=len(partials), already_here=sum(partial.kept_bytes for partial in partials))
         selection = Selection(config, kind, log)
         planned: Returning[list[RemoteFile], Selected] = Returning(_planned(source, selection, index, state.share, log))
         ramp = Ramp(source.default_workers, config.max_workers or source.max_workers, throttle=source.throttle)

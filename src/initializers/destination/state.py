@@ -50,8 +50,9 @@ class StateDir:
 
     @contextlib.contextmanager
     def session(self, waiting: Callable[[str, float], None]) -> Iterator[None]:
-        """The destination, made ready and locked for one run; on the way out its temporaries go (the source's
-        staging too: huggingface_hub's HF_HOME), then the lock.
+        """The destination, made ready and locked for one run; on the way out its temporaries go, but for the
+        partials a re-run can resume when the run did not complete (the source's staging goes too: huggingface_hub's
+        HF_HOME), then the lock.
 
         While another run holds the lock, this one waits (`waiting(holder, seconds)` is called now and then);
         stopping it then (a signal, TIMEOUT) leaves everything as it is: the other run owns those temporaries.
@@ -61,11 +62,13 @@ class StateDir:
         except BaseException:
             self.destination.close_folders()
             raise
+        completed = False
         try:
             yield
+            completed = True
         finally:
             self.journal.close()
-            self.temps.clear_quietly()
+            self.temps.clear_quietly(keep_partials=not completed)
             shutil.rmtree(self.staging, ignore_errors=True)  # never follows a link (none is left there: `_prepare`)
             self.lock.release()
             self.destination.close_folders()
