@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install test test-quick lint format demo clean images bench bench-install bench-s3 bench-hf bench-iceberg bench-startup bench-network bench-scale bench-durability bench-shards bench-cache-server
+.PHONY: install test test-quick stress lint format demo clean images bench bench-install bench-s3 bench-hf bench-iceberg bench-startup bench-network bench-scale bench-durability bench-shards bench-cache-server
 
 OLAH := .venvs/olah
 
@@ -38,6 +38,11 @@ test: install
 # Unit and in-process tests only: no real storage servers, no program runs, no images (see tests/conftest.py).
 test-quick: install
 	$(PY) -m pytest -m "not slow" $(PYTEST_ARGS)
+
+# The stop test, 50 times at each of its stop points (listing, first bytes, verification and renames, the manifest),
+# alternating SIGTERM and SIGINT: a stop must never read as an internal error, however the signal lands.
+stress: install
+	STOP_REPETITIONS=50 $(PY) -m pytest tests/test_reliability.py -k a_stop_at_any_point -q $(PYTEST_ARGS)
 
 lint: install
 	$(VENV)/bin/ruff check .

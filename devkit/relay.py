@@ -66,6 +66,8 @@ class Traffic:
     refused: int = 0
     object_gets_now: int = 0
     object_gets_at_once: int = 0
+    #: How many object GETs were under way as each one arrived (itself included), in arrival order.
+    object_gets_on_arrival: list[int] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def object_gets(self) -> list[str]:
@@ -81,6 +83,7 @@ class Traffic:
         with self.lock:
             self.object_gets_now += 1
             self.object_gets_at_once = max(self.object_gets_at_once, self.object_gets_now)
+            self.object_gets_on_arrival.append(self.object_gets_now)
         try:
             yield
         finally:
@@ -96,7 +99,8 @@ def _is_object_get(method: str, path: str) -> bool:
 class Fault:
     """Which requests a fault strikes: those whose path (query included) contains `match`, whose method is `method`
     (None: any) and, with `range_from`, that ask for a byte range starting there, for the first `times` of them
-    (None: all, a persistent fault).
+    (None: all, a persistent fault); with `every`, only one in `every` of the requests it matches (the last of each
+    run of `every`), as a server shedding part of its load answers.
 
     `hits` counts the requests struck so far. When several faults match a request, the first added with hits left
     strikes, so faults on the same requests queue up in the order added.
@@ -106,7 +110,9 @@ class Fault:
     method: str | None = None
     times: int | None = 1
     range_from: int | None = None
+    every: int = 1
     hits: int = field(default=0, init=False)
+    matched: int = field(default=0, init=False)  # requests it matched, struck or spared by `every`
 
     def __post_init__(self) -> None:
         if type(self) in (Fault, _ConnectionFault):
@@ -198,8 +204,9 @@ class Relay:
 
     Hooks, all safe to change while serving: `bytes_per_second` (throttle of each streamed body; with `slow_paths`,
     only of paths containing it), `injected` (S3 keys added to listings and served; `storage_classes` may list them
-    as GLACIER ...), faults (`add_fault`, `clear_faults`), `refuse`: while true, new connections are reset as soon as
-    accepted (after the TLS handshake with `tls`) and requests on open ones are reset unanswered; and
+    as GLACIER ..., `kms_encrypted` names those served as SSE-KMS objects, whose ETags are not their MD5), faults
+    (`add_fault`, `clear_faults`), `refuse`: while true, new connections are reset as soon as accepted (after the
+    TLS handshake with `tls`) and requests on open ones are reset unanswered; and
     `session_lifetime`: STS sessions (AssumeRole replies passing through) expire that many seconds after they are
     issued, their Expiration says so, and a request signed with an expired session's key gets S3's 400 ExpiredToken.
     """
@@ -214,6 +221,7 @@ class Relay:
         self.sessions_issued: dict[str, float] = {}  # access key id of an STS session -> when it expires (time.time)
         self.injected: dict[str, dict[str, bytes]] = {}  # bucket -> key -> body
         self.storage_classes: dict[str, str] = {}  # injected key -> the storage class its listing entry shows
+        self.kms_encrypted: set[str] = set()  # injected keys served as SSE-KMS objects
         self.refuse = False
         self._faults: list[AnyFault] = []
         self._faults_lock = threading.Lock()
@@ -261,8 +269,10 @@ class Relay:
         with self._faults_lock:
             for fault in self._faults:
                 if fault.applies_to(method, path, byte_range):
-                    fault.hits += 1
-                    return fault
+                    fault.matched += 1
+                    if fault.matched % fault.every == 0:
+                        fault.hits += 1
+                        return fault
         return None
 
     def _count_refused(self) -> None:
@@ -505,7 +515,7 @@ def _handler_for(relay: Relay) -> type[BaseHTTPRequestHandler]:
                     continue
                 contents[key] = (
                     f"<Contents><Key>{quote_plus(key, safe='/')}</Key><Size>{len(body)}</Size>"
-                    f'<ETag>"{hashlib.md5(body).hexdigest()}"</ETag>'
+                    f'<ETag>"{self._injected_etag(key, body)}"</ETag>'
                     f"<StorageClass>{relay.storage_classes.get(key, 'STANDARD')}</StorageClass></Contents>"
                 )
             text = _CONTENTS.sub("", text)
@@ -516,9 +526,15 @@ def _handler_for(relay: Relay) -> type[BaseHTTPRequestHandler]:
             path = urlsplit(self.path).path
             for key, body in relay.injected.get(self._bucket(), {}).items():
                 if path == f"/{self._bucket()}/{quote(key, safe='/~')}":
-                    etag = hashlib.md5(body).hexdigest()
-                    self._send_whole(200, [*self._own_headers(), ("ETag", f'"{etag}"')], body, fault)
+                    headers = [*self._own_headers(), ("ETag", f'"{self._injected_etag(key, body)}"')]
+                    if key in relay.kms_encrypted:
+                        headers.append(("x-amz-server-side-encryption", "aws:kms"))
+                    self._send_whole(200, headers, body, fault)
                     return True
             return False
+
+        def _injected_etag(self, key: str, body: bytes) -> str:
+            """The body's MD5, as S3 gives a plain object; for an SSE-KMS one, 32 hex digits that are not."""
+            return hashlib.md5((b"sse-kms:" if key in relay.kms_encrypted else b"") + body).hexdigest()
 
     return Handler

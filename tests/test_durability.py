@@ -109,6 +109,53 @@ def test_verify_fetches_again_a_file_changed_behind_the_manifests_back(
     assert verified["without_checksum"] == 0  # single-part uploads: every ETag is the content's MD5
 
 
+def test_verify_trusts_as_recorded_the_files_fetched_without_a_checksum_and_fetches_a_corrupt_one_once(
+    seaweed: SeaweedFS, s3: Any, objects: str, bucket: str, tmp_path: Path
+) -> None:
+    """An SSE-KMS object (its ETag looks like an MD5 but is not) and a multipart one (ETag `<hex>-1`) are checked by
+    size and version when fetched: VERIFY re-runs trust them as recorded instead of fetching them on every run,
+    and a file corrupted on disk is fetched again once."""
+    sealed, composite = os.urandom(4096), os.urandom(4096)
+    upload = s3.create_multipart_upload(Bucket=bucket, Key="d/composite.bin")["UploadId"]
+    etag = s3.upload_part(Bucket=bucket, Key="d/composite.bin", UploadId=upload, PartNumber=1, Body=composite)["ETag"]
+    s3.complete_multipart_upload(Bucket=bucket, Key="d/composite.bin", UploadId=upload,
+                                 MultipartUpload={"Parts": [{"PartNumber": 1, "ETag": etag}]})  # fmt: skip
+    output, differs = tmp_path / "out", "differs from its checksum, fetching it again"
+    with Relay(seaweed.endpoint) as relay:
+        relay.injected[bucket] = {"d/sealed.bin": sealed}
+        relay.kms_encrypted.add("d/sealed.bin")
+        env = {**seaweed.env(), "ENDPOINT": relay.endpoint, "STORAGE_URI": objects, "OUTPUT_PATH": str(output)}
+
+        def verifying() -> tuple[Any, list[str]]:
+            """A VERIFY run, and the objects it fetched."""
+            relay.reset()
+            result = run_program("dataset", {**env, "VERIFY": "true"})
+            assert result.code == 0, result.stdout + result.stderr
+            return result, relay.traffic.object_gets()
+
+        assert run_program("dataset", env).code == 0
+        assert {f"/{bucket}/d/sealed.bin", f"/{bucket}/d/composite.bin"} <= set(relay.traffic.object_gets())
+        clean, fetched_when_clean = verifying()
+        victim = output / "03.bin"
+        before = victim.stat()
+        victim.write_bytes(bytes(before.st_size))  # same size and mtime as recorded: only hashing tells
+        os.utime(victim, ns=(before.st_atime_ns, before.st_mtime_ns))
+        repairing, fetched_when_repairing = verifying()
+        repaired, fetched_when_repaired = verifying()
+    entries = {
+        entry["path"]: entry for entry in json.loads((output / ".initializer" / "manifest.json").read_text())["files"]
+    }
+    assert entries["sealed.bin"]["verified"] == entries["composite.bin"]["verified"] == "size+version"
+    assert (output / "sealed.bin").read_bytes() == sealed and (output / "composite.bin").read_bytes() == composite
+    assert fetched_when_clean == [] and not clean.named(differs) and clean.named("up to date")
+    (verified,) = clean.named("verified")
+    assert (verified["files"], verified["differing"], verified["without_checksum"]) == (len(OBJECTS), 0, 2)
+    assert fetched_when_repairing == [f"/{bucket}/d/03.bin"]
+    assert [event["path"] for event in repairing.named(differs)] == ["03.bin"]
+    assert victim.read_bytes() == OBJECTS["d/03.bin"]
+    assert fetched_when_repaired == [] and not repaired.named(differs) and repaired.named("up to date")
+
+
 def test_the_outcome_is_left_as_the_termination_message(
     seaweed: SeaweedFS, objects: str, bucket: str, tmp_path: Path
 ) -> None:

@@ -128,6 +128,30 @@ def test_s3_throttling_is_waited_out_as_asked_beyond_the_attempts_for_errors(
     assert len(waits) == 7 and all(1 <= wait["wait_s"] <= 1.5 and "SlowDown" in wait["reason"] for wait in waits)
 
 
+#: Small files, many at once: what a fleet of requests hitting a throttled prefix looks like.
+FLEET = {f"{i:03}.bin": os.urandom(4096) for i in range(150)}
+
+
+def test_s3_throttling_a_third_of_requests_backs_the_whole_fleet_off(
+    seaweed: SeaweedFS, s3: Any, bucket: str, tmp_path: Path
+):
+    """SlowDown (no Retry-After) to every third object GET: the run completes, each refused GET is asked once more
+    (no more requests than that), and fewer requests are under way at once as the throttling goes on."""
+    for key, body in FLEET.items():
+        s3.put_object(Bucket=bucket, Key=f"fleet/{key}", Body=body)
+    output = tmp_path / "out"
+    with Relay(seaweed.endpoint) as relay:
+        slow_down = relay.add_fault(StatusFault(status=503, times=None, every=3, match=f"/{bucket}/fleet/"))
+        env = {**seaweed.env(), "ENDPOINT": relay.endpoint, "STORAGE_URI": f"s3://{bucket}/fleet"}
+        result = run_program("dataset", {**env, "OUTPUT_PATH": str(output)}, timeout=HANG_CEILING_SECONDS)
+    assert result.code == 0, result.stdout
+    assert tree(output) == FLEET and completed(output)
+    gets, on_arrival = relay.traffic.object_gets(), relay.traffic.object_gets_on_arrival
+    assert slow_down.hits == len(gets) // 3 and len(gets) <= len(FLEET) * 3 // 2 + 1
+    third = len(on_arrival) // 3
+    assert max(on_arrival[-third:]) < max(on_arrival[:third]), on_arrival
+
+
 def test_s3_throttling_without_end_is_bounded_by_timeout(
     seaweed: SeaweedFS, s3_relay: tuple[Relay, str], tmp_path: Path
 ):

@@ -53,17 +53,17 @@ def done_record(path: str, checksum: Checksum | None = None, size: int = len(BOD
 
 
 @pytest.mark.parametrize(
-    ("recorded", "at_rest", "expected"),
+    ("recorded", "listed", "expected"),
     [
-        (SHA, None, Verdict.INTACT),
-        (None, SHA, Verdict.INTACT),  # a record without a checksum: the source's stands in
+        (SHA, None, Verdict.INTACT),  # an S3 object whose answer vouched for a checksum the listing lacks
         (SHA, OTHER, Verdict.INTACT),  # what the file was verified against when fetched wins
+        (None, SHA, Verdict.INTACT),  # a record an earlier format wrote without the listing's checksum
         (OTHER, None, Verdict.DIFFERS),
-        (None, None, Verdict.UNVERIFIABLE),
+        (None, None, Verdict.UNVERIFIABLE),  # only the size was checked (SSE-KMS, multipart): nothing to re-hash
     ],
 )
-def test_verify_checks_a_done_file_against_its_recorded_checksum_else_the_sources(
-    recorded: Checksum | None, at_rest: Checksum | None, expected: Verdict
+def test_verify_checks_a_done_file_against_the_checksum_it_was_verified_against_when_fetched(
+    recorded: Checksum | None, listed: Checksum | None, expected: Verdict
 ):
     hashed: list[str] = []
 
@@ -71,7 +71,7 @@ def test_verify_checks_a_done_file_against_its_recorded_checksum_else_the_source
         hashed.append(checksum.algorithm)
         return hashlib.sha256(BODY).hexdigest()
 
-    assert verdict(remote("a"), done_record("a", recorded), at_rest, digest) is expected
+    assert verdict(remote("a", listed), done_record("a", recorded), digest) is expected
     assert hashed == ([] if expected is Verdict.UNVERIFIABLE else ["sha256"])
 
 
@@ -96,8 +96,7 @@ def run_pass(
 ) -> tuple[list[RemoteFile | Fetching], Listed, Log, Progress]:
     index.plan(files)
     log, progress = Log(), Progress(None, 60.0)
-    at_rest = (lambda file: file.checksum) if verify else None
-    stream = todo_pass(iter([files]), index, state, progress, log, at_rest)
+    stream = todo_pass(iter([files]), index, state, progress, log, verify)
     items: list[RemoteFile | Fetching] = []
     while True:
         try:
@@ -153,7 +152,7 @@ def test_the_pass_refuses_the_file_that_would_not_fit_before_yielding_it(state: 
     index = PlanIndex(tmp_path / "index.sqlite")
     huge = remote("huge.bin", size=state.destination.free_space() + 1)
     index.plan([huge])
-    stream = todo_pass(iter([[huge]]), index, state, Progress(None, 60.0), Log(), None)
+    stream = todo_pass(iter([[huge]]), index, state, Progress(None, 60.0), Log(), verify=False)
     assert next(stream) == Fetching(already_done=0)
     with pytest.raises(FetchError, match="not enough space in OUTPUT_PATH"):
         next(stream)

@@ -99,3 +99,37 @@ def test_a_consumer_waiting_on_a_producer_that_yields_nothing_returns_once_the_s
     consumer.join(10)  # a generous ceiling: the consumer polls the stop a few times a second
     release.set()
     assert outcome == ["ended"]
+
+
+def test_a_consumer_waiting_for_items_ends_its_wait_with_what_the_stop_check_raises():
+    """The main thread waiting for the first file is a stop point: a stopped run's check raises there."""
+    release = threading.Event()
+
+    def silent() -> Iterator[int]:
+        release.wait(60)
+        yield 1
+
+    class Halted(Exception):
+        pass
+
+    def check() -> None:
+        raise Halted
+
+    ahead = Lookahead([silent()], depth=128, name="test", check_stop=check)
+    with pytest.raises(Halted):
+        next(ahead)
+    release.set()
+    assert ahead.close(grace=10)  # a generous ceiling: the producer ends at its next item
+
+
+def test_close_says_whether_the_producers_ended_so_that_what_they_use_may_be_closed():
+    release = threading.Event()
+
+    def stuck() -> Iterator[int]:
+        release.wait(60)  # a listing that does not answer
+        yield 1
+
+    ahead = Lookahead([stuck()], depth=128, name="test")
+    assert not ahead.close(grace=0.05)
+    release.set()
+    assert ahead.close(grace=10)

@@ -8,13 +8,13 @@ import subprocess
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import pytest
 
 from devkit.hubserver import HubServer
 from devkit.programs import ProgramResult, run_program, start_program
-from devkit.relay import Relay
+from devkit.relay import Relay, StallFault
 from devkit.seaweed import SeaweedFS
 
 OBJECTS = {f"d/{i:02d}.bin": os.urandom(512 * 1024) for i in range(8)}  # 4 MiB in all
@@ -74,21 +74,82 @@ def finish(process: subprocess.Popen[str], timeout: float = 30) -> ProgramResult
     return ProgramResult(process.returncode, stdout, stderr)
 
 
-@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
-def test_a_signal_stops_the_run_promptly_and_cleanly(
-    seaweed: SeaweedFS, slow: Relay, objects: str, tmp_path: Path, signum: int
-):
-    output = tmp_path / "out"
-    slow.bytes_per_second = CRAWL_BYTES_PER_SECOND
-    env = {**seaweed.env(), "ENDPOINT": slow.endpoint, "STORAGE_URI": objects, "OUTPUT_PATH": str(output)}
-    process = start_program("dataset", env)
+#: How many times each stop point is tried, alternating SIGTERM and SIGINT: a few in the suite, many in `make stress`.
+STOP_REPETITIONS = int(os.environ.get("STOP_REPETITIONS", "2"))
+
+
+class StopPoint(NamedTuple):
+    """Where a run is stopped: the relay set up before it starts, then the wait until it gets there."""
+
+    prepare: Callable[[Relay], None]
+    reached: Callable[[subprocess.Popen[str], Relay, Path], None]
+    may_complete: bool  # the stop may come once the manifest is being written: the run then completes
+
+
+def _hold_the_listing(relay: Relay) -> None:
+    relay.add_fault(StallFault(match="list-type=", seconds=2 * STOP_CEILING_SECONDS, before_headers=True))
+
+
+def _crawl(relay: Relay) -> None:
+    relay.bytes_per_second = CRAWL_BYTES_PER_SECOND
+
+
+def _listing_asked(_process: subprocess.Popen[str], relay: Relay, _output: Path) -> None:
+    wait_until(lambda: any("list-type=" in path for _, path in relay.traffic.requests))
+
+
+def _first_bytes(process: subprocess.Popen[str], relay: Relay, _output: Path) -> None:
     wait_for_event(process, "fetching")
-    wait_until(lambda: slow.traffic.body_bytes > 0)  # bodies under way
-    process.send_signal(signum)
-    result = finish(process, timeout=STOP_CEILING_SECONDS)
-    assert result.code == 1
-    assert f"stopped by {signal.Signals(signum).name} while waiting for" in result.last["error"]
-    assert leftovers(output) == []
+    wait_until(lambda: relay.traffic.body_bytes > 0)
+
+
+def _first_file_placed(process: subprocess.Popen[str], _relay: Relay, output: Path) -> None:
+    """The others are being verified and renamed, or about to be."""
+    wait_for_event(process, "fetching")
+    wait_until(lambda: any(output.glob("*.bin")))
+
+
+def _every_file_fetched(process: subprocess.Popen[str], _relay: Relay, _output: Path) -> None:
+    """`listed`: the manifest comes next."""
+    wait_for_event(process, "listed")
+
+
+STOP_POINTS = {
+    "listing": StopPoint(_hold_the_listing, _listing_asked, may_complete=False),
+    "first-bytes": StopPoint(_crawl, _first_bytes, may_complete=False),
+    "verify-rename": StopPoint(lambda _relay: None, _first_file_placed, may_complete=True),
+    "manifest": StopPoint(lambda _relay: None, _every_file_fetched, may_complete=True),
+}
+
+
+@pytest.mark.parametrize("repetition", range(STOP_REPETITIONS))
+@pytest.mark.parametrize("point", sorted(STOP_POINTS))
+def test_a_stop_at_any_point_ends_the_run_stopped_or_complete_never_in_an_internal_error(
+    seaweed: SeaweedFS, slow: Relay, objects: str, tmp_path: Path, point: str, repetition: int
+):
+    """A signal ends the run promptly with `stopped by ...`, exit 1 and nothing left that looks complete; one that
+    comes once the manifest is being written lets it complete instead. Either way, never an internal error."""
+    signum = (signal.SIGTERM, signal.SIGINT)[repetition % 2]
+    stop_point = STOP_POINTS[point]
+    output = tmp_path / "out"
+    stop_point.prepare(slow)
+    process = start_program("dataset", {**seaweed.env(), "ENDPOINT": slow.endpoint, "STORAGE_URI": objects,
+                                        "OUTPUT_PATH": str(output)})  # fmt: skip
+    try:
+        stop_point.reached(process, slow, output)
+        process.send_signal(signum)
+        result = finish(process, timeout=STOP_CEILING_SECONDS)
+    finally:
+        process.kill()
+    assert "internal error" not in result.stdout, result.stderr
+    if result.code == 0 and stop_point.may_complete:
+        assert result.last["event"] == "done"
+        assert leftovers(output) == ["manifest.json"]
+        assert len(list(output.rglob("*.bin"))) == len(OBJECTS)
+    else:
+        assert result.code == 1, result.stderr
+        assert result.last["error"].startswith(f"stopped by {signal.Signals(signum).name} while waiting for")
+        assert leftovers(output) == []
 
 
 def test_the_deadline_ends_a_slow_run_saying_what_it_waited_for(

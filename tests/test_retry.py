@@ -15,6 +15,7 @@ from initializers.common.errors import FetchError
 from initializers.common.remote_file import Checksum
 from initializers.sources.hub.get import HubGetter
 from initializers.transfer.retry import ATTEMPTS, THROTTLE_BUDGET_SECONDS, Retriable, retrying
+from initializers.transfer.throttle import FIRST_PAUSE_SECONDS, MAX_PAUSE_SECONDS
 
 
 def failing(times: int | None, error: Callable[[], Exception]) -> tuple[Callable[[], str], list[int]]:
@@ -70,7 +71,10 @@ def test_throttling_without_retry_after_backs_off_and_is_budgeted_too() -> None:
     attempt, _ = failing(None, lambda: Retriable("503 Slow Down", throttled=True))
     with pytest.raises(FetchError, match="the server throttled after"):
         retrying("get", "x", attempt, clock=clock)
-    assert all(0.2 <= wait <= 0.6 for wait in clock.sleeps) and sum(clock.sleeps) <= THROTTLE_BUDGET_SECONDS
+    for round_, wait in enumerate(clock.sleeps, 1):  # the backoff doubles, with up to half again of jitter
+        base = min(FIRST_PAUSE_SECONDS * 2 ** (round_ - 1), MAX_PAUSE_SECONDS)
+        assert base <= wait <= base * 1.5
+    assert sum(clock.sleeps) <= THROTTLE_BUDGET_SECONDS
 
 
 def test_an_interruption_stops_before_the_next_attempt_without_waiting() -> None:

@@ -16,7 +16,8 @@ import pytest
 
 from devkit.programs import ProgramResult, run_program, start_program
 from devkit.stalling import Stall, StallingHub, StallingS3, StallingServer
-from initializers.common.errors import FetchError
+from initializers.common.errors import FetchError, Stopped
+from initializers.process.stopping import StoppingClock, stoppable
 from initializers.transfer.retry import retrying
 
 #: Seconds a stopped run may take to exit, at most: far more than it needs, far less than "never".
@@ -105,3 +106,31 @@ def test_no_attempt_starts_once_interrupted():
     with pytest.raises(FetchError, match="the listing of s3://b/: interrupted"):
         retrying("list", "the listing of s3://b/", lambda: attempts.append(1), interrupted=lambda: True)
     assert attempts == []
+
+
+def test_a_signal_is_recorded_and_raised_where_the_main_thread_checks_for_it():
+    """Not mid-bytecode: a stop landing inside a thread's start or a close would surface as an internal error."""
+    with stoppable(None, lambda: "the test") as stop:
+        signal.raise_signal(signal.SIGINT)  # its handler runs before the next line: it only records the stop
+        with pytest.raises(Stopped, match=r"^stopped by SIGINT while waiting for the test$"):
+            stop.check()
+
+
+def test_within_an_interruptible_wait_a_signal_raises_at_once_and_a_second_one_is_ignored():
+    """A wait in a library's call (opening the source, a dry run's listing) ends only if the signal raises there."""
+    with stoppable(None, lambda: "a library") as stop:
+        with pytest.raises(Stopped, match="stopped by SIGTERM while waiting for a library"), stop.interruptible():
+            signal.raise_signal(signal.SIGTERM)
+            pytest.fail("the signal did not interrupt the wait")
+        signal.raise_signal(signal.SIGINT)  # during the cleanup of the first stop: ignored
+        with pytest.raises(Stopped, match="stopped by SIGTERM"):
+            stop.check()
+
+
+def test_the_deadline_ends_a_wait_through_the_stopping_clock():
+    """Waiting for another run's lock sleeps through this clock: the deadline ends the wait within one sleep."""
+    with stoppable(0.05, lambda: "another initializer") as stop, pytest.raises(Stopped) as stopped:
+        clock = StoppingClock(stop)
+        for _ in range(1000):  # a ceiling of 10 s of sleeps, for a deadline of 0.05 s
+            clock.sleep(0.01)
+    assert str(stopped.value) == "TIMEOUT of 0.05 s passed while still waiting for another initializer"

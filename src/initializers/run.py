@@ -25,7 +25,7 @@ from initializers.plan.index import PlanIndex
 from initializers.plan.safe_paths import plan_files
 from initializers.plan.selection import Selected, Selection
 from initializers.plan.todo import Fetching, Listed, todo_pass
-from initializers.process.stopping import stoppable
+from initializers.process.stopping import Stop, StoppingClock, stoppable
 from initializers.sources.base import Source  # the package's face registers every source
 from initializers.transfer.bandwidth import TokenBucket
 from initializers.transfer.concurrency import Ramp
@@ -64,27 +64,31 @@ class _Waiting:
 
 
 def run(config: Config, kind: Kind, log: Any) -> Outcome:
-    """One run; SIGTERM, SIGINT and TIMEOUT stop it cleanly, naming what it was waiting for."""
+    """One run; SIGTERM, SIGINT and TIMEOUT stop it cleanly, naming what it was waiting for. A stop that comes once
+    the manifest is being written lets the run end as it is: complete."""
     waiting = _Waiting()
-    with stoppable(config.timeout, waiting.current):
-        return (_dry_run if config.dry_run else _run)(config, kind, log, waiting)
+    with stoppable(config.timeout, waiting.current) as stop:
+        return (_dry_run if config.dry_run else _run)(config, kind, log, waiting, stop)
 
 
-def _dry_run(config: Config, kind: Kind, log: Any, waiting: _Waiting) -> Outcome:
+def _dry_run(config: Config, kind: Kind, log: Any, waiting: _Waiting, stop: Stop) -> Outcome:
     """What a run would fetch, listed, selected and split as a run does, printed; the plan index and the source's
-    staging live in a temporary folder elsewhere, so nothing is written under OUTPUT_PATH, not even a folder."""
+    staging live in a temporary folder elsewhere, so nothing is written under OUTPUT_PATH, not even a folder.
+
+    The main thread lists itself, through the source's library, so a stop interrupts the listing wherever it is."""
     started_at = datetime.now(UTC)
     output_path = str(Path(config.output_dir(kind)).absolute())
     with tempfile.TemporaryDirectory(prefix="initializer-dry-run-") as scratch:
-        source = _open_source(config, kind, os.path.join(scratch, "staging"))
+        source = _open_source(config, kind, os.path.join(scratch, "staging"), stop)
         index = PlanIndex(Path(scratch) / INDEX)
         try:
             uri = source.describe()["uri"]
             log.info("listing", source=uri, output_path=output_path, dry_run=True)
             waiting.step = f"the listing of {uri}"
             selection = Selection(config, kind, log)
-            planned = _planned(source, selection, index, _plan_share(config, kind), log)
-            files, size = dryrun.print_plan(planned, sys.stdout)
+            with stop.interruptible():
+                planned = _planned(source, selection, index, _plan_share(config, kind), log)
+                files, size = dryrun.print_plan(planned, sys.stdout)
         finally:
             index.close()
             source.close()
@@ -92,12 +96,14 @@ def _dry_run(config: Config, kind: Kind, log: Any, waiting: _Waiting) -> Outcome
     return Outcome(files, size, 0, 0, seconds, output_path, dry_run=True)
 
 
-def _open_source(config: Config, kind: Kind, staging: str) -> Source:
+def _open_source(config: Config, kind: Kind, staging: str, stop: Stop) -> Source:
     """The registered source for STORAGE_URI, given only its own options; `staging`: a folder it may keep resumable
-    bookkeeping in."""
+    bookkeeping in. A stop interrupts the opening: the source's library may wait on the network (credentials, a
+    region, a revision)."""
     uri = config.require_storage_uri()
     plugin = registry.plugin(scheme_of(uri, kind))
-    return cast(Source, plugin.open(uri, config.for_source(plugin), kind, staging))
+    with stop.interruptible():
+        return cast(Source, plugin.open(uri, config.for_source(plugin), kind, staging))
 
 
 def _plan_share(config: Config, kind: Kind) -> tuple[int, int] | None:
@@ -116,9 +122,9 @@ def _planned(
     return planned if share is None else shares.own_share(planned, index, share, log)
 
 
-def _run(config: Config, kind: Kind, log: Any, waiting: _Waiting) -> Outcome:
-    state = StateDir(config.output_dir(kind), _plan_share(config, kind))
-    source = _open_source(config, kind, str(state.staging))
+def _run(config: Config, kind: Kind, log: Any, waiting: _Waiting, stop: Stop) -> Outcome:
+    state = StateDir(config.output_dir(kind), _plan_share(config, kind), StoppingClock(stop))
+    source = _open_source(config, kind, str(state.staging), stop)
     try:
         uri = source.describe()["uri"]
         log.info("listing", source=uri, output_path=str(state.root))
@@ -131,41 +137,45 @@ def _run(config: Config, kind: Kind, log: Any, waiting: _Waiting) -> Outcome:
 
         with state.session(wait_for_holder):
             waiting.step = f"the listing of {uri}"
-            return _list_and_fetch(config, kind, log, waiting, source, state)
+            return _list_and_fetch(config, kind, log, waiting, stop, source, state)
     finally:
         source.close()
 
 
 def _list_and_fetch(
-    config: Config, kind: Kind, log: Any, waiting: _Waiting, source: Source, state: StateDir
+    config: Config, kind: Kind, log: Any, waiting: _Waiting, stop: Stop, source: Source, state: StateDir
 ) -> Outcome:
+    """The listing thread plans into the index, and it is closed only once that thread has ended: one that outlives
+    its grace (a listing that does not answer) leaves it to the process's exit, which comes next."""
     started_at = datetime.now(UTC)
     previous = manifest.read_head(state.manifest_path)
     index = PlanIndex(state.dir / INDEX)
+    listing_ended = True
     try:
         index.add_finished(manifest.read_files(state.withdrawn_manifest_path), in_manifest=False)
         index.add_finished(manifest.read_files(state.manifest_path), in_manifest=True)
         index.add_finished(state.journal.files(), in_manifest=False)
         state.journal.restart(state.journal.files())  # the manifests stay where they are: no need to copy them
-        state.temps.clear()
+        partials = state.temps.keep_partials()  # the others go
+        if partials:
+            log.info("resuming", files=len(partials), already_here=sum(partial.kept_bytes for partial in partials))
         selection = Selection(config, kind, log)
         planned: Returning[list[RemoteFile], Selected] = Returning(_planned(source, selection, index, state.share, log))
-        ramp = Ramp(source.default_workers, config.max_workers or source.max_workers)
+        ramp = Ramp(source.default_workers, config.max_workers or source.max_workers, throttle=source.throttle)
         bandwidth = TokenBucket(config.max_bandwidth) if config.max_bandwidth else None
         with Progress(log, config.progress_interval or PROGRESS_INTERVAL_SECONDS) as progress:
             factory = source.task_factory(ramp, bandwidth)
             engine = waiting.transfers = Engine(factory, state.temps, state.journal, ramp, progress)
-            at_rest = source.checksum_at_rest if config.verify else None
-            todo = todo_pass(iter(planned), index, state, progress, log, at_rest)
-            listing = Lookahead([todo], LISTING_LOOKAHEAD, "listing", stop=engine.cancel)
+            todo = todo_pass(iter(planned), index, state, progress, log, config.verify)
+            listing = Lookahead([todo], LISTING_LOOKAHEAD, "listing", stop=engine.cancel, check_stop=stop.check)
             try:
                 first = next(listing, None)  # `Fetching`, once a file needs fetching; None: none does
                 if isinstance(first, Fetching):
                     state.remove_manifest()  # before the first transfer: a changed file must not look complete
                     log.info("fetching", already_done=first.already_done, workers=ramp.workers, max_workers=ramp.cap)
-                engine.fetch(cast(Iterator[RemoteFile], listing))  # files only, after the one `Fetching`
+                engine.fetch(cast(Iterator[RemoteFile], listing), stop.check)  # files only, after the one `Fetching`
             finally:
-                listing.close()
+                listing_ended = listing.close()
             listed: Listed = listing.returned()[0]
         selected = planned.value
         waiting.transfers = None
@@ -193,6 +203,7 @@ def _list_and_fetch(
             if stale:
                 log.info("removed stale files", files=len(stale), first=stale[:5])
         waiting.step = "the manifest to be written"
+        stop.check()  # the last point a stop is taken at: from here on, the run completes
         index.add_finished(state.journal.files(), in_manifest=False)  # what this run finished, as it finished it
         with shares.completing(state, index, described, log) as complete:
             if not complete:  # other shares of the split plan are still due: the last one writes the manifest
@@ -214,7 +225,8 @@ def _list_and_fetch(
         state.journal.remove()
         return _outcome(index, progress, started_at, state)
     finally:
-        index.close()
+        if listing_ended:
+            index.close()
 
 
 def _up_to_date(

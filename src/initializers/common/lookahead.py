@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import queue
 import threading
-from collections.abc import Iterator, Sequence
+import time
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Generic, TypeVar
 
 _T = TypeVar("_T")
@@ -29,12 +30,15 @@ class Lookahead(Generic[_T]):
         name: str,
         batch: int = 64,
         stop: threading.Event | None = None,
+        check_stop: Callable[[], None] | None = None,
     ) -> None:
-        """`stop`: an event whose setting closes this lookahead (a stopped run's), as `close` does."""
+        """`stop`: an event whose setting closes this lookahead (a failing run's), as `close` does; `check_stop`: called
+        while a consumer waits for items, raising to end the wait (a stopped run's `Stop.check`)."""
         self._queue: queue.Queue[object] = queue.Queue(max(1, depth // batch))
         self._batch = batch
         self._current: Iterator[_T] = iter(())
         self._closed = stop or threading.Event()
+        self._check_stop = check_stop or (lambda: None)
         self._error: BaseException | None = None
         self._running = len(producers)
         self._returned: list[Any] = [None] * len(producers)
@@ -55,6 +59,7 @@ class Lookahead(Generic[_T]):
         for item in self._current:
             return item
         while self._running and not self._closed.is_set():
+            self._check_stop()
             try:
                 batch = self._queue.get(timeout=0.2)
             except queue.Empty:
@@ -76,12 +81,15 @@ class Lookahead(Generic[_T]):
         assert not self._running, "the producers have not all ended"
         return list(self._returned)
 
-    def close(self) -> None:
-        """Stop the producers at their next item (daemon threads: one blocked in the network does not hold the
-        process)."""
+    def close(self, grace: float = 1.0) -> bool:
+        """Stop the producers at their next item, waiting up to `grace` seconds for them to end; True when they all
+        have, so that what they use may be closed. (Daemon threads: one blocked in the network does not hold the
+        process, nor is it waited for beyond the grace.)"""
         self._closed.set()
+        deadline = time.monotonic() + grace
         for thread in self._threads:
-            thread.join(1.0)
+            thread.join(max(0.0, deadline - time.monotonic()))
+        return not any(thread.is_alive() for thread in self._threads)
 
     def _produce(self, items: Iterator[_T], index: int) -> None:
         batch: list[_T] = []

@@ -86,9 +86,12 @@ class Journal:
         self._destination.unlink(self.path)
 
     def close(self) -> None:
-        if self._fd >= 0:
-            os.close(self._fd)
-            self._fd = -1
+        """Under the appends' lock: a transfer thread that outlived a stop's grace never writes to a descriptor
+        closed, or reused, under it (its append fails instead)."""
+        with self._lock:
+            if self._fd >= 0:
+                os.close(self._fd)
+                self._fd = -1
 
 
 def journal_entries(path: Path) -> Iterator[DoneFile]:

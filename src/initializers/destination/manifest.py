@@ -71,13 +71,10 @@ SIZE_AND_VERSION = "size+version"
 
 
 def _entry(file: RemoteFile, done: DoneFile) -> dict[str, Any]:
-    """The file's record, with the checksum its bytes were verified against: the one recorded when it was fetched,
-    else the listing's (a record an earlier format wrote without one)."""
+    """The file's record, with the checksum its bytes were verified against (`DoneFile.verified_against`)."""
     entry: dict[str, Any] = {"path": file.path, "size": done.size, "version": file.version, "mtime_ns": done.mtime_ns}
-    if done.algorithm is not None:
-        entry["checksum"] = {"algorithm": done.algorithm, "hexdigest": done.hexdigest}
-    elif file.checksum is not None:
-        entry["checksum"] = {"algorithm": file.checksum.algorithm, "hexdigest": file.checksum.hexdigest}
+    if (checksum := done.verified_against(file)) is not None:
+        entry["checksum"] = {"algorithm": checksum.algorithm, "hexdigest": checksum.hexdigest}
     elif file.exact_size:
         entry["verified"] = SIZE_AND_VERSION
     return entry

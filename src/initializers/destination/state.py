@@ -14,6 +14,7 @@ import shutil
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
+from initializers.common.clock import Clock
 from initializers.common.errors import FetchError
 from initializers.destination.journal import Journal
 from initializers.destination.locking import RunLock
@@ -32,7 +33,8 @@ class StateDir:
     temporaries, journal and lock are then its own (`.initializer/shards/<index>-of-<count>/`), the manifest is
     the set's."""
 
-    def __init__(self, output_path: str, share: tuple[int, int] | None = None) -> None:
+    def __init__(self, output_path: str, share: tuple[int, int] | None = None, clock: Clock | None = None) -> None:
+        """`clock`: what waiting for another run's lock sleeps through (the system's by default)."""
         self.root = Path(output_path).absolute()
         self.shared = self.root / STATE_DIR
         self.share = share
@@ -43,13 +45,14 @@ class StateDir:
         self.destination = Destination(self.root, self.tmp)
         self.temps = Temporaries(self.destination)
         self.journal = Journal(self.destination, self.dir)
-        self.lock = RunLock(self.destination, self.shared, share, self.dir)
+        self.lock = RunLock(self.destination, self.shared, share, self.dir, clock)
         self.share_records = ShareRecords(self.destination, self.shared, share) if share else None
 
     @contextlib.contextmanager
     def session(self, waiting: Callable[[str, float], None]) -> Iterator[None]:
-        """The destination, made ready and locked for one run; on the way out its temporaries go (the source's
-        staging too: huggingface_hub's HF_HOME), then the lock.
+        """The destination, made ready and locked for one run; on the way out its temporaries go, but for the
+        partials a re-run can resume when the run did not complete (the source's staging goes too: huggingface_hub's
+        HF_HOME), then the lock.
 
         While another run holds the lock, this one waits (`waiting(holder, seconds)` is called now and then);
         stopping it then (a signal, TIMEOUT) leaves everything as it is: the other run owns those temporaries.
@@ -59,11 +62,13 @@ class StateDir:
         except BaseException:
             self.destination.close_folders()
             raise
+        completed = False
         try:
             yield
+            completed = True
         finally:
             self.journal.close()
-            self.temps.clear_quietly()
+            self.temps.clear_quietly(keep_partials=not completed)
             shutil.rmtree(self.staging, ignore_errors=True)  # never follows a link (none is left there: `_prepare`)
             self.lock.release()
             self.destination.close_folders()

@@ -14,7 +14,7 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -88,13 +88,7 @@ def run(
     if backend != "process":
         os.chmod(workspace, 0o775)
     children: list[_Child] = []
-    # SIGTERM and SIGINT become Stopped here (in the main thread), so that the children are stopped on the way out.
-    signals = (
-        stoppable(None, lambda: "the initializers")
-        if threading.current_thread() is threading.main_thread()
-        else contextlib.nullcontext()
-    )
-    with signals:
+    with _signals_stop():
         try:
             for step in steps:
                 if shards > 1 and isinstance(step, DataCacheInitializer):
@@ -112,6 +106,17 @@ def run(
     if failed:
         raise InitializerFailed(failed)
     return results
+
+
+@contextlib.contextmanager
+def _signals_stop() -> Iterator[None]:
+    """In the main thread, SIGTERM and SIGINT raise Stopped wherever it is (it only starts and waits for the
+    children), so that the children are stopped on the way out."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    with stoppable(None, lambda: "the initializers") as stop, stop.interruptible():
+        yield
 
 
 @dataclass

@@ -1,5 +1,5 @@
 """Which planned files still need a transfer: a file an earlier run finished, at the size and version the source
-offers and untouched on disk (with VERIFY, still hashing to its checksum), is skipped.
+offers and untouched on disk (with VERIFY, still hashing to the checksum it was verified against then), is skipped.
 
 The pass runs on the listing's thread, a stream the transfers consume as it goes: it yields `Fetching` once, before
 the first file to fetch (the caller withdraws the manifest there), then the files, and returns what it counted.
@@ -41,15 +41,15 @@ class Verdict(Enum):
     """What VERIFY finds of a done file."""
 
     INTACT = "intact"
-    UNVERIFIABLE = "without checksum"  # nothing to check it against: trusted as it is
+    UNVERIFIABLE = "without checksum"  # only its size was checked when fetched: trusted by size and mtime
     DIFFERS = "differs"
 
 
-def verdict(file: RemoteFile, done: DoneFile, at_rest: Checksum | None, digest: Callable[[Checksum], str]) -> Verdict:
-    """Whether a done file's bytes still hash to the checksum they were verified against when fetched (for a record
-    without one, `at_rest`, the source's); `digest` hashes the file on disk in a checksum's algorithm."""
-    recorded = Checksum(done.algorithm, done.hexdigest) if done.algorithm and done.hexdigest else None
-    checksum = recorded or at_rest
+def verdict(file: RemoteFile, done: DoneFile, digest: Callable[[Checksum], str]) -> Verdict:
+    """Whether a done file's bytes still hash to the checksum they were verified against when fetched; `digest`
+    hashes the file on disk in a checksum's algorithm. Only that checksum counts, never one the source might offer
+    now: an ETag that merely looks like an MD5 (SSE-KMS) would send the file to be fetched again on every run."""
+    checksum = done.verified_against(file)
     if checksum is None:
         return Verdict.UNVERIFIABLE
     return Verdict.INTACT if digest(checksum) == checksum.hexdigest else Verdict.DIFFERS
@@ -61,11 +61,10 @@ def todo_pass(
     state: StateDir,
     progress: Progress,
     log: Any,
-    at_rest: Callable[[RemoteFile], Checksum | None] | None,
+    verify: bool,
 ) -> Generator[RemoteFile | Fetching, None, Listed]:
-    """The planned files still to fetch, after one `Fetching`; `at_rest`: with VERIFY, the source's checksum of a
-    stored file (None: no VERIFY). The free space is checked as the bytes to fetch add up, before the file that
-    would not fit."""
+    """The planned files still to fetch, after one `Fetching`; `verify`: VERIFY, done files are hashed again (see
+    `verdict`). The free space is checked as the bytes to fetch add up, before the file that would not fit."""
     free = state.destination.free_space()
     planned = done = in_manifest = todo_bytes = 0
     started = False
@@ -76,7 +75,7 @@ def todo_pass(
             planned += 1
             record = finished.get(file.path)
             if record is not None and state.destination.unchanged(record[0]):
-                seen = Verdict.INTACT if at_rest is None else _verified(file, record[0], at_rest, state)
+                seen = _verified(file, record[0], state) if verify else Verdict.INTACT
                 found[seen] += 1
                 if seen is Verdict.DIFFERS:
                     log.warning("differs from its checksum, fetching it again", path=file.path)
@@ -92,7 +91,7 @@ def todo_pass(
             progress.add_todo(file.size)
             yield file
     progress.listed_all()
-    if at_rest is not None:
+    if verify:
         log.info(
             "verified",
             files=done - found[Verdict.UNVERIFIABLE],
@@ -102,8 +101,6 @@ def todo_pass(
     return Listed(planned, done, in_manifest)
 
 
-def _verified(
-    file: RemoteFile, done: DoneFile, at_rest: Callable[[RemoteFile], Checksum | None], state: StateDir
-) -> Verdict:
+def _verified(file: RemoteFile, done: DoneFile, state: StateDir) -> Verdict:
     path = state.destination.final_path(file.path)
-    return verdict(file, done, at_rest(file), lambda checksum: file_hexdigest(path, checksum, file.size))
+    return verdict(file, done, lambda checksum: file_hexdigest(path, checksum, file.size))

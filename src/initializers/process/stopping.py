@@ -1,38 +1,91 @@
 """Stopping on request: SIGTERM and SIGINT (pod deletion, a runtime's timeout) and the optional TIMEOUT deadline.
 
-Each becomes an exception in the main thread, so the run unwinds through its normal cleanup: transfers
-are cancelled, temporaries removed, no manifest written, and the last log line says what happened.
+The signal handler only records the stop; the main thread raises `Stopped` itself at its waits and between its
+steps (`Stop.check`), so a stop never lands inside a thread's start, a close or a library's bookkeeping, and the run
+unwinds through its normal cleanup: transfers cancelled, temporaries removed, no manifest written, the last log line
+saying what happened. Where the main thread is blocked in a library's call with no thread of ours sharing what it
+touches (opening the source, a dry run's listing), `Stop.interruptible` lets the handler raise at once: nothing else
+would end that wait.
 """
 
 from __future__ import annotations
 
 import contextlib
 import signal
+import time
 from collections.abc import Callable, Iterator
 from types import FrameType
 
 from initializers.common.errors import Stopped
 
+_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGALRM)  # SIGALRM: the deadline's timer
+
+
+class Stop:
+    """A stop requested by a signal or the deadline, raised as `Stopped` where the main thread can take it."""
+
+    def __init__(self, timeout: float | None, pending: Callable[[], str]) -> None:
+        """`pending`: what the run is waiting for, named in the message."""
+        self._timeout = timeout
+        self._pending = pending
+        self._cause: str | None = None  # the message's start, once a stop is requested
+        self._interruptible = False
+
+    def check(self) -> None:
+        """Raise Stopped once a stop has been requested: the main thread's waits and steps call this."""
+        if self._cause is not None:
+            raise Stopped(f"{self._cause} {self._pending()}")
+
+    @contextlib.contextmanager
+    def interruptible(self) -> Iterator[None]:
+        """Within this block a stop raises Stopped as it arrives, wherever the main thread is: only for a wait in a
+        library's call that no thread of ours shares state with."""
+        self.check()
+        self._interruptible = True
+        try:
+            yield
+        finally:
+            self._interruptible = False
+
+    def on_signal(self, signum: int, _frame: FrameType | None) -> None:
+        """The handler: records the first stop (a second must not interrupt the cleanup of the first), and raises
+        it only within `interruptible`. Takes no lock: it runs between any two bytecodes of the main thread."""
+        if self._cause is not None:
+            return
+        if signum == signal.SIGALRM:
+            self._cause = f"TIMEOUT of {self._timeout:g} s passed while still waiting for"
+        else:
+            self._cause = f"stopped by {signal.Signals(signum).name} while waiting for"
+        if self._interruptible:
+            self._interruptible = False
+            self.check()
+
+
+class StoppingClock:
+    """The system's time, whose sleeps are stop points: a wait through it (for another run's lock) ends in Stopped
+    within one sleep of a stop."""
+
+    def __init__(self, stop: Stop) -> None:
+        self._stop = stop
+
+    def monotonic(self) -> float:
+        return time.monotonic()
+
+    def sleep(self, seconds: float) -> None:
+        self._stop.check()
+        time.sleep(seconds)
+        self._stop.check()
+
 
 @contextlib.contextmanager
-def stoppable(timeout: float | None, pending: Callable[[], str]) -> Iterator[None]:
-    """Within this block, SIGTERM, SIGINT and (with `timeout`) the deadline raise Stopped once."""
-    raised = False
-
-    def stop(signum: int, _frame: FrameType | None) -> None:
-        nonlocal raised
-        if raised:  # a second signal during cleanup must not interrupt the cleanup itself
-            return
-        raised = True
-        if signum == signal.SIGALRM:
-            raise Stopped(f"TIMEOUT of {timeout:g} s passed while still waiting for {pending()}")
-        raise Stopped(f"stopped by {signal.Signals(signum).name} while waiting for {pending()}")
-
-    previous = {signum: signal.signal(signum, stop) for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGALRM)}
+def stoppable(timeout: float | None, pending: Callable[[], str]) -> Iterator[Stop]:
+    """Within this block, SIGTERM, SIGINT and (with `timeout`) the deadline request the stop it yields."""
+    stop = Stop(timeout, pending)
+    previous = {signum: signal.signal(signum, stop.on_signal) for signum in _SIGNALS}
     if timeout:
         signal.setitimer(signal.ITIMER_REAL, timeout)
     try:
-        yield
+        yield stop
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         for signum, handler in previous.items():

@@ -12,7 +12,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from initializers.common.remote_file import Checksum, RemoteFile
+from initializers.common.remote_file import RemoteFile
 from initializers.transfer.bandwidth import TokenBucket
 from initializers.transfer.concurrency import Ramp
 from initializers.transfer.engine import TaskFactory
@@ -20,6 +20,7 @@ from initializers.transfer.making import MadeGroups
 from initializers.transfer.range_sizes import PART_SIZE
 from initializers.transfer.ranges import StoredRanges
 from initializers.transfer.sink import Sink
+from initializers.transfer.throttle import Throttle
 
 
 class Source(ABC):
@@ -33,14 +34,13 @@ class Source(ABC):
     #: A glob of top-level folders whose whole content the source defines (the cache source's shards): files
     #: there that the plan no longer lists are stale and get removed. None: files beside the plan are left alone.
     owned_folders: str | None = None
+    #: The pause its requests share while its server throttles them, which the concurrency ramp follows (None: the
+    #: source reads through a library that paces itself, as pyarrow does).
+    throttle: Throttle | None = None
 
     @abstractmethod
     def list_files(self) -> Iterator[RemoteFile]:
         """Every file under the source root, with paths relative to it; raises FetchError when unreachable."""
-
-    def checksum_at_rest(self, file: RemoteFile) -> Checksum | None:
-        """A digest the whole stored file must hash to, for VERIFY: the one the listing vouches for."""
-        return file.checksum
 
     @abstractmethod
     def describe(self) -> dict[str, Any]:

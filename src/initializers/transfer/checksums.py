@@ -155,18 +155,21 @@ class FileVerifier:
     The file must hash to the listing's checksum, else to the first one a response vouched for. Each part feeds the
     digest it is handed (`part_digest`): any, for the file in one part; a CRC-32, for a range (the ranges' CRCs
     combine). Ranges in another algorithm are hashed in order once they land, read back by `read(offset, length)`.
-    Whatever none of these covered is hashed from the file when it is verified.
+    Whatever none of these covered is hashed from the file when it is verified: all of a `resumed` file (one that
+    keeps bytes an earlier run wrote), whose ranges then feed no digest.
     """
 
-    def __init__(self, file: RemoteFile, read: Callable[[int, int], bytes]) -> None:
+    def __init__(self, file: RemoteFile, read: Callable[[int, int], bytes], resumed: bool = False) -> None:
         self._file = file
         self._read = read
         self._lock = threading.Lock()  # guards what is vouched for and the ranges' digests
         self.reset()
+        self._resumed = resumed
 
     def reset(self) -> None:
         """Forget what responses vouched for and what was hashed: the file is fetched again, whole."""
         with self._lock:
+            self._resumed = False
             self._expected: Checksum | None = self._file.checksum
             self._streamed: str | None = None  # the whole file's digest: in-stream (one part), or the ranges' in order
             self._range_crcs: dict[int, tuple[int, int]] = {}  # offset -> (length, CRC-32) of landed ranges
@@ -185,9 +188,10 @@ class FileVerifier:
 
     def part_digest(self, length: int) -> Any:
         """The digest a part of `length` bytes feeds as its bytes arrive: any, for the file in one part; a CRC-32,
-        for a range. None: nothing to check against yet, or a range hashed in order once it lands."""
+        for a range. None: nothing to check against yet, a range hashed in order once it lands, or a range of a resumed
+        file."""
         expected, size = self._expected, self._file.size
-        if expected is None:
+        if expected is None or (self._resumed and length < size):
             return None
         if length == size:
             return new_hasher(expected, size)
@@ -198,7 +202,7 @@ class FileVerifier:
         order with the other ranges (OSError when it cannot be read back)."""
         size = self._file.size
         if digest is None:
-            if self._expected is not None and length < size:
+            if self._expected is not None and length < size and not self._resumed:
                 self._hash_in_order(self._expected, offset, length)
         elif length == size:
             self._streamed = digest.hexdigest()

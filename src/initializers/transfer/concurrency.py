@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from initializers.transfer.range_sizes import MAX_PART_SIZE, PART_SIZE
+from initializers.transfer.throttle import Throttle
 
 #: Seconds between decisions: long enough to average many requests, short enough to ramp within a second.
 WINDOW_SECONDS = 0.25
@@ -104,6 +105,9 @@ class Ramp:
     requests: int = BASE_REQUESTS  # the most small-file requests at once: grows while they are latency-bound
     _requests_trial: tuple[int, float, float] | None = None  # (requests, request seconds, throughput) before it
     _requests_settled: bool = False  # a doubling of `requests` did not pay: the waiting is not the round trip's
+    #: The source's fleet pause: its throttled answers halve what runs at once.
+    throttle: Throttle | None = None
+    _throttled_once: bool = False  # since then, growth is one step per calm window, never a doubling
 
     def __post_init__(self) -> None:
         self.limit = max(1, min(self.limit, self.cap))
@@ -124,11 +128,16 @@ class Ramp:
 
     def observe(self, throughput: float, cpu_share: float, latency: Latency = NO_REQUESTS) -> int:
         """Throughput (bytes per second), CPU share (cores) and the requests' latency in the window just ended;
-        returns the new limit."""
-        self._follow_latency(throughput, cpu_share, latency)
+        returns the new limit. Throttled answers in the window halve streams and small-file requests; from then on
+        each calm window adds one of each (additive increase, multiplicative decrease: the server set the pace)."""
         if throughput > 0:  # a window with nothing delivered (a listing, the first bytes) says nothing of the rate
             per_transfer = int(throughput / self.workers * _PART_SECONDS)
             self.part_size = min(MAX_PART_SIZE, max(PART_SIZE, per_transfer >> 20 << 20))
+        if self.throttle is not None and self.throttle.take_events():
+            return self._halve()
+        if self._throttled_once:
+            return self._add_one(cpu_share)
+        self._follow_latency(throughput, cpu_share, latency)
         if self._trial is not None:
             limit_before, throughput_before = self._trial
             self._trial = None
@@ -162,6 +171,17 @@ class Ramp:
         ):
             self._requests_trial = (self.requests, latency.request_seconds, throughput)
             self.requests = min(self.cap, self.requests * 2)
+
+    def _halve(self) -> int:
+        self._throttled_once = True
+        self._trial = self._requests_trial = None
+        self.limit, self.requests = max(1, self.limit // 2), max(1, self.requests // 2)
+        return self.limit
+
+    def _add_one(self, cpu_share: float) -> int:
+        if cpu_share < _BUSY_CPU:
+            self.limit, self.requests = min(self.cap, self.limit + 1), min(self.cap, self.requests + 1)
+        return self.limit
 
     def _double(self, throughput: float, cpu_share: float) -> int:
         if self.limit >= self.cap or cpu_share >= _BUSY_CPU or throughput <= 0:

@@ -24,12 +24,16 @@ from initializers.common.errors import FetchError
 from initializers.common.remote_file import RemoteFile
 from initializers.destination.done import DoneFile
 from initializers.destination.journal import Journal
+from initializers.destination.partials import PartRecord
 from initializers.destination.temporaries import Temporaries
 from initializers.transfer.checksums import FileVerifier
 from initializers.transfer.concurrency import WINDOW_SECONDS, Ramp, RequestTimes
 from initializers.transfer.progress import Progress
 
 _STOP_GRACE_SECONDS = 2.0  # how long a stopped run waits for transfer threads to notice before cleaning up
+#: How often what the partials' records say landed is put on stable storage: a node crash loses at most this much
+#: of a partial's progress, and one syncfs this often costs little (ranges start their own writeback as they land).
+_RECORDS_SYNC_SECONDS = 2.0
 _log = logs.get_logger("initializers.transfer.engine")
 
 
@@ -47,11 +51,15 @@ class Task(NamedTuple):
 @dataclass
 class OpenFile:
     """A file being assembled in its temporary: its descriptor, the parts handed out and not yet done, and its
-    verifier, which the parts feed; the task that completes its last part finishes it."""
+    verifier, which the parts feed; the task that completes its last part finishes it. A file fetched in ranges has
+    a record of what landed (`record`), and may resume what an earlier run left (`kept`)."""
 
     file: RemoteFile
     temp: str
+    #: Intervals (offset, length) of the temporary an earlier run wrote, for this run to keep rather than fetch.
+    kept: tuple[tuple[int, int], ...] = ()
     fd: int = -1
+    record: PartRecord | None = None
     lock: threading.Lock = field(default_factory=threading.Lock)  # guards the descriptor's opening and the parts
     #: Writers of one file take turns here: the kernel serialises them on the inode's lock anyway, and its waiters
     #: spin, burning CPU that waiting on this lock does not.
@@ -61,7 +69,12 @@ class OpenFile:
     _all_handed_out: bool = field(default=False, init=False)  # the file's last part is among them
 
     def __post_init__(self) -> None:
-        self.verifier = FileVerifier(self.file, self._read_back)
+        self.verifier = FileVerifier(self.file, self._read_back, resumed=bool(self.kept))
+
+    def start_over(self) -> None:
+        """Keep nothing an earlier run or attempt wrote: the file is fetched whole, and checked from scratch."""
+        self.kept = ()
+        self.verifier.reset()
 
     def handed_out(self, last: bool) -> None:
         """One more part is handed out; `last`: the file's last."""
@@ -76,7 +89,9 @@ class OpenFile:
             return self._parts_pending == 0 and self._all_handed_out
 
     def close(self) -> None:
-        """Close the temporary's descriptor, if open."""
+        """Close the temporary's descriptor and its record, if open."""
+        if self.record is not None:
+            self.record.close()
         if self.fd >= 0:
             fd, self.fd = self.fd, -1
             os.close(fd)
@@ -95,13 +110,14 @@ class Assembly(Protocol):
     clock: Clock
 
     def target(self, file: RemoteFile) -> OpenFile:
-        """A file to assemble, at its temporary path (nothing is created yet)."""
+        """A file to assemble, at its temporary path (nothing is created yet), with what an earlier run kept of it."""
 
     def opened(self, target: OpenFile) -> None:
         """`target`'s temporary is about to be written: a failure of the run removes it."""
 
     def open_temp(self, target: OpenFile, size: int | None) -> None:
-        """Create `target`'s temporary afresh (of `size` bytes, for writes at offsets) and keep its descriptor."""
+        """Open `target`'s temporary, afresh unless it keeps an earlier run's bytes, and keep its descriptor; with a
+        `size` (for writes at offsets), with a record of what lands."""
 
     def finish(self, target: OpenFile) -> None:
         """Check the complete file, rename it into place and record it done; ChecksumMismatch when its bytes are
@@ -157,17 +173,18 @@ class Engine:
         #: How long requests waited for their first byte, and took in all: the factories add, each window reads.
         self.request_times = RequestTimes()
 
-    def fetch(self, files: Iterable[RemoteFile]) -> None:
-        """Fetch every file to its final path, or raise with nothing partial left at a final path."""
+    def fetch(self, files: Iterable[RemoteFile], check_stop: Callable[[], None] | None = None) -> None:
+        """Fetch every file to its final path, or raise with nothing partial left at a final path; `check_stop` is
+        called at every wait of this (the main) thread, and raises to stop the run (a signal, the deadline)."""
         tasks = self._factory.tasks(files, self)
         try:
-            self._run_threads(tasks)
-        except BaseException as exc:  # a signal or the deadline, raised in this thread: stop everyone, promptly
+            self._run_threads(tasks, check_stop or (lambda: None))
+        except BaseException as exc:  # a stop, raised in this thread: stop everyone, promptly
             self._fail(exc)
             self._factory.interrupt()
             deadline = self.clock.monotonic() + _STOP_GRACE_SECONDS
             for thread in self._threads:
-                if thread.is_alive():  # a signal may have cut a `start` short: that thread never began
+                if thread.is_alive():  # a thread that failed to start never began
                     thread.join(max(0.0, deadline - self.clock.monotonic()))
         if self._error is not None:
             self._discard_unfinished()
@@ -184,7 +201,15 @@ class Engine:
     # What tasks call, from their threads.
 
     def target(self, file: RemoteFile) -> OpenFile:
-        return OpenFile(file, self._temps.path(file.path))
+        temp = self._temps.path(file.path)
+        partial = self._temps.partial(temp)
+        if partial is None:
+            return OpenFile(file, temp)
+        if partial.of(file):
+            return OpenFile(file, temp, partial.kept)
+        _log.info("the source changed since the partial download: starting the file over", path=file.path,
+                  was_version=partial.version, version=file.version, was_size=partial.size, size=file.size)  # fmt: skip
+        return OpenFile(file, temp)
 
     def opened(self, target: OpenFile) -> None:
         with self._open_changes:
@@ -193,7 +218,10 @@ class Engine:
             self._open[target.file.path] = target
 
     def open_temp(self, target: OpenFile, size: int | None) -> None:
-        target.fd = self._temps.open(target.temp, size)
+        keep = bool(target.kept)
+        target.fd = self._temps.open(target.temp, size, keep)
+        if size is not None:
+            target.record = self._temps.record(target.temp, target.file, keep)
 
     def finish(self, target: OpenFile) -> None:
         """Check the file's size, then its checksum, rename it into place and record it done."""
@@ -210,7 +238,7 @@ class Engine:
                 raise Cancelled
             self._renaming += 1
         try:
-            self._temps.place(target.temp, file.path)
+            self._temps.place(target.temp, file.path, recorded=target.record is not None)
         finally:
             with self._open_changes:
                 self._renaming -= 1
@@ -225,12 +253,14 @@ class Engine:
 
     # The scheduling.
 
-    def _run_threads(self, tasks: Iterator[Task]) -> None:
+    def _run_threads(self, tasks: Iterator[Task], check_stop: Callable[[], None]) -> None:
         """Keep `ramp.workers` threads pulling tasks, re-deciding the limit every window, until the tasks run out."""
         self._start_threads(tasks)
         before = (self.clock.monotonic(), time.process_time(), self.progress.bytes_done)
+        records_synced = before[0]
         while any(thread.is_alive() for thread in self._threads):
-            self._wake.wait(max(0.0, before[0] + WINDOW_SECONDS - self.clock.monotonic()))  # signals interrupt it
+            self._wake.wait(max(0.0, before[0] + WINDOW_SECONDS - self.clock.monotonic()))
+            check_stop()
             self._wake.clear()
             now = (self.clock.monotonic(), time.process_time(), self.progress.bytes_done)
             elapsed = now[0] - before[0]
@@ -245,6 +275,12 @@ class Engine:
                                cpu_share=round(cpu_share, 2))  # fmt: skip
                 before = now
                 self._checkpoint()
+                if now[0] - records_synced >= _RECORDS_SYNC_SECONDS:
+                    records_synced = now[0]
+                    try:
+                        self._temps.checkpoint()
+                    except OSError as exc:
+                        raise disk_error(exc) from None
             if self._error is None and not self._tasks_ran_out:
                 self._start_threads(tasks)
 
@@ -296,8 +332,9 @@ class Engine:
         self.cancel.set()
 
     def _discard_unfinished(self) -> None:
-        """Remove every temporary, with threads that outlived the stop's grace fenced off: none may start a
-        file or rename one into place from now on, and renames under way are waited for."""
+        """Close every temporary, and remove those without a record of what landed (the others are kept for a
+        re-run to resume), with threads that outlived the stop's grace fenced off: none may start a file or rename
+        one into place from now on, and renames under way are waited for."""
         with self._open_changes:
             self._fenced = True
             self._open_changes.wait_for(lambda: self._renaming == 0)
@@ -306,7 +343,8 @@ class Engine:
         for target in unfinished:
             with contextlib.suppress(OSError):
                 target.close()
-            self._temps.remove(target.temp)
+            if target.record is None:
+                self._temps.remove(target.temp)
 
 
 def disk_error(exc: OSError, path: str | None = None) -> FetchError:

@@ -3,10 +3,14 @@
 A file comes in one request, or in ranges written at their offsets, many at once for a large file, each sized when
 it is handed out (`concurrency.range_size`). Bytes pass through the digest their file's verifier hands them; a
 file whose bytes miss its checksum is fetched again, whole, under the one retry policy (`retry.retrying`).
+
+What lands is recorded beside the temporary (each range when done, and how far one in flight got about every
+second), so that a file an earlier run left part-way comes in only the ranges it lacks (`partials`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 from collections.abc import Iterable, Iterator
@@ -17,6 +21,7 @@ from initializers.common import logs
 from initializers.common.clock import Clock
 from initializers.common.errors import FetchError
 from initializers.common.remote_file import Checksum, RemoteFile
+from initializers.destination.partials import missing
 from initializers.destination.stable_storage import start_writeback
 from initializers.transfer.bandwidth import TokenBucket
 from initializers.transfer.concurrency import Ramp
@@ -27,6 +32,8 @@ from initializers.transfer.retry import Retriable, retrying
 from initializers.transfer.sink import Sink
 
 _log = logs.get_logger("initializers.transfer.engine")
+#: How often a range in flight records how far it got: a kill loses about this much of its transfer.
+_RECORD_SECONDS = 1.0
 
 
 class Reader(Protocol):
@@ -41,8 +48,8 @@ class Reader(Protocol):
 
 
 class PartSink:
-    """Writes one range at its offset in the temporary, through the digest its file's verifier hands it; counts
-    progress; notices cancellation."""
+    """Writes one range at its offset in the temporary, through the digest its file's verifier hands it, and records
+    how far it got; counts progress; notices cancellation."""
 
     def __init__(
         self, target: OpenFile, offset: int, length: int, progress: Progress, cancel: threading.Event, clock: Clock
@@ -55,6 +62,7 @@ class PartSink:
         self._clock = clock
         self.written = 0
         self.first_byte: float | None = None  # when the first byte arrived (clock.monotonic)
+        self._recorded_at = 0.0  # when the record last heard how far this range got (clock.monotonic)
         self._digest = target.verifier.part_digest(length)
 
     def vouch(self, checksum: Checksum) -> None:
@@ -66,17 +74,26 @@ class PartSink:
             self._digest = verifier.part_digest(self._length)
 
     def landed(self) -> None:
-        """The part is complete: hand it to the verifier."""
+        """The part is complete: hand it to the verifier, and record it."""
         try:
             self._target.verifier.landed(self._offset, self._length, self._digest)
-        except OSError as exc:  # reading it back to hash it in order
+            self._record()
+        except OSError as exc:  # reading it back to hash it in order, or recording it
             raise disk_error(exc, self._target.file.path) from None
+
+    def _record(self) -> None:
+        """Record the bytes written so far (a file fetched in one part has no record)."""
+        if self._target.record is not None and self.written:
+            self._target.record.add(self._offset, self.written)
 
     def write(self, data: memoryview) -> None:
         if self._cancel.is_set():
+            with contextlib.suppress(OSError):  # the run is stopping: what it wrote is kept for the next one
+                self._record()
             raise Cancelled
+        now = self._clock.monotonic()
         if self.first_byte is None:
-            self.first_byte = self._clock.monotonic()
+            self.first_byte = self._recorded_at = now
         fd, position = self._target.fd, self._offset + self.written
         remaining = data
         try:
@@ -90,6 +107,12 @@ class PartSink:
             self._digest.update(data)
         self.written += len(data)
         self._progress.add_bytes(len(data))
+        if now - self._recorded_at >= _RECORD_SECONDS:
+            self._recorded_at = now
+            try:
+                self._record()
+            except OSError as exc:
+                raise disk_error(exc, self._target.file.path) from None
 
     def rewind(self) -> None:
         self._progress.add_bytes(-self.written)
@@ -109,16 +132,23 @@ class StoredRanges:
     def tasks(self, files: Iterable[RemoteFile], assembly: Assembly) -> Iterator[Task]:
         for file in files:
             target = assembly.target(file)
-            if comes_whole(file.size, self._range_size(file)):
+            part = self._range_size(file)
+            if target.kept and not part:  # the server no longer takes ranges: nothing kept can be completed
+                target.start_over()
+            if not target.kept and comes_whole(file.size, part):
                 target.handed_out(last=True)
                 yield Task(file.size, partial(self._transfer_range, assembly, target, 0, file.size))
                 continue
-            offset = 0
-            while offset < file.size:
-                length = min(self._range_size(file) or file.size, file.size - offset)
-                target.handed_out(last=offset + length == file.size)
-                yield Task(length, partial(self._transfer_range, assembly, target, offset, length))
-                offset += length
+            gaps = missing(target.kept, file.size) or [(file.size, 0)]  # all kept: one empty range finishes it
+            for number, (offset, length) in enumerate(gaps):
+                end = offset + length
+                while True:
+                    length = min(self._range_size(file) or file.size, end - offset)
+                    target.handed_out(last=offset + length == end and number == len(gaps) - 1)
+                    yield Task(length, partial(self._transfer_range, assembly, target, offset, length))
+                    offset += length
+                    if offset >= end:
+                        break
 
     def interrupt(self) -> None:
         self._reader.interrupt()
@@ -175,8 +205,8 @@ class StoredRanges:
         """The whole file afresh, in one part, into a new temporary checked from scratch."""
         _log.warning("checksum mismatch, fetching the file again", path=target.file.path)
         assembly.progress.add_bytes(-target.file.size)
-        target.verifier.reset()
-        assembly.open_temp(target, None)
+        target.start_over()
+        assembly.open_temp(target, target.file.size)
         if target.file.size:
             self._read_range(assembly, target, 0, target.file.size)
 

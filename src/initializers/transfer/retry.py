@@ -1,8 +1,10 @@
 """One retry policy for every request to a remote service (S3, the Hub's API and files): what is worth another
 attempt, how long to wait, when to give up.
 
-- Throttling (429, 503, S3's SlowDown) is the service asking for patience: its `Retry-After` is honoured, and
-  waits add up to a budget that outlasts the Hub's rate-limit window (5 minutes), however many attempts that takes.
+- Throttling (429, 503, S3's SlowDown) is the service asking for patience: its `Retry-After` is honoured (else the
+  backoff grows, with jitter), every request of the source pauses with the one throttled (`throttle.Throttle`), and
+  each request's waits add up to a budget that outlasts the Hub's rate-limit window (5 minutes), however many
+  attempts that takes.
 - Other transient failures (resets, timeouts, 5xx) get a few attempts with exponential backoff and jitter.
 - Permanent failures (a TLS certificate that does not verify) fail at once: no retry can fix them. The message names
   the variable the failing path reads its CA certificates from (`trust`), so that the hint is one that works.
@@ -21,6 +23,7 @@ from typing import TypeVar
 from initializers.common import logs
 from initializers.common.clock import Clock, SystemClock
 from initializers.common.errors import FetchError
+from initializers.transfer.throttle import Throttle
 
 _T = TypeVar("_T")
 #: Attempts at a request that keeps failing for reasons other than throttling.
@@ -77,20 +80,26 @@ def retrying(
     clock: Clock = _SYSTEM_CLOCK,
     trust: str | None = None,
     transient: tuple[type[Exception], ...] = (OSError, Retriable),
+    throttle: Throttle | None = None,
 ) -> _T:
     """`attempt()`, again after transient failures (`before_retry` first: e.g. drop connections in an unknown state);
     FetchError saying why once the failure is permanent or the attempts or the budget are used up. Once
     `interrupted()`, no attempt starts: a listing that pages for ever stops at its next page. The waits between
     attempts are `clock.sleep`s. `trust`: the variable naming the CA certificates this path reads, for the hint
     when a certificate does not verify. `transient`: the failures worth another attempt, when an attempt does more
-    than ask a server (an OSError of the local disk is not one)."""
+    than ask a server (an OSError of the local disk is not one). `throttle`: the pause this request shares with the
+    others of its source (none: its own)."""
+    throttle = throttle or Throttle(clock)
     failures = 0
     throttled_for = 0.0
     while True:
         if interrupted():
             raise FetchError(f"{where}: interrupted")
+        throttled_for += throttle.wait_turn()
         try:
-            return attempt()
+            answer = attempt()
+            throttle.answered()
+            return answer
         except Exception as exc:  # resets, timeouts, TLS and framing errors, 5xx, throttling are worth another try
             if failure := untrusted_certificate(exc):
                 hint = f"; for a private CA set {trust} to its certificate file" if trust else ""
@@ -105,8 +114,7 @@ def retrying(
                 raise FetchError(f"{where}: interrupted") from None
             throttled = isinstance(exc, Retriable) and exc.throttled
             if throttled:
-                # As asked, plus a little: threads throttled together should not all come back at the same instant.
-                wait = exc.retry_after + random.uniform(0, 0.5) if exc.retry_after is not None else _backoff(1)
+                wait = throttle.throttled(exc.retry_after)
                 if throttled_for + wait > THROTTLE_BUDGET_SECONDS:
                     asked = (
                         f"asked to wait {exc.retry_after:.0f} s more" if exc.retry_after is not None else "throttled"

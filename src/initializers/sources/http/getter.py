@@ -20,6 +20,7 @@ from initializers.common.errors import FetchError
 from initializers.sources.http.http1 import Connection, Proxy, Response
 from initializers.transfer.retry import Retriable, retry_after, retrying
 from initializers.transfer.sink import Sink
+from initializers.transfer.throttle import Throttle
 
 _T = TypeVar("_T")
 #: Per thread; a loopback recv rarely returns more. Mapped rather than allocated, so that only the pages bodies
@@ -56,6 +57,8 @@ class HttpGetter:
         self._connections: set[Connection] = set()
         self._lock = threading.Lock()
         self._interrupted = False
+        #: The pause every request through this getter keeps while its server throttles them.
+        self.throttle = Throttle(self._clock)
 
     def send(self, scheme: str, netloc: str, target: str, headers: dict[str, str]) -> Response:
         """`GET target` on this thread's connection to the origin; the response head, its body still to read."""
@@ -65,7 +68,14 @@ class HttpGetter:
         """`attempt()` under the retry policy, each retry on fresh connections; a certificate that does not verify
         fails at once, naming the variable to set."""
         return retrying(
-            verb, where, attempt, self.close_thread_connections, lambda: self._interrupted, self._clock, self._trust
+            verb,
+            where,
+            attempt,
+            self.close_thread_connections,
+            lambda: self._interrupted,
+            self._clock,
+            self._trust,
+            throttle=self.throttle,
         )
 
     def stream_body(self, response: Response, sink: Sink, wanted: int, where: str) -> None:

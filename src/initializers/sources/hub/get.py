@@ -57,6 +57,8 @@ class HubGetter:
         self._token = token
         self._repo = repo  # "model OWNER/NAME", for messages
         self._http = HttpGetter(ssl.create_default_context, timeout, HUB_TRUST, clock)
+        #: The pause its requests share while the server throttles them (`throttle.Throttle`).
+        self.throttle = self._http.throttle
         self._headers = {"user-agent": USER_AGENT, "accept-encoding": "identity"}
 
     def get(self, url: str, size: int, offset: int, length: int, where: str, sink: Sink) -> None:

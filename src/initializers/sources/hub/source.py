@@ -55,6 +55,7 @@ class HfSource(Storage):
         self._getter = HubGetter(
             huggingface_hub.constants.ENDPOINT, options.access_token, self._repo, config.read_timeout
         )
+        self.throttle = self._getter.throttle  # the listing's requests and the downloads pause together
         self.commit: str | None = None
         #: Whether the server behind the resolve URLs honours Range (the Hub's CDN does, olah does not), once the
         #: first file of over two ranges has asked.
@@ -157,7 +158,7 @@ class HfSource(Storage):
             with self._translated_errors(what):
                 return call()
 
-        return retrying("list", what, translated, trust=HUB_TRUST)
+        return retrying("list", what, translated, trust=HUB_TRUST, throttle=self.throttle)
 
     def _uri_of(self, file: RemoteFile) -> str:
         """The URI of a file, as messages name it."""

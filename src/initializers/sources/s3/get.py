@@ -34,7 +34,7 @@ PROBE_KEY = "initializers-probe"
 _log = logs.get_logger("initializers.s3")
 #: Where the S3 source takes its CA certificates from (`AwsAccess.ca_bundle`), as a certificate failure names it.
 S3_TRUST = "AWS_CA_BUNDLE (or a profile's ca_bundle)"
-#: Response headers that mean the ETag is not the MD5 of the content.
+#: Response headers that mean the ETag is not the MD5 of the content (SSE-C; SSE-KMS, unless they say AES256).
 _ENCRYPTION_HEADERS = ("x-amz-server-side-encryption-customer-algorithm", "x-amz-server-side-encryption")
 
 
@@ -111,6 +111,8 @@ class S3Getter:
         self._credentials = credentials
         self._describe = describe
         self._http = HttpGetter(ssl_context, timeout, S3_TRUST)
+        #: The pause its requests share while the server throttles them (`throttle.Throttle`).
+        self.throttle = self._http.throttle
         self._common = {"user-agent": USER_AGENT}
         if requester_pays:
             self._common["x-amz-request-payer"] = "requester"
@@ -282,10 +284,17 @@ def _vouched(response: Response, etag: str, ranged: bool) -> Checksum | None:
         if value and full_object and "-" not in value:  # "-N": a checksum of the parts' checksums
             with contextlib.suppress(binascii.Error):
                 return Checksum(algorithm, base64.b64decode(value, validate=True).hex())
+    return _etag_md5(response, etag)
+
+
+def _etag_md5(response: Response, etag: str) -> Checksum | None:
+    """The content's MD5, when the ETag is one: that of a single-part upload (a multipart one ends in -N) stored
+    without SSE-C or SSE-KMS (whose ETags look like MD5s but are not). The one place S3's rule is kept: what a fetch
+    checks here is recorded, and VERIFY re-hashes against that record only."""
     encrypted = response.header(_ENCRYPTION_HEADERS[0]) is not None or not (
         response.header(_ENCRYPTION_HEADERS[1]) or "AES256"
     ).startswith("AES256")
-    return Checksum("md5", etag) if is_plain_md5(etag) and not encrypted else None
+    return Checksum("md5", etag) if re.fullmatch(r"[0-9a-f]{32}", etag) and not encrypted else None
 
 
 #: Full-object checksums S3 may hold that the standard library computes, cheapest first (CRC32C and CRC64NVME
@@ -299,11 +308,6 @@ class _Download:
 
     request: GetRequest
     sink: Sink
-
-
-def is_plain_md5(etag: str) -> bool:
-    """Single-part uploads without SSE-KMS/SSE-C have the content's MD5 as ETag; multipart ones end in -N."""
-    return re.fullmatch(r"[0-9a-f]{32}", etag) is not None
 
 
 def _xml_field(body: str, name: str) -> str | None:

@@ -20,7 +20,7 @@ from initializers.config.contract import Config
 from initializers.config.uris import S3Location
 from initializers.sources.base import Storage
 from initializers.sources.s3.aws import AwsAccess, Role, aws_access
-from initializers.sources.s3.get import OPEN, PROBE_KEY, GetRequest, ObjectEndpoint, S3Getter, is_plain_md5
+from initializers.sources.s3.get import OPEN, PROBE_KEY, GetRequest, ObjectEndpoint, S3Getter
 from initializers.sources.s3.listing import (
     PAGE_SIZE,
     ListedObject,
@@ -65,6 +65,7 @@ class S3Source(Storage):
             timeout=config.read_timeout,
             requester_pays=config.options(AwsOptions).request_payer == "requester",
         )
+        self.throttle = self._getter.throttle  # listing pages and object GETs pause together
 
     @property
     def region(self) -> str:
@@ -174,11 +175,6 @@ class S3Source(Storage):
     def read(self, file: RemoteFile, offset: int, length: int, sink: Sink) -> None:
         whole = offset == 0 and length == file.size
         self._getter.get(GetRequest(file.locator, file.version, offset, length, whole), sink)
-
-    def checksum_at_rest(self, file: RemoteFile) -> Checksum | None:
-        """The ETag, when it is the object's MD5 (a single-part upload); SSE-KMS objects' ETags look the same but are
-        not, so VERIFY fetches those again."""
-        return Checksum("md5", file.version) if is_plain_md5(file.version) else None
 
     def locate(self, key: str) -> None:
         """Read the first byte of `key` and drop it: S3 redirects a request for a bucket in another region, and
