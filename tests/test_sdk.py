@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from types import SimpleNamespace
 
 import pytest
@@ -91,6 +92,30 @@ def test_defaults_match_the_kubeflow_sdk():
     assert sdk.S3ModelInitializer("s3://b").ignore_patterns == kf.S3ModelInitializer("s3://b").ignore_patterns
     assert sdk.HuggingFaceDatasetInitializer("hf://o/n").ignore_patterns is None
     assert sdk.ContainerBackendConfig().initializer_timeout == 600
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["HuggingFaceDatasetInitializer", "S3DatasetInitializer", "DataCacheInitializer", "HuggingFaceModelInitializer",
+     "S3ModelInitializer"],
+)  # fmt: skip
+def test_positional_arguments_land_in_the_kubeflow_sdks_fields(name: str):
+    """A drop-in by position too: Kubeflow's fields first, in its order; ours (ALLOW_PATTERNS) keyword-only."""
+    ours, theirs = getattr(sdk, name), getattr(kf, name)
+    positional = [f.name for f in dataclasses.fields(ours) if f.init and not f.kw_only]
+    assert positional == [f.name for f in dataclasses.fields(theirs)]
+    assert {f.name for f in dataclasses.fields(ours) if f.kw_only} <= {"allow_patterns"}
+
+
+def test_a_token_given_by_position_is_the_token():
+    initializer = sdk.HuggingFaceDatasetInitializer("hf://o/n", None, "hf_token")
+    assert initializer.access_token == "hf_token" and initializer.allow_patterns is None
+    env = (
+        sdk.HuggingFaceModelInitializer("hf://o/n", ["*.bin"], "hf_token", allow_patterns=["*.json"])
+        .to_config()
+        .to_env()
+    )
+    assert (env["IGNORE_PATTERNS"], env["ACCESS_TOKEN"], env["ALLOW_PATTERNS"]) == ("*.bin", "hf_token", "*.json")
 
 
 def test_an_empty_pattern_list_means_ignore_nothing_in_both():

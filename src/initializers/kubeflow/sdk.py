@@ -25,7 +25,10 @@ WORKSPACE = "/workspace"
 
 @dataclass
 class _InitializerConfig:
-    """What every initializer configuration shares: its kind, scheme and the way to the programs' `Config`."""
+    """What every initializer configuration shares: its kind, scheme and the way to the programs' `Config`.
+
+    Each class has the Kubeflow SDK's fields first, in its order; fields it lacks (`allow_patterns`) come after them,
+    keyword-only, so that positional arguments written for the Kubeflow SDK land in the same fields here."""
 
     storage_uri: str
     kind: ClassVar[Kind]
@@ -70,19 +73,19 @@ _CONFIG_FIELDS = {name for name, _ in Config.settings()}
 @dataclass
 class HuggingFaceDatasetInitializer(_InitializerConfig, kind=DATASET, scheme="hf"):
     ignore_patterns: list[str] | None = None
-    allow_patterns: list[str] | None = None  # ours: the Kubeflow SDK has no allow list
     access_token: str | None = None
+    allow_patterns: list[str] | None = field(default=None, kw_only=True)  # the Kubeflow SDK has no allow list
 
 
 @dataclass
 class S3DatasetInitializer(_InitializerConfig, kind=DATASET, scheme="s3"):
     ignore_patterns: list[str] | None = None
-    allow_patterns: list[str] | None = None  # ours: the Kubeflow SDK has no allow list
     endpoint: str | None = None
     access_key_id: str | None = None
     secret_access_key: str | None = None
     region: str | None = None
     role_arn: str | None = None
+    allow_patterns: list[str] | None = field(default=None, kw_only=True)  # the Kubeflow SDK has no allow list
 
 
 @dataclass
@@ -112,19 +115,19 @@ def _default_model_patterns() -> list[str]:
 @dataclass
 class HuggingFaceModelInitializer(_InitializerConfig, kind=MODEL, scheme="hf"):
     ignore_patterns: list[str] | None = field(default_factory=_default_model_patterns)
-    allow_patterns: list[str] | None = None  # ours: replaces the model default's allow list
     access_token: str | None = None
+    allow_patterns: list[str] | None = field(default=None, kw_only=True)  # replaces the model default's allow list
 
 
 @dataclass
 class S3ModelInitializer(_InitializerConfig, kind=MODEL, scheme="s3"):
     ignore_patterns: list[str] | None = field(default_factory=_default_model_patterns)
-    allow_patterns: list[str] | None = None  # ours: replaces the model default's allow list
     endpoint: str | None = None
     access_key_id: str | None = None
     secret_access_key: str | None = None
     region: str | None = None
     role_arn: str | None = None
+    allow_patterns: list[str] | None = field(default=None, kw_only=True)  # replaces the model default's allow list
 
 
 DatasetInitializer = HuggingFaceDatasetInitializer | S3DatasetInitializer | DataCacheInitializer
