@@ -54,8 +54,13 @@ def test_ordinary_text_and_short_runs_are_left_alone():
     assert hidden(line) == line
 
 
-def test_a_short_secret_is_hidden_only_whole():
-    assert hidden("pass and password", "passwo") == "pass and ***rd"
+def test_a_short_secret_is_hidden_only_whole_and_where_it_stands_alone():
+    assert hidden("pass and password, passwo. key=passwo&x", "passwo") == "pass and password, ***. key=***&x"
+
+
+def test_a_short_secret_never_hides_part_of_a_word_or_an_event_name():
+    assert hidden('{"event": "failed", "error": "a"}', "a") == '{"event": "failed", "error": "***"}'
+    assert hidden("source s3://datasets/latest-tests", "test") == "source s3://datasets/latest-tests"
 
 
 def test_a_word_inside_a_secret_is_hidden_only_with_the_rest():

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import sys
 from collections.abc import Iterable
 from types import ModuleType
@@ -82,14 +83,21 @@ class Redactor:
 
     def __init__(self, secrets: Iterable[str]) -> None:
         forms = {form for secret in secrets if secret for form in secret_forms(secret)}
-        # Longest first, so that a form containing another is replaced whole.
-        self._whole = sorted(forms, key=len, reverse=True)
+        # Longest first, so that a form containing another is replaced whole. A form shorter than PARTIAL_ECHO is
+        # hidden only where it stands alone, never inside a longer word: SECRET_ACCESS_KEY=a must not turn the
+        # event "failed" into "f***iled", nor "test" the path "latest-tests".
+        longest_first = sorted(forms, key=len, reverse=True)
+        self._whole = [form for form in longest_first if len(form) >= PARTIAL_ECHO]
+        short = [re.escape(form) for form in longest_first if len(form) < PARTIAL_ECHO]
+        self._short = re.compile(rf"(?<![0-9A-Za-z])(?:{'|'.join(short)})(?![0-9A-Za-z])") if short else None
         runs = {form[i : i + PARTIAL_ECHO] for form in forms for i in range(len(form) - PARTIAL_ECHO + 1)}
         self._pieces = {run for run in runs if _looks_random(run)}
 
     def __call__(self, _logger: Any, _method: str, line: str) -> str:
         for form in self._whole:
             line = line.replace(form, REDACTED)
+        if self._short is not None:
+            line = self._short.sub(REDACTED, line)
         return self._hide_pieces(line) if self._pieces else line
 
     def _hide_pieces(self, line: str) -> str:
