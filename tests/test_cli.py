@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from devkit.programs import run_program
+from initializers import cli
 
 
 @pytest.mark.parametrize(
@@ -71,13 +72,34 @@ def test_options_win_over_variables(tmp_path: Path):
     assert result.code == 2 and "gs://" in result.last["error"]
 
 
-def test_help_documents_every_variable_and_the_exit_codes():
-    result = run_program("model", {}, "--help")
-    assert result.code == 0
+def test_help_documents_every_variable_of_the_programs_own_sources_and_the_exit_codes():
+    model, dataset = run_program("model", {}, "--help"), run_program("dataset", {}, "-h")
+    assert model.code == dataset.code == 0
     for variable in ("STORAGE_URI", "OUTPUT_PATH", "IGNORE_PATTERNS", "ACCESS_TOKEN", "ENDPOINT", "ROLE_ARN",
-                     "ANONYMOUS", "METADATA_LOC", "CLUSTER_SIZE", "MAX_WORKERS", "LOG_FORMAT"):  # fmt: skip
-        assert f"[{variable}]" in result.stdout
-    assert "Exit codes: 0 done and verified, 1 the fetch failed, 2 bad configuration" in " ".join(result.stdout.split())
+                     "ANONYMOUS", "MAX_WORKERS", "LOG_FORMAT"):  # fmt: skip
+        assert f"[{variable}]" in model.stdout and f"[{variable}]" in dataset.stdout
+    for cache_only in ("METADATA_LOC", "CLUSTER_SIZE", "HEAD_CPU"):  # the model program has no cache:// source
+        assert f"[{cache_only}]" not in model.stdout and f"[{cache_only}]" in dataset.stdout
+    for text in (model.stdout, dataset.stdout):
+        words = " ".join(text.split())
+        assert "Exit codes: 0 done and verified, 1 the fetch failed, 2 bad configuration" in words
+        assert (
+            "Also read, without an option: HF_ENDPOINT," in words and "AWS_CA_BUNDLE" in words and "NO_PROXY" in words
+        )
+
+
+def test_true_or_false_options_work_as_bare_flags_and_with_a_value():
+    bare = run_program("dataset", {}, "--dry-run")  # parsed, then the missing source is the error (not click's)
+    assert bare.code == 2 and "STORAGE_URI is not set" in bare.last["error"]
+    valued = run_program("dataset", {}, "--verify", "false", "--dry-run=maybe")  # a value is parsed as the variable's
+    assert valued.code == 2 and "--dry-run: expected true or false, got 'maybe'" in valued.last["error"]
+
+
+def test_a_command_appended_after_a_flag_is_dropped_as_after_any_option():
+    flags = {"--dry-run"}
+    assert cli._options_only(["--dry-run", "bash", "-c", "python -m x"], flags) == ["--dry-run"]
+    assert cli._options_only(["--dry-run", "false", "bash"], flags) == ["--dry-run", "false"]
+    assert cli._options_only(["--storage-uri", "hf://o/n", "bash"], flags) == ["--storage-uri", "hf://o/n"]
 
 
 def test_unknown_options_are_usage_errors():

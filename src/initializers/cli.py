@@ -12,10 +12,15 @@ import click
 import initializers.sources  # noqa: F401 - registers every source: their option groups are part of the schema
 from initializers import __version__
 from initializers.common.errors import ConfigError, InitializerError, Stopped
+from initializers.config import registry
 from initializers.config.contract import Config, Kind
-from initializers.config.settings import Setting
+from initializers.config.settings import BOOL, Setting
 
 EXIT_OK, EXIT_FETCH_FAILED, EXIT_BAD_CONFIG = 0, 1, 2
+#: The values a true-or-false option takes after it (as the BOOL codec reads them).
+_BOOLEAN_WORDS = {"1", "0", "true", "false", "yes", "no", "on", "off"}
+#: Read by every source's HTTP client, as boto3 and huggingface_hub read them.
+_PROXY_VARIABLES = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY")
 #: Allocations between two runs of the cyclic collector over the youngest objects (Python's default: 700).
 GC_YOUNG_THRESHOLD = 10_000
 
@@ -29,20 +34,31 @@ def build_command(kind: Kind) -> click.Command:
     def callback(**options: str | None) -> NoReturn:
         exit_now(run(kind, options))
 
+    also_reads = dict.fromkeys(
+        variable for plugin in registry.plugins_for(kind.schemes) for variable in plugin.also_reads
+    )
     return click.Command(
         name=kind.program,
-        params=options_for(Config.settings()),
+        params=options_for(Config.settings(kind)),
         callback=callback,
         help=f"Fetch a {kind.name} into OUTPUT_PATH [default: {kind.default_output_path}], completely or not at all.",
-        epilog=_EPILOG,
-        context_settings={"max_content_width": 110, "terminal_width": 110},
+        epilog=f"{_EPILOG} Also read, without an option: {', '.join([*also_reads, *_PROXY_VARIABLES])}.",
+        context_settings={"max_content_width": 110, "terminal_width": 110, "help_option_names": ["-h", "--help"]},
     )
 
 
 def options_for(settings: list[tuple[str, Setting]]) -> list[click.Parameter]:
-    """An option per setting (its raw text, parsed later with the variables), and --version."""
+    """An option per setting (its raw text, parsed later with the variables; a true-or-false one also alone, as a
+    flag: `--dry-run`), and --version."""
     params: list[click.Parameter] = [
-        click.Option([setting.option, name], default=None, help=f"{setting.help} [{setting.env}]", metavar="TEXT")
+        click.Option(
+            [setting.option, name],
+            default=None,
+            help=f"{setting.help} [{setting.env}]",
+            metavar="[true|false]" if setting.codec is BOOL else "TEXT",
+            is_flag=False,
+            flag_value="true" if setting.codec is BOOL else None,
+        )
         for name, setting in settings
     ]
     version = click.Option(
@@ -143,20 +159,25 @@ def _with_hints(message: str, hints: dict[str, str]) -> str:
 
 
 def main(kind: Kind, argv: list[str] | None = None) -> None:
-    build_command(kind).main(args=_options_only(sys.argv[1:] if argv is None else argv), prog_name=kind.program)
+    flags = {setting.option for _, setting in Config.settings(kind) if setting.codec is BOOL}
+    args = _options_only(sys.argv[1:] if argv is None else argv, flags)
+    build_command(kind).main(args=args, prog_name=kind.program)
 
 
-def _options_only(argv: list[str]) -> list[str]:
+def _options_only(argv: list[str], flags: set[str]) -> list[str]:
     """Drop a command a runtime appended to an exec-form entrypoint (`bash -c "python -m pkg.initializers.dataset"`).
 
     The programs take no positional arguments, so the first word that is not an option or an option's value
-    starts such a command; typos of options still fail as usage errors.
+    starts such a command; typos of options still fail as usage errors. A true-or-false option (`flags`) takes the
+    next word as its value only when it is one (`--dry-run true`); alone it is a flag.
     """
     for index, word in enumerate(argv):
-        if not word.startswith("-") and (index == 0 or not _takes_value(argv[index - 1])):
+        if not word.startswith("-") and (index == 0 or not _takes_value(argv[index - 1], word, flags)):
             return argv[:index]
     return argv
 
 
-def _takes_value(word: str) -> bool:
-    return word.startswith("--") and "=" not in word and word not in ("--help", "--version")
+def _takes_value(option: str, word: str, flags: set[str]) -> bool:
+    if not option.startswith("--") or "=" in option or option in ("--help", "--version"):
+        return False
+    return option not in flags or word.strip().lower() in _BOOLEAN_WORDS

@@ -224,9 +224,14 @@ class Config:
         return settings_of(Config)
 
     @staticmethod
-    def settings() -> list[tuple[str, Setting]]:
-        """(field name, setting) for every variable of the contract: the shared ones, then each registered group's."""
-        return settings_of(Config) + [setting for group in registry.option_groups() for setting in settings_of(group)]
+    def settings(kind: Kind | None = None) -> list[tuple[str, Setting]]:
+        """(field name, setting) for every variable of the contract: the shared ones, then each registered group's;
+        with `kind`, only the groups of the sources that program accepts."""
+        groups = registry.option_groups()
+        if kind is not None:
+            own = {group for plugin in registry.plugins_for(kind.schemes) for group in plugin.options}
+            groups = tuple(group for group in groups if group in own)
+        return settings_of(Config) + [setting for group in groups for setting in settings_of(group)]
 
     @classmethod
     def from_env(cls, env: Mapping[str, str], options: Mapping[str, str | None] | None = None) -> Config:

@@ -9,7 +9,7 @@ the schema is one flat set of variables, and two settings of one name would sile
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,6 +31,8 @@ class SourcePlugin:
     splits_plan: bool = True
     #: Shared settings (field names) that mean nothing for this source, and why: refused when given.
     refuses: Mapping[str, str] = field(default_factory=dict)
+    #: Variables it reads that have no option of ours (its libraries' own), for `--help`.
+    also_reads: tuple[str, ...] = ()
 
 
 _PLUGINS: dict[str, SourcePlugin] = {}
@@ -65,6 +67,12 @@ def _check_unique(settings: list[tuple[str, Setting]]) -> None:
 def plugin(scheme: str) -> SourcePlugin:
     """The source registered for `scheme` (which `uris.scheme_of` has checked against the program's kind)."""
     return _PLUGINS[scheme]
+
+
+def plugins_for(schemes: Iterable[str]) -> list[SourcePlugin]:
+    """The registered sources of `schemes` (a program's), in registration order."""
+    wanted = set(schemes)
+    return [plugin for scheme, plugin in _PLUGINS.items() if scheme in wanted]
 
 
 def option_groups() -> tuple[type, ...]:

@@ -19,4 +19,7 @@ def _open(uri: str, config: Config, kind: Kind, staging: str) -> Any:
     return HfSource.from_config(uri, config, kind, staging)
 
 
-register(SourcePlugin("hf", (HubOptions,), HfLocation.parse, _open), Config.shared_settings())
+#: huggingface_hub's own, and the CA certificates its client and our downloads read.
+_ALSO_READS = ("HF_ENDPOINT", "HF_HUB_DOWNLOAD_TIMEOUT", "SSL_CERT_FILE", "SSL_CERT_DIR")
+
+register(SourcePlugin("hf", (HubOptions,), HfLocation.parse, _open, also_reads=_ALSO_READS), Config.shared_settings())

@@ -11,6 +11,7 @@ from initializers.config.contract import Config
 from initializers.config.registry import SourcePlugin, register
 from initializers.config.uris import CacheLocation
 from initializers.sources.iceberg.options import CacheOptions
+from initializers.sources.s3 import ALSO_READS
 from initializers.sources.s3.options import AwsOptions
 
 #: Every row of the table is sharded, and pyarrow reads its files: selection and the bandwidth cap do not apply.
@@ -28,6 +29,14 @@ def _open(uri: str, config: Config, *_: Any) -> Any:
 
 
 register(
-    SourcePlugin("cache", (CacheOptions, AwsOptions), CacheLocation.parse, _open, splits_plan=False, refuses=_REFUSES),
+    SourcePlugin(
+        "cache",
+        (CacheOptions, AwsOptions),
+        CacheLocation.parse,
+        _open,
+        splits_plan=False,
+        refuses=_REFUSES,
+        also_reads=(*ALSO_READS, "ARROW_DEFAULT_MEMORY_POOL"),
+    ),
     Config.shared_settings(),
 )
