@@ -104,3 +104,13 @@ def test_an_unsupported_proxy_scheme_is_a_configuration_error(seaweed: SeaweedFS
     assert result.code == 2
     assert "HTTP_PROXY: only http:// proxies are supported" in result.last["error"]
     assert not (tmp_path / "out" / ".initializer" / "manifest.json").exists()
+
+
+@pytest.mark.parametrize(
+    ("kind", "source"),
+    [("model", {"STORAGE_URI": "hf://org/name"}),  # huggingface_hub's client once failed here with an ImportError
+     ("dataset", {"STORAGE_URI": "cache://s/t", "METADATA_LOC": "/m.json", "NUM_DATA_NODES": "2"})],
+)  # fmt: skip
+def test_every_source_refuses_an_unsupported_proxy_scheme_alike(kind: str, source: dict[str, str], tmp_path: Path):
+    result = run_program(kind, {**source, "OUTPUT_PATH": str(tmp_path / "out"), "HTTPS_PROXY": "socks5://h:1080"})
+    assert result.code == 2 and "HTTPS_PROXY: only http:// proxies are supported" in result.last["error"]

@@ -26,7 +26,8 @@ from initializers.plan.safe_paths import plan_files
 from initializers.plan.selection import Selected, Selection
 from initializers.plan.todo import Fetching, Listed, todo_pass
 from initializers.process.stopping import Stop, StoppingClock, stoppable
-from initializers.sources.base import Source  # the package's face registers every source
+from initializers.sources.base import Source
+from initializers.sources.http.http1 import Proxy  # the package's face registers every source
 from initializers.transfer.bandwidth import TokenBucket
 from initializers.transfer.concurrency import Ramp
 from initializers.transfer.engine import Engine
@@ -102,6 +103,7 @@ def _open_source(config: Config, kind: Kind, staging: str, stop: Stop) -> Source
     region, a revision)."""
     uri = config.require_storage_uri()
     plugin = registry.plugin(scheme_of(uri, kind))
+    Proxy.check_environment()  # one rule for every source, before any client library reads the variables
     with stop.interruptible():
         return cast(Source, plugin.open(uri, config.for_source(plugin), kind, staging))
 

@@ -48,7 +48,6 @@ class HttpGetter:
     def __init__(
         self, ssl_context: Callable[[], ssl.SSLContext], timeout: float, trust: str, clock: Clock | None = None
     ) -> None:
-        Proxy.check_environment()
         self._clock = clock or SystemClock()
         self._ssl_context = cache(ssl_context)  # loading a trust store is slow: only once https is used
         self._trust = trust
