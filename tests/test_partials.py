@@ -6,7 +6,7 @@ import json
 from unittest import mock
 
 from initializers.common.remote_file import RemoteFile
-from initializers.destination import partials
+from initializers.destination import stable_storage
 from initializers.destination.partials import header, merged, missing, read_partial
 
 FILE = RemoteFile("d/big.bin", 100, "etag-1", "d/big.bin")
@@ -33,5 +33,5 @@ def test_after_a_reboot_only_what_a_sync_covered_is_trusted():
     covered = head + b"[0, 10]\n"
     record = covered + json.dumps({"synced": len(covered)}).encode() + b"\n[10, 10]\n"
     assert read_partial(record).kept == ((0, 20),)
-    with mock.patch.object(partials, "boot_id", return_value="another boot"):
+    with mock.patch.object(stable_storage, "boot_id", return_value="another boot"):
         assert read_partial(record).kept == ((0, 10),)

@@ -18,13 +18,10 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from initializers.destination.done import DoneFile
-from initializers.destination.stable_storage import boot_id, sync_filesystem
+from initializers.destination.stable_storage import boot_header, sync_filesystem, synced_marker, trusted_lines
 from initializers.destination.tree import Destination
 
 JOURNAL = "journal.jsonl"
-_BOOT = "boot"  # a journal's header: the boot that wrote it
-_SYNCED = "synced"  # a checkpoint's marker: how many of the journal's bytes describe synced files
-_BOOKKEEPING = (b'{"' + _BOOT.encode() + b'"', b'{"' + _SYNCED.encode() + b'"')  # how the header and markers begin
 
 
 class Journal:
@@ -48,7 +45,7 @@ class Journal:
     def restart(self, finished: Iterable[DoneFile]) -> None:
         """Start a fresh journal holding `finished` (what the old one may be trusted for), written and synced whole,
         under a header naming this boot."""
-        header = json.dumps({_BOOT: boot_id()}).encode() + b"\n"
+        header = boot_header()
         self._destination.write_atomically(
             self.path, itertools.chain([header], (d.to_json().encode() + b"\n" for d in finished))
         )
@@ -79,7 +76,7 @@ class Journal:
 
     def _synced_marker(self) -> bytes:
         """A line saying that the journal's first `n` bytes (those written so far) describe synced files."""
-        return json.dumps({_SYNCED: os.fstat(self._fd).st_size}).encode() + b"\n"
+        return synced_marker(os.fstat(self._fd).st_size)
 
     def remove(self) -> None:
         self.close()
@@ -101,18 +98,6 @@ def journal_entries(path: Path) -> Iterator[DoneFile]:
     except OSError:
         return
     with handle:
-        synced, same_boot, this_boot = 0, False, boot_id()
-        for line in handle:  # first pass: how far the last checkpoint reaches, and whose journal this is
-            if line.startswith(_BOOKKEEPING):  # file lines are parsed once, in the second pass
-                with contextlib.suppress(ValueError, AttributeError):
-                    record = json.loads(line)
-                    synced = max(synced, record.get(_SYNCED, 0))
-                    same_boot = same_boot or record.get(_BOOT) == this_boot
-        handle.seek(0)
-        offset = 0
-        for line in handle:
-            if not same_boot and offset >= synced:
-                return
-            offset += len(line)
-            with contextlib.suppress(ValueError, TypeError):
+        for line in trusted_lines(handle):
+            with contextlib.suppress(ValueError, TypeError):  # the header and markers are no DoneFile
                 yield DoneFile(**json.loads(line))

@@ -12,6 +12,7 @@ only the lines a marker covers.
 from __future__ import annotations
 
 import contextlib
+import io
 import json
 import os
 import threading
@@ -19,10 +20,9 @@ from collections.abc import Iterable
 from typing import NamedTuple
 
 from initializers.common.remote_file import RemoteFile
-from initializers.destination.stable_storage import boot_id
+from initializers.destination.stable_storage import boot_header, synced_marker, trusted_lines
 
 RECORD_SUFFIX = ".ranges"
-_SYNCED = "synced"
 
 
 class Partial(NamedTuple):
@@ -45,9 +45,7 @@ class Partial(NamedTuple):
 
 def header(file: RemoteFile) -> bytes:
     """A record's first line: the file its bytes are part of, and this boot."""
-    return (
-        json.dumps({"path": file.path, "size": file.size, "version": file.version, "boot": boot_id()}).encode() + b"\n"
-    )
+    return boot_header(path=file.path, size=file.size, version=file.version)
 
 
 class PartRecord:
@@ -77,7 +75,7 @@ class PartRecord:
         """A syncfs that began once the record reached `length` bytes has ended: mark them as on stable storage."""
         with self._lock:
             if self._fd >= 0:
-                marker = json.dumps({_SYNCED: length}).encode() + b"\n"
+                marker = synced_marker(length)
                 os.write(self._fd, marker)
                 self._length += len(marker)
                 self._synced = length
@@ -95,26 +93,20 @@ class PartRecord:
 
 def read_partial(data: bytes) -> Partial | None:
     """The partial a record's `data` describes, with the intervals this boot may trust; None: not a record."""
-    lines = data.splitlines(keepends=True)
+    lines = list(trusted_lines(io.BytesIO(data)))
     try:
         head = json.loads(lines[0])
-        path, size, version, same_boot = head["path"], head["size"], head["version"], head["boot"] == boot_id()
+        path, size, version = head["path"], head["size"], head["version"]
     except (IndexError, ValueError, KeyError, TypeError):
         return None
-    written: list[tuple[int, int, int]] = []  # (offset, length, where the line ends in the record)
-    synced = end = len(lines[0])
+    written: list[tuple[int, int]] = []
     for line in lines[1:]:
-        end += len(line)
         if not line.endswith(b"\n"):  # cut off by a kill
             break
-        with contextlib.suppress(ValueError, TypeError):
+        with contextlib.suppress(ValueError, TypeError, KeyError):  # markers are no intervals
             entry = json.loads(line)
-            if isinstance(entry, dict):
-                synced = max(synced, int(entry.get(_SYNCED, 0)))
-            else:
-                written.append((int(entry[0]), int(entry[1]), end))
-    trusted = ((offset, length) for offset, length, ends in written if same_boot or ends <= synced)
-    return Partial(path, size, version, merged(trusted, size))
+            written.append((int(entry[0]), int(entry[1])))
+    return Partial(path, size, version, merged(written, size))
 
 
 def merged(intervals: Iterable[tuple[int, int]], size: int) -> tuple[tuple[int, int], ...]:

@@ -6,9 +6,13 @@ yet synced is still safe to trust on the boot that wrote it (the page cache hold
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
+import json
 import os
+from collections.abc import Iterator
 from pathlib import Path
+from typing import BinaryIO
 
 _BOOT_ID_PATH = "/proc/sys/kernel/random/boot_id"
 _SYNC_FILE_RANGE_WRITE = 2
@@ -45,3 +49,40 @@ def _call_libc(name: str, *args: object, path: str | None = None) -> None:
 
 
 _libc = ctypes.CDLL(None, use_errno=True)
+
+
+#: A record's bookkeeping (the journal, a partial download's record): its header names the boot that wrote it, and a
+#: marker says how many of its bytes describe data a syncfs put on stable storage.
+_BOOT = "boot"
+_SYNCED = "synced"
+_BOOKKEEPING = (b'{"' + _BOOT.encode() + b'"', b'{"' + _SYNCED.encode() + b'"')  # how the header and markers begin
+
+
+def boot_header(**fields: object) -> bytes:
+    """A record's first line: this boot, then `fields`."""
+    return json.dumps({_BOOT: boot_id(), **fields}).encode() + b"\n"
+
+
+def synced_marker(length: int) -> bytes:
+    """A line saying that the record's first `length` bytes describe data on stable storage."""
+    return json.dumps({_SYNCED: length}).encode() + b"\n"
+
+
+def trusted_lines(handle: BinaryIO) -> Iterator[bytes]:
+    """The lines of a record (a seekable file) this boot may trust: all of them on the boot that wrote it (the page
+    cache holds what they describe), after a reboot only those a marker covers (delayed allocation could otherwise
+    pass zeros off as data). Two passes, so that a record of millions of lines is never held whole."""
+    synced, same_boot, this_boot = 0, False, boot_id()
+    for line in handle:  # first pass: how far the last marker reaches, and whose record this is
+        if line.startswith(_BOOKKEEPING):  # the other lines are parsed once, by the caller
+            with contextlib.suppress(ValueError, AttributeError):
+                record = json.loads(line)
+                synced = max(synced, record.get(_SYNCED, 0))
+                same_boot = same_boot or record.get(_BOOT) == this_boot
+    handle.seek(0)
+    offset = 0
+    for line in handle:
+        if not same_boot and offset >= synced:
+            return
+        offset += len(line)
+        yield line
