@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install test test-quick stress lint format demo clean images bench bench-install bench-s3 bench-hf bench-iceberg bench-startup bench-network bench-scale bench-durability bench-shards bench-cache-server
+.PHONY: install test test-quick stress lint format demo serve clean images bench bench-install bench-s3 bench-hf bench-iceberg bench-startup bench-network bench-scale bench-durability bench-shards bench-cache-server
 
 OLAH := .venvs/olah
 
@@ -60,6 +60,11 @@ format: install
 
 demo: install
 	$(PY) -m devkit.demo
+
+# The demo's S3, Hub and Iceberg servers on ports 8333-8335 until Ctrl-C, with the variables to export (the README's
+# "Try it"); SERVE_ARGS=--any-ports takes free ports instead.
+serve: install
+	$(PY) -m devkit.serve $(SERVE_ARGS)
 
 clean:
 	rm -rf $(VENV) .venvs workspace .pytest_cache .ruff_cache
