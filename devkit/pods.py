@@ -126,12 +126,18 @@ def _all_containers(spec: Mapping[str, Any]) -> list[dict[str, Any]]:
     return [*spec.get("initContainers", []), *spec["containers"]]
 
 
-def set_env(container: dict[str, Any], values: Mapping[str, str]) -> None:
-    """Each of `values` in place of the variable of that name (its value or valueFrom), or added after the rest."""
+def set_env(container: dict[str, Any], values: Mapping[str, str], *, named: bool) -> None:
+    """Each of `values` in place of the variable the manifest `named` (its value or valueFrom), or added after the
+    rest; either way a ValueError when the manifest says otherwise, so that a misspelt name is not papered over."""
     env = container.setdefault("env", [])
     for name, value in values.items():
-        at = next((i for i, variable in enumerate(env) if variable["name"] == name), len(env))
-        env[at : at + 1] = [{"name": name, "value": value}]
+        at = next((i for i, variable in enumerate(env) if variable["name"] == name), None)
+        if (at is not None) != named:
+            raise ValueError(f"{container['name']}: the manifest {'names no' if named else 'already names'} {name}")
+        if at is None:
+            env.append({"name": name, "value": value})
+        else:
+            env[at] = {"name": name, "value": value}
 
 
 @dataclass(frozen=True)
@@ -214,9 +220,14 @@ class Pods:
         found = _podman("volume", "inspect", "--format", "{{.Mountpoint}}", self.name(claim))
         return Path(found.stdout.strip())
 
-    def playable(self, pod: Mapping[str, Any], env: Mapping[str, Mapping[str, str]] = {}) -> dict[str, Any]:
-        """`pod` as podman plays it (see the module's docstring); `env`: {container: {variable: value}} set in place,
-        for endpoints and what a cluster would provide."""
+    def playable(
+        self,
+        pod: Mapping[str, Any],
+        replaced: Mapping[str, Mapping[str, str]] = {},
+        added: Mapping[str, Mapping[str, str]] = {},
+    ) -> dict[str, Any]:
+        """`pod` as podman plays it (see the module's docstring), with {container: {variable: value}}: `replaced`
+        in place of the manifest's (endpoints), `added` where it names none (what a cluster would provide)."""
         pod = copy.deepcopy(dict(pod))
         name = self.name(pod["metadata"]["name"])
         pod["metadata"] = {**pod["metadata"], "name": name}
@@ -245,7 +256,8 @@ class Pods:
                     reference = variable["valueFrom"]["secretKeyRef"]
                     reference["name"] = self.name(reference["name"])
             container.pop("ports", None)  # informational in Kubernetes; podman would publish each on the host
-            set_env(container, env.get(container["name"], {}))
+            set_env(container, replaced.get(container["name"], {}), named=True)
+            set_env(container, added.get(container["name"], {}), named=False)
             for mount in container.get("volumeMounts", []):
                 mount["name"] = renamed.get(mount["name"], mount["name"])
             self._termination_file(spec, name, container)

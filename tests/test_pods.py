@@ -109,6 +109,7 @@ def table(seaweed: SeaweedFS, s3: Any) -> str:
 
 @pytest.fixture
 def pods(runtime: str) -> Iterator[Pods]:
+    assert runtime == "podman", "the pods are played by podman kube play: install podman (make images does, on Debian)"
     with Pods() as made:
         yield made
 
@@ -120,10 +121,16 @@ def the_secret(pods: Pods, seaweed: SeaweedFS) -> None:
                          "ACCESS_TOKEN": HUB_TOKEN})  # fmt: skip
 
 
-def cache_env(seaweed: SeaweedFS, table: str) -> dict[str, str]:
-    """What a cluster gives the cache examples' initializer beyond the manifest: S3 credentials (IRSA there), and
-    the test table's metadata file."""
-    return {**seaweed.env(), "ENDPOINT": pod_from_host(seaweed.endpoint), "METADATA_LOC": table}
+def hub_endpoint(hub: HubServer) -> dict[str, dict[str, str]]:
+    """The local Hub for the model initializer, whose manifests leave huggingface.co implied."""
+    return {"model-initializer": {"HF_ENDPOINT": pod_from_host(hub.endpoint)}}
+
+
+def cache_env(seaweed: SeaweedFS, table: str) -> tuple[dict[str, dict[str, str]], dict[str, dict[str, str]]]:
+    """For the cache examples' initializer: the test table's metadata file in place of the manifest's, and what a
+    cluster would give it beside (S3 credentials: IRSA there; the endpoint: AWS's there)."""
+    added = {**seaweed.env(), "ENDPOINT": pod_from_host(seaweed.endpoint)}
+    return {"dataset-initializer": {"METADATA_LOC": table}}, {"dataset-initializer": added}
 
 
 def test_every_manifest_in_deploy_is_played_and_uses_images_make_images_builds():
@@ -144,9 +151,8 @@ def test_job_fills_the_shared_volume_before_the_trainer_with_the_secret_as_env(
     the_secret(pods, seaweed)
     (job,) = load("job.yaml")
     (pod,) = job_pods(job)
-    env = {"dataset-initializer": {"ENDPOINT": pod_from_host(seaweed.endpoint)},
-           "model-initializer": {"HF_ENDPOINT": pod_from_host(hub.endpoint)}}  # fmt: skip
-    (played,) = pods.play(pods.playable(pod, env))
+    endpoint = {"dataset-initializer": {"ENDPOINT": pod_from_host(seaweed.endpoint)}}
+    (played,) = pods.play(pods.playable(pod, endpoint, hub_endpoint(hub)))
     assert played.succeeded, str(played)
     trainer = played.containers["trainer"]
     assert read_under(trainer.read(), "/workspace/dataset") == digests(CORPUS, "tiny-corpus/")
@@ -162,8 +168,7 @@ def test_shared_initializer_trials_fetch_once_into_one_volume(pods: Pods, seawee
     the_secret(pods, seaweed)
     claim, *jobs = load("shared-initializer.yaml")
     pods.claim(claim)
-    env = {"model-initializer": {"HF_ENDPOINT": pod_from_host(hub.endpoint)}}
-    played = pods.play(*(pods.playable(pod, env) for job in jobs for pod in job_pods(job)))
+    played = pods.play(*(pods.playable(pod, added=hub_endpoint(hub)) for job in jobs for pod in job_pods(job)))
     assert all(trial.succeeded for trial in played), "\n".join(map(str, played))
     for number, trial in enumerate(played, 1):
         assert read_under(trial.containers["trainer"].read(), "/workspace/model") == digests(MODEL)
@@ -177,9 +182,9 @@ def test_indexed_job_splits_the_download_over_its_pods_into_one_volume(pods: Pod
     the_secret(pods, seaweed)
     claim, job = load("indexed-job.yaml")
     pods.claim(claim)
-    env = {"dataset-initializer": {"ENDPOINT": pod_from_host(seaweed.endpoint)}}
+    endpoint = {"dataset-initializer": {"ENDPOINT": pod_from_host(seaweed.endpoint)}}  # the manifest's is AWS's
     indexed = job_pods(job)
-    played = pods.play(*(pods.playable(pod, env) for pod in indexed))
+    played = pods.play(*(pods.playable(pod, added=endpoint) for pod in indexed))
     assert all(share.succeeded for share in played), "\n".join(map(str, played))
     shares = [done(share.containers["dataset-initializer"]) for share in played]
     assert sum(share["fetched_files"] for share in shares) == len(IMAGENET) and all(s["fetched_files"] for s in shares)
@@ -188,14 +193,13 @@ def test_indexed_job_splits_the_download_over_its_pods_into_one_volume(pods: Pod
     assert (folder / ".initializer" / "manifest.json").exists(), "the last share wrote the manifest"
     # backoffLimitPerIndex: no controller here, so a retry of index 2 is played by hand; it finds its share done.
     retry = indexed[2] | {"metadata": {**indexed[2]["metadata"], "name": "dataset-initializer-2-retry"}}
-    (again,) = pods.play(pods.playable(retry, env))
+    (again,) = pods.play(pods.playable(retry, added=endpoint))
     assert again.succeeded and done(again.containers["dataset-initializer"])["fetched_files"] == 0, str(again)
 
 
 def test_cache_shards_each_pod_materialises_and_reads_its_own_shard(pods: Pods, seaweed: SeaweedFS, table: str):
     (job,) = load("cache-shards.yaml")
-    env = {"dataset-initializer": cache_env(seaweed, table)}
-    played = pods.play(*(pods.playable(pod, env) for pod in job_pods(job)))
+    played = pods.play(*(pods.playable(pod, *cache_env(seaweed, table)) for pod in job_pods(job)))
     assert all(node.succeeded for node in played), "\n".join(map(str, played))
     rows = []
     for index, node in enumerate(played):
@@ -209,8 +213,7 @@ def test_cache_shards_each_pod_materialises_and_reads_its_own_shard(pods: Pods, 
 
 def test_cache_flight_trainers_read_their_partitions_from_their_own_sidecar(pods: Pods, seaweed: SeaweedFS, table: str):
     (job,) = load("cache-flight.yaml")
-    env = {"dataset-initializer": cache_env(seaweed, table)}
-    played = pods.play(*(pods.playable(pod, env) for pod in job_pods(job)))
+    played = pods.play(*(pods.playable(pod, *cache_env(seaweed, table)) for pod in job_pods(job)))
     assert all(node.succeeded for node in played), "\n".join(map(str, played))
     counts = []
     for index, node in enumerate(played):
@@ -226,8 +229,9 @@ def test_a_cache_initializer_fails_its_pod_on_an_api_error(pods: Pods, seaweed: 
     """kubeflow/trainer#3835: upstream's cache initializer exited 0 on API errors; ours fails its init container, so
     the trainer never starts, and the termination message says why (never with the key)."""
     (job,) = load("cache-shards.yaml")
-    env = {"dataset-initializer": {**cache_env(seaweed, table), "SECRET_ACCESS_KEY": "wrong-pods-secret-88"}}
-    (played,) = pods.play(pods.playable(job_pods(job)[0], env))
+    replaced, added = cache_env(seaweed, table)
+    added["dataset-initializer"]["SECRET_ACCESS_KEY"] = "wrong-pods-secret-88"
+    (played,) = pods.play(pods.playable(job_pods(job)[0], replaced, added))
     assert played.play_code != 0 and not played.succeeded
     initializer = played.containers["dataset-initializer"]
     assert initializer.exit_code == 1 and initializer.message.startswith("failed (exit 1): ")
@@ -253,7 +257,7 @@ def test_the_cluster_training_runtimes_initializers_run_a_trainjob(
         (container,) = pod["spec"]["containers"]
         given = [{"name": k, "value": v} for k, v in sdk.kubernetes_env(trainjob[name]).items()]
         container["env"] = specs.trainjob_env(container.get("env", []), trainjob[name].storage_uri, given)
-        made.append(pods.playable(pod, {"model-initializer": {"HF_ENDPOINT": pod_from_host(hub.endpoint)}}))
+        made.append(pods.playable(pod, added=hub_endpoint(hub)))
     played = pods.play(*made)
     assert all(job.succeeded for job in played), "\n".join(map(str, played))
     folder = pods.volume_folder("initializer")
