@@ -41,7 +41,7 @@ import pytest
 from devkit import images
 from devkit.hubserver import HubServer
 from devkit.iceberg import simple_table, sql_catalog
-from devkit.pods import DEPLOY, PYTHON_IMAGE, Pods, job_pods, load, pod_from_host, runtime_pods
+from devkit.pods import DEPLOY, PYTHON_IMAGE, Played, Pods, job_pods, load, pod_from_host, runtime_pods
 from devkit.seaweed import SeaweedFS
 from initializers.kubeflow import sdk, specs
 
@@ -121,6 +121,17 @@ def the_secret(pods: Pods, seaweed: SeaweedFS) -> None:
                          "ACCESS_TOKEN": HUB_TOKEN})  # fmt: skip
 
 
+def succeeded(played: list[Played]) -> list[Played]:
+    """`played`, once every pod of it has succeeded (else what each one's containers did)."""
+    assert all(pod.succeeded for pod in played), "\n".join(map(str, played))
+    return played
+
+
+def play_cache_example(pods: Pods, name: str, seaweed: SeaweedFS, table: str) -> list[Played]:
+    (job,) = load(name)
+    return succeeded(pods.play(*(pods.playable(pod, *cache_env(seaweed, table)) for pod in job_pods(job))))
+
+
 def hub_endpoint(hub: HubServer) -> dict[str, dict[str, str]]:
     """The local Hub for the model initializer, whose manifests leave huggingface.co implied."""
     return {"model-initializer": {"HF_ENDPOINT": pod_from_host(hub.endpoint)}}
@@ -152,8 +163,7 @@ def test_job_fills_the_shared_volume_before_the_trainer_with_the_secret_as_env(
     (job,) = load("job.yaml")
     (pod,) = job_pods(job)
     endpoint = {"dataset-initializer": {"ENDPOINT": pod_from_host(seaweed.endpoint)}}
-    (played,) = pods.play(pods.playable(pod, endpoint, hub_endpoint(hub)))
-    assert played.succeeded, str(played)
+    (played,) = succeeded(pods.play(pods.playable(pod, endpoint, hub_endpoint(hub))))
     trainer = played.containers["trainer"]
     assert read_under(trainer.read(), "/workspace/dataset") == digests(CORPUS, "tiny-corpus/")
     assert read_under(trainer.read(), "/workspace/model") == digests(MODEL)
@@ -168,8 +178,9 @@ def test_shared_initializer_trials_fetch_once_into_one_volume(pods: Pods, seawee
     the_secret(pods, seaweed)
     claim, *jobs = load("shared-initializer.yaml")
     pods.claim(claim)
-    played = pods.play(*(pods.playable(pod, added=hub_endpoint(hub)) for job in jobs for pod in job_pods(job)))
-    assert all(trial.succeeded for trial in played), "\n".join(map(str, played))
+    played = succeeded(
+        pods.play(*(pods.playable(pod, added=hub_endpoint(hub)) for job in jobs for pod in job_pods(job)))
+    )
     for number, trial in enumerate(played, 1):
         assert read_under(trial.containers["trainer"].read(), "/workspace/model") == digests(MODEL)
         assert f"trial {number} ['.initializer', 'config.json'" in trial.containers["trainer"].log
@@ -184,8 +195,7 @@ def test_indexed_job_splits_the_download_over_its_pods_into_one_volume(pods: Pod
     pods.claim(claim)
     endpoint = {"dataset-initializer": {"ENDPOINT": pod_from_host(seaweed.endpoint)}}  # the manifest's is AWS's
     indexed = job_pods(job)
-    played = pods.play(*(pods.playable(pod, added=endpoint) for pod in indexed))
-    assert all(share.succeeded for share in played), "\n".join(map(str, played))
+    played = succeeded(pods.play(*(pods.playable(pod, added=endpoint) for pod in indexed)))
     shares = [done(share.containers["dataset-initializer"]) for share in played]
     assert sum(share["fetched_files"] for share in shares) == len(IMAGENET) and all(s["fetched_files"] for s in shares)
     folder = pods.volume_folder("dataset") / "dataset"
@@ -193,14 +203,12 @@ def test_indexed_job_splits_the_download_over_its_pods_into_one_volume(pods: Pod
     assert (folder / ".initializer" / "manifest.json").exists(), "the last share wrote the manifest"
     # backoffLimitPerIndex: no controller here, so a retry of index 2 is played by hand; it finds its share done.
     retry = indexed[2] | {"metadata": {**indexed[2]["metadata"], "name": "dataset-initializer-2-retry"}}
-    (again,) = pods.play(pods.playable(retry, added=endpoint))
-    assert again.succeeded and done(again.containers["dataset-initializer"])["fetched_files"] == 0, str(again)
+    (again,) = succeeded(pods.play(pods.playable(retry, added=endpoint)))
+    assert done(again.containers["dataset-initializer"])["fetched_files"] == 0
 
 
 def test_cache_shards_each_pod_materialises_and_reads_its_own_shard(pods: Pods, seaweed: SeaweedFS, table: str):
-    (job,) = load("cache-shards.yaml")
-    played = pods.play(*(pods.playable(pod, *cache_env(seaweed, table)) for pod in job_pods(job)))
-    assert all(node.succeeded for node in played), "\n".join(map(str, played))
+    played = play_cache_example(pods, "cache-shards.yaml", seaweed, table)
     rows = []
     for index, node in enumerate(played):
         read = node.containers["trainer"].read()
@@ -212,9 +220,7 @@ def test_cache_shards_each_pod_materialises_and_reads_its_own_shard(pods: Pods, 
 
 
 def test_cache_flight_trainers_read_their_partitions_from_their_own_sidecar(pods: Pods, seaweed: SeaweedFS, table: str):
-    (job,) = load("cache-flight.yaml")
-    played = pods.play(*(pods.playable(pod, *cache_env(seaweed, table)) for pod in job_pods(job)))
-    assert all(node.succeeded for node in played), "\n".join(map(str, played))
+    played = play_cache_example(pods, "cache-flight.yaml", seaweed, table)
     counts = []
     for index, node in enumerate(played):
         (line,) = [x for x in node.containers["trainer"].log.splitlines() if x.startswith("partition")]
@@ -258,8 +264,7 @@ def test_the_cluster_training_runtimes_initializers_run_a_trainjob(
         given = [{"name": k, "value": v} for k, v in sdk.kubernetes_env(trainjob[name]).items()]
         container["env"] = specs.trainjob_env(container.get("env", []), trainjob[name].storage_uri, given)
         made.append(pods.playable(pod, added=hub_endpoint(hub)))
-    played = pods.play(*made)
-    assert all(job.succeeded for job in played), "\n".join(map(str, played))
+    played = succeeded(pods.play(*made))
     folder = pods.volume_folder("initializer")
     assert on_disk(folder / "dataset") == digests(CORPUS, "tiny-corpus/")
     assert on_disk(folder / "model") == digests(MODEL)
