@@ -17,6 +17,10 @@ Fields podman 4.3 cannot play, and how each is checked instead:
   the main containers, which wait for its probe's port, period and threshold before their command; stopping the
   pod ends it as the kubelet ends sidecars.
 - `terminationMessagePath`: a host file mounted there, as the kubelet mounts one.
+- `ports` (containerPort): informational in Kubernetes, published on the host by podman (two pods' sidecars would
+  collide): dropped once the startupProbe's named port is resolved.
+- `emptyDir`: podman 4.3 plays it as the named volume of that name, shared by every pod and kept; each pod's is
+  renamed to one of its own and removed after it.
 - `kind: Secret`: stored as podman's secret, read through `secretKeyRef` as written.
 - `kind: PersistentVolumeClaim` (`ReadWriteMany`, `storageClassName: nfs-client`, size): a named volume the
   pods share on one host; the POSIX lock that NFS would carry across nodes is taken on a local filesystem.
@@ -24,7 +28,7 @@ Fields podman 4.3 cannot play, and how each is checked instead:
   from, as `fsGroup: 0` would leave them.
 - `resources.requests` (scheduling) and `seccompProfile: RuntimeDefault` are passed to podman, not checked here.
 - `kind: ClusterTrainingRuntime`: its replicated jobs' pods, with the env Kubeflow's controller builds from a
-  TrainJob (`specs.trainjob_env`).
+  TrainJob (`specs.trainjob_env`) and the restartPolicy JobSet's webhook defaults (OnFailure).
 """
 
 from __future__ import annotations
