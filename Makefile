@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install test test-quick stress lint format demo serve clean images bench bench-install bench-s3 bench-hf bench-iceberg bench-startup bench-network bench-scale bench-durability bench-shards bench-cache-server
+.PHONY: install test test-quick stress lint format demo serve clean images deploy-check bench bench-install bench-s3 bench-hf bench-iceberg bench-startup bench-network bench-scale bench-durability bench-shards bench-cache-server
 
 OLAH := .venvs/olah
 
@@ -53,6 +53,11 @@ lint: install
 # images/common/Dockerfile first (the shared steps, as localhost/initializers-common:dev), then each image's folder.
 images: install
 	$(PY) -m devkit.images
+
+# deploy/'s Kubernetes examples played as pods under podman (`podman kube play`), with the images built as `images`
+# builds them, against local S3 and Hub servers: try the examples without a cluster. Part of `test` too.
+deploy-check: install
+	$(PY) -m pytest tests/test_pods.py $(PYTEST_ARGS)
 
 format: install
 	$(VENV)/bin/ruff check --fix .

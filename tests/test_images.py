@@ -30,11 +30,6 @@ POD_GROUP = 4242  # a pod's fsGroup, given to the container as podman's --group-
 WEB_OBJECTS = {f"d/{i}.bin": os.urandom(256 * 1024) for i in range(6)}
 
 
-@pytest.fixture(scope="session")
-def runtime() -> str:
-    return images.build_all()
-
-
 @pytest.fixture
 def folder() -> Iterator[Path]:
     """The host folder mounted at /workspace, group-writable for group 0 as documented, under a parent that other
