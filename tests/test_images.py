@@ -267,8 +267,12 @@ for name in sys.argv[1:]:
 """
 
 
-@pytest.mark.parametrize(("kind", "packages"), [("model", ["initializers", "huggingface_hub", "structlog", "click"]),
-                                                ("dataset", ["initializers", "pyiceberg", "pyarrow"])])  # fmt: skip
+#: Each image's own packages, and the signing extra (SIGNATURE) in both.
+COMPILED = [("model", ["initializers", "huggingface_hub", "structlog", "click", "model_signing", "OpenSSL"]),
+            ("dataset", ["initializers", "pyiceberg", "pyarrow", "model_signing", "OpenSSL"])]  # fmt: skip
+
+
+@pytest.mark.parametrize(("kind", "packages"), COMPILED)
 def test_every_module_of_the_images_is_compiled_when_they_are_built(
     runtime: str, folder: Path, kind: str, packages: list[str]
 ):
