@@ -1,9 +1,10 @@
 """What SIGNATURE=enforce costs: a signed 1 GiB model (4 x 256 MiB weights, configs, `model.sig`) fetched by the model
-program from SeaweedFS on loopback with SIGNATURE=off and =enforce, alternating, run by run.
+program from SeaweedFS and from our Hub server on loopback with SIGNATURE=off and =enforce, alternating, run by run.
 
 Two uploads of the same files: multipart (as `aws s3 cp` uploads large files: the ETag is no MD5, so the fetch
 checks sizes and If-Match only) and single-part (the ETag is the MD5, which the fetch verifies). S3 answers to ranged
 GETs carry no SHA-256, so under enforce every weight file is hashed once more, from the page cache, with SHA-256.
+The Hub vouches for its LFS files' SHA-256, which the fetch verifies: there enforce reads no weight file again.
 
 Run with `python -m bench.signing` (BENCH_ROUNDS, BENCH_OUT as for the other suites).
 """
@@ -16,7 +17,8 @@ import sys
 from functools import partial
 from pathlib import Path
 
-from bench.harness import Result, Sample, measure, run_alone, size_of
+from bench.harness import Contender, Result, Sample, measure, run_alone, size_of
+from devkit.hubserver import HubServer
 from devkit.seaweed import SeaweedFS
 from devkit.signing import SIGNATURE, key_pair, sign
 
@@ -24,6 +26,7 @@ MiB = 1 << 20
 WEIGHTS = [(f"model-{i:05d}-of-00004.safetensors", 256 * MiB) for i in range(4)]
 SMALL = {"config.json": b'{"model_type": "llama"}', "tokenizer.json": b'{"version": "1.0"}'}
 OFF, ENFORCE = "SIGNATURE=off", "SIGNATURE=enforce"
+REPO = "bench/signed"
 
 
 def _model(folder: Path) -> None:
@@ -49,8 +52,13 @@ def _seed(server: SeaweedFS, bucket: str, model: Path, multipart: bool) -> None:
                 s3.put_object(Bucket=bucket, Key=path.name, Body=body)
 
 
-def _fetch(server: SeaweedFS, bucket: str, trust: dict[str, str], out: Path) -> tuple[list[str], dict[str, str]]:
+def _from_s3(server: SeaweedFS, bucket: str, trust: dict[str, str], out: Path) -> tuple[list[str], dict[str, str]]:
     env = {**server.env(), "STORAGE_URI": f"s3://{bucket}", "OUTPUT_PATH": str(out), **trust}
+    return [str(Path(sys.executable).parent / "model-initializer")], env
+
+
+def _from_hub(hub: HubServer, trust: dict[str, str], out: Path) -> tuple[list[str], dict[str, str]]:
+    env = {"STORAGE_URI": f"hf://{REPO}", "OUTPUT_PATH": str(out), "HF_ENDPOINT": hub.endpoint, **trust}
     return [str(Path(sys.executable).parent / "model-initializer")], env
 
 
@@ -78,20 +86,29 @@ def suite(rounds: int, out_root: Path, quick: bool) -> list[Result]:
     _model(publisher)
     keys = key_pair(out_root / "keys")
     sign(publisher, keys)
+    trust = {"SIGNATURE": "enforce", "SIGNATURE_PUBLIC_KEY": str(keys.public)}
     total = sum(p.stat().st_size for p in publisher.iterdir() if p.is_file() and p.name != SIGNATURE)
+    runs = out_root / "runs"
+    runs.mkdir(exist_ok=True)
     results = []
+
+    def compare(title: str, contenders: dict[str, Contender]) -> None:
+        samples = measure(title, contenders, total, runs, rounds, ENFORCE, found=_model_bytes)
+        print(_summary(samples), flush=True)
+        results.append(Result(f"Signed model, {title}", total, samples, peer=OFF))
+
     with SeaweedFS.start() as server:
         for multipart in (True, False):
             bucket = "signed-multipart" if multipart else "signed-single-part"
             print(f"seeding {bucket} ...", flush=True)
             _seed(server, bucket, publisher, multipart)
-            trust = {"SIGNATURE": "enforce", "SIGNATURE_PUBLIC_KEY": str(keys.public)}
-            contenders = {OFF: partial(_fetch, server, bucket, {}), ENFORCE: partial(_fetch, server, bucket, trust)}
-            (out_root / "runs").mkdir(exist_ok=True)
-            samples = measure(bucket, contenders, total, out_root / "runs", rounds, ENFORCE, found=_model_bytes)
-            print(_summary(samples), flush=True)
-            title = f"Signed model, {'multipart' if multipart else 'single-part'} upload"
-            results.append(Result(title, total, samples, peer=OFF))
+            title = f"S3 {'multipart' if multipart else 'single-part'} upload"
+            compare(
+                title, {OFF: partial(_from_s3, server, bucket, {}), ENFORCE: partial(_from_s3, server, bucket, trust)}
+            )
+    with HubServer() as hub:
+        hub.add_repo(REPO, {p.name: p for p in publisher.iterdir() if p.is_file()})
+        compare("Hub (LFS weights)", {OFF: partial(_from_hub, hub, {}), ENFORCE: partial(_from_hub, hub, trust)})
     return results
 
 

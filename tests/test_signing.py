@@ -251,3 +251,23 @@ def test_the_cache_source_refuses_signature_settings():
     config = Config.from_env({"STORAGE_URI": "cache://schema/table", "SIGNATURE": "enforce"})
     with pytest.raises(ConfigError, match=r"SIGNATURE does not apply to cache:// sources"):
         _signing(config, DATASET)
+
+
+def test_a_stop_is_taken_while_files_are_hashed_again(keys: Keys, tmp_path: Path):
+    """The check is the run's last long step: a stop requested while it re-hashes a file ends it there."""
+    from initializers.common.errors import Stopped
+    from initializers.config.signing import SigningOptions
+    from initializers.plan.signature import check
+
+    files = signed(tmp_path, keys)
+    options = SigningOptions("enforce", signature_public_key=str(keys.public))
+    calls = []
+
+    def stop_on_the_second_block() -> None:
+        calls.append(1)
+        if len(calls) == 2:
+            raise Stopped("stopped by SIGTERM while waiting for the publisher's signature to be checked")
+
+    with pytest.raises(Stopped):
+        check(options, tmp_path, [(path, None) for path in files], frozenset(), stop_on_the_second_block)
+    assert check(options, tmp_path, [(path, None) for path in files], frozenset(), lambda: None).verified

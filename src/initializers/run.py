@@ -217,12 +217,13 @@ def _list_and_fetch(
             if stale:
                 log.info("removed stale files", files=len(stale), first=stale[:5])
         waiting.step = "the manifest to be written"
-        stop.check()  # the last point a stop is taken at: from here on, the run completes
+        stop.check()  # the last point a stop is taken at (but for re-hashing under SIGNATURE): the run completes
         index.add_finished(state.journal.files(), in_manifest=False)  # what this run finished, as it finished it
         with shares.completing(state, index, described, log) as complete:
             if not complete:  # other shares of the split plan are still due: the last one writes the manifest
                 return _outcome(index, progress, started_at, state)
-            verdict = _check_signature(signing, state, index, selected, log) if signing else None
+            waiting.step = "the publisher's signature to be checked" if signing else waiting.step
+            verdict = _check_signature(signing, state, index, selected, log, stop) if signing else None
             totals = index.totals()
             entries = ((file, _finished(file, done)) for file, done in index.planned())
             state.write_manifest(
@@ -260,13 +261,14 @@ def _signing(config: Config, kind: Kind) -> SigningOptions | None:
 
 
 def _check_signature(
-    signing: SigningOptions, state: StateDir, index: PlanIndex, selected: Selected, log: Any
+    signing: SigningOptions, state: StateDir, index: PlanIndex, selected: Selected, log: Any, stop: Stop
 ) -> signature.Verdict:
     """The verdict on what landed, before the manifest is written; under enforce, a failure takes the download back
-    (`StateDir.discard`: no manifest, no file at a final path) and ends the run with the reason."""
+    (`StateDir.discard`: no manifest, no file at a final path) and ends the run with the reason. A stop is still
+    taken while files are hashed again: the run then ends as stopped, without a manifest, as before the last step."""
     planned = [(file, _finished(file, done)) for file, done in index.planned()]
     landed = ((file.path, done.verified_against(file)) for file, done in planned)
-    verdict = signature.check(signing, state.root, landed, selected.left_out)
+    verdict = signature.check(signing, state.root, landed, selected.left_out, stop.check)
     if verdict.verified:
         log.info("signature verified", signer=verdict.signer, not_fetched=len(verdict.not_fetched))
         if verdict.not_fetched:

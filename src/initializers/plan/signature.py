@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
@@ -67,9 +67,11 @@ def check(
     root: Path,
     landed: Iterable[tuple[str, Checksum | None]],
     left_out: frozenset[str],
+    check_stop: Callable[[], None],
 ) -> Verdict:
     """The verdict on the files at `root`: `landed`, each path with the digest its fetch verified (None: none in a
-    usable algorithm); `left_out`: the paths the user's patterns did not select."""
+    usable algorithm); `left_out`: the paths the user's patterns did not select; `check_stop` is called between the
+    blocks of a file hashed again (a long wait on a large model), to raise a stop requested meanwhile."""
     method, trust = options.trust()
     signature_path = options.relative_path()
     verdict = Verdict(options.signature, method, signature_path)
@@ -93,7 +95,7 @@ def check(
             return _failed(verdict, signed.signer, f"file added: {path} is not in the signature")
     both = sorted(path for path in by_file if path in digests)
     with ThreadPoolExecutor(os.cpu_count() or 1) as pool:  # hashlib lets go of the GIL: files hash side by side
-        found = pool.map(lambda path: _matches(root / path, by_file[path], algorithm, digests[path]), both)
+        found = pool.map(lambda path: _matches(root / path, by_file[path], algorithm, digests[path], check_stop), both)
         matches = dict(zip(both, found, strict=True))
     not_fetched = []
     for path in sorted(by_file):
@@ -124,7 +126,13 @@ def _by_file(resources: dict[str, str]) -> dict[str, dict[tuple[int, int] | None
     return files
 
 
-def _matches(path: Path, signed: dict[tuple[int, int] | None, str], algorithm: str, fetched: Checksum | None) -> bool:
+def _matches(
+    path: Path,
+    signed: dict[tuple[int, int] | None, str],
+    algorithm: str,
+    fetched: Checksum | None,
+    check_stop: Callable[[], None],
+) -> bool:
     """The landed file hashes to what was signed: by the fetch's digest when it is in the signer's algorithm and the
     signer hashed the whole file, else by hashing the file (each signed shard, or whole)."""
     if None in signed and fetched is not None and fetched.algorithm == algorithm:
@@ -134,14 +142,17 @@ def _matches(path: Path, signed: dict[tuple[int, int] | None, str], algorithm: s
         spans = sorted((span or (0, size)) for span in signed)
         if spans[0][0] != 0 or spans[-1][1] != size or any(a[1] != b[0] for a, b in itertools.pairwise(spans)):
             return False  # the signed shards do not tile the file: it is not the size that was signed
-        return all(_digest(handle, span, algorithm) == signed[span if span in signed else None] for span in spans)
+        return all(
+            _digest(handle, span, algorithm, check_stop) == signed[span if span in signed else None] for span in spans
+        )
 
 
-def _digest(handle: Any, span: tuple[int, int], algorithm: str) -> str:
+def _digest(handle: Any, span: tuple[int, int], algorithm: str, check_stop: Callable[[], None]) -> str:
     hasher = hashlib.new(algorithm)
     handle.seek(span[0])
     remaining = span[1] - span[0]
     while remaining > 0 and (block := handle.read(min(_BLOCK_BYTES, remaining))):
+        check_stop()
         hasher.update(block)
         remaining -= len(block)
     return hasher.hexdigest()
