@@ -79,6 +79,9 @@ def test_a_model_signed_with_a_key_verifies_from_s3(
     assert record["verdict"] == "verified" and record["mode"] == "enforce" and record["method"] == "key"
     assert record["signer"].startswith("key sha256:") and record["path"] == SIGNATURE
     assert result.named("signature verified")
+    again = fetch_s3(seaweed, bucket, tmp_path / "out", SIGNATURE="enforce", SIGNATURE_PUBLIC_KEY=str(keys.public))
+    assert again.code == 0 and again.last["fetched_files"] == 0, "a re-run fetches nothing and checks again"
+    assert again.named("signature verified") and manifest_of(tmp_path / "out")["signature"] == record
 
 
 def test_a_model_signed_with_a_certificate_chain_verifies_from_the_hub(chain: Keys, tmp_path: Path):
