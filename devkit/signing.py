@@ -6,6 +6,7 @@ from __future__ import annotations
 import datetime
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
@@ -114,3 +115,13 @@ def sign(model: Path, keys: Keys, signature: str = SIGNATURE, shard_size: int | 
     target.parent.mkdir(parents=True, exist_ok=True)
     config.sign(model, target)
     return target
+
+
+def signed_model(folder: Path, keys: Keys, files: dict[str, bytes], **how: Any) -> dict[str, bytes]:
+    """`files` written under `folder` and signed there (`how`: `sign`'s options): the files and their signature, by
+    path, as a publisher uploads them."""
+    for path, content in files.items():
+        (folder / path).parent.mkdir(parents=True, exist_ok=True)
+        (folder / path).write_bytes(content)
+    signature = sign(folder, keys, **how)
+    return {**files, signature.relative_to(folder).as_posix(): signature.read_bytes()}

@@ -15,7 +15,7 @@ import pytest
 from devkit.hubserver import HubServer
 from devkit.programs import ProgramResult, run_program
 from devkit.seaweed import SeaweedFS
-from devkit.signing import SIGNATURE, Keys, certificate_chain, key_pair, sign
+from devkit.signing import SIGNATURE, Keys, certificate_chain, key_pair, signed_model
 
 WEIGHTS = "model.safetensors"
 MODEL = {
@@ -36,13 +36,8 @@ def chain(tmp_path_factory: pytest.TempPathFactory) -> Keys:
     return certificate_chain(tmp_path_factory.mktemp("chain"))
 
 
-def signed(folder: Path, keys: Keys, files: dict[str, bytes] = MODEL, **how: Any) -> dict[str, bytes]:
-    """`files` written under `folder` and signed there: the files and their signature, as a publisher uploads them."""
-    for path, content in files.items():
-        (folder / path).parent.mkdir(parents=True, exist_ok=True)
-        (folder / path).write_bytes(content)
-    signature = sign(folder, keys, **how)
-    return {**files, signature.relative_to(folder).as_posix(): signature.read_bytes()}
+def signed(folder: Path, keys: Keys, **how: Any) -> dict[str, bytes]:
+    return signed_model(folder, keys, MODEL, **how)
 
 
 def upload(s3: Any, bucket: str, files: dict[str, bytes]) -> None:
