@@ -32,8 +32,7 @@ class Signed:
 
     #: Who signed: the key's fingerprint, or the signing certificate's subject.
     signer: str
-    #: "files" (a digest per file) or "shards" (a digest per byte range of each file).
-    method: str
+    #: The algorithm of every digest, files and shards alike ("sha256", "blake2b", "blake3").
     hash_type: str
     #: Paths (relative to the model root) the signer left out of the manifest, folders included.
     ignore_paths: tuple[str, ...]
@@ -72,7 +71,6 @@ def verified(signature_path: Path, method: str, trust_path: Path) -> Signed:
     serialization = manifest.serialization_type
     return Signed(
         signer=signer,
-        method=serialization["method"],
         hash_type=serialization["hash_type"],
         ignore_paths=tuple(str(path) for path in serialization.get("ignore_paths", ())),
         resources={rd.identifier: rd.digest.digest_hex for rd in manifest.resource_descriptors()},

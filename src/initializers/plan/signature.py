@@ -86,7 +86,7 @@ def check(
     except SignatureInvalid as exc:
         return _failed(verdict, None, f"{signature_path}: {exc}")
     by_file = _by_file(signed.resources)
-    algorithm = signed.hash_type.split("-sharded-")[0]
+    algorithm = signed.hash_type
     if algorithm not in hashlib.algorithms_available:
         return _failed(verdict, signed.signer, f"{signature_path} hashes files with {signed.hash_type}, not supported")
     ignored = [PurePosixPath(path) for path in signed.ignore_paths]
