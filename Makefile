@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install test test-quick stress lint format demo serve clean images deploy-check bench bench-install bench-s3 bench-hf bench-iceberg bench-startup bench-network bench-scale bench-durability bench-shards bench-cache-server
+.PHONY: install test test-quick stress lint format demo serve clean images deploy-check bench bench-install bench-s3 bench-hf bench-iceberg bench-startup bench-network bench-scale bench-durability bench-shards bench-cache-server bench-signing
 
 OLAH := .venvs/olah
 
@@ -108,6 +108,10 @@ bench-durability: install
 
 bench-shards: install
 	$(PY) -m bench.shards
+
+# SIGNATURE=enforce against off on a signed 1 GiB model from SeaweedFS (a separate run, not in `make bench`).
+bench-signing: install
+	$(PY) -m bench.signing
 
 bench-iceberg: bench-install
 	$(PY) -m bench.iceberg

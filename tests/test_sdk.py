@@ -14,6 +14,8 @@ from kubeflow.trainer.types import types as kf
 
 from initializers.common.errors import ConfigError
 from initializers.config.contract import Config
+from initializers.config.settings import settings_of
+from initializers.config.signing import SigningOptions
 from initializers.kubeflow import sdk
 
 _word = st.text(st.sampled_from("abcdefghijklmnopqrstuvwxyz0123456789-_."), min_size=1, max_size=10).filter(
@@ -104,7 +106,32 @@ def test_positional_arguments_land_in_the_kubeflow_sdks_fields(name: str):
     ours, theirs = getattr(sdk, name), getattr(kf, name)
     positional = [f.name for f in dataclasses.fields(ours) if f.init and not f.kw_only]
     assert positional == [f.name for f in dataclasses.fields(theirs)]
-    assert {f.name for f in dataclasses.fields(ours) if f.kw_only} <= {"allow_patterns"}
+    assert {f.name for f in dataclasses.fields(ours) if f.kw_only} <= {"allow_patterns", *SIGNING}
+
+
+#: SIGNATURE's settings, from their schema.
+SIGNING = {name for name, _ in settings_of(SigningOptions)}
+
+
+@pytest.mark.parametrize("name", ["HuggingFaceDatasetInitializer", "S3DatasetInitializer",
+                                  "HuggingFaceModelInitializer", "S3ModelInitializer"])  # fmt: skip
+def test_hf_and_s3_configurations_take_the_signature_settings_from_their_schema(name: str):
+    uri = "hf://o/n" if name.startswith("HuggingFace") else "s3://b/m"
+    assert {f.name for f in dataclasses.fields(getattr(sdk, name))} >= SIGNING
+    plain = getattr(sdk, name)(uri)
+    assert "SIGNATURE" not in sdk.container_env(plain)  # off, the default: nothing written, as the Kubeflow SDK
+    signed = getattr(sdk, name)(uri, signature="enforce", signature_public_key="/etc/model-signer/signer.pub")
+    env = sdk.container_env(signed)
+    assert env["SIGNATURE"] == "enforce" and env["SIGNATURE_PUBLIC_KEY"] == "/etc/model-signer/signer.pub"
+    assert Config.from_env(env).options(SigningOptions) == SigningOptions(
+        signature="enforce", signature_public_key="/etc/model-signer/signer.pub"
+    )
+    with pytest.raises(ConfigError, match="SIGNATURE: expected one of off, warn, enforce"):
+        getattr(sdk, name)(uri, signature="strict")
+
+
+def test_the_cache_configuration_has_no_signature_settings():
+    assert not SIGNING & {f.name for f in dataclasses.fields(sdk.DataCacheInitializer)}
 
 
 def test_a_token_given_by_position_is_the_token():

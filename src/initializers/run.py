@@ -11,16 +11,18 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, cast
 
+from initializers.common.errors import ConfigError, FetchError
 from initializers.common.lookahead import Lookahead
 from initializers.common.remote_file import RemoteFile
 from initializers.common.streams import Returning
 from initializers.config import registry
 from initializers.config.contract import Config, Kind
+from initializers.config.signing import SigningOptions
 from initializers.config.uris import scheme_of
 from initializers.destination import manifest
 from initializers.destination.done import DoneFile
 from initializers.destination.state import StateDir
-from initializers.plan import dryrun, shares
+from initializers.plan import dryrun, shares, signature
 from initializers.plan.index import PlanIndex
 from initializers.plan.safe_paths import plan_files
 from initializers.plan.selection import Selected, Selection
@@ -86,7 +88,8 @@ def _dry_run(config: Config, kind: Kind, log: Any, waiting: _Waiting, stop: Stop
             uri = source.describe()["uri"]
             log.info("listing", source=uri, output_path=output_path, dry_run=True)
             waiting.step = f"the listing of {uri}"
-            selection = Selection(config, kind, log)
+            signing = _signing(config, kind)
+            selection = Selection(config, kind, log, keep=signing.relative_path() if signing else None)
             with stop.interruptible():
                 planned = _planned(source, selection, index, _plan_share(config, kind), log)
                 files, size = dryrun.print_plan(planned, sys.stdout)
@@ -125,6 +128,7 @@ def _planned(
 
 
 def _run(config: Config, kind: Kind, log: Any, waiting: _Waiting, stop: Stop) -> Outcome:
+    signing = _signing(config, kind)
     state = StateDir(config.output_dir(kind), _plan_share(config, kind), StoppingClock(stop))
     source = _open_source(config, kind, str(state.staging), stop)
     try:
@@ -139,16 +143,24 @@ def _run(config: Config, kind: Kind, log: Any, waiting: _Waiting, stop: Stop) ->
 
         with state.session(wait_for_holder):
             waiting.step = f"the listing of {uri}"
-            return _list_and_fetch(config, kind, log, waiting, stop, source, state)
+            return _list_and_fetch(config, kind, log, waiting, stop, source, state, signing)
     finally:
         source.close()
 
 
 def _list_and_fetch(
-    config: Config, kind: Kind, log: Any, waiting: _Waiting, stop: Stop, source: Source, state: StateDir
+    config: Config,
+    kind: Kind,
+    log: Any,
+    waiting: _Waiting,
+    stop: Stop,
+    source: Source,
+    state: StateDir,
+    signing: SigningOptions | None,
 ) -> Outcome:
     """The listing thread plans into the index, and it is closed only once that thread has ended: one that outlives
-    its grace (a listing that does not answer) leaves it to the process's exit, which comes next."""
+    its grace (a listing that does not answer) leaves it to the process's exit, which comes next. With `signing`,
+    the publisher's signature is checked before the manifest is written, and every run writes it anew."""
     started_at = datetime.now(UTC)
     previous = manifest.read_head(state.manifest_path)
     index = PlanIndex(state.dir / INDEX)
@@ -161,7 +173,7 @@ def _list_and_fetch(
         partials = state.temps.keep_partials()  # the others go
         if partials:
             log.info("resuming", files=len(partials), already_here=sum(partial.kept_bytes for partial in partials))
-        selection = Selection(config, kind, log)
+        selection = Selection(config, kind, log, keep=signing.relative_path() if signing else None)
         planned: Returning[list[RemoteFile], Selected] = Returning(_planned(source, selection, index, state.share, log))
         ramp = Ramp(source.default_workers, config.max_workers or source.max_workers, throttle=source.throttle)
         bandwidth = TokenBucket(config.max_bandwidth) if config.max_bandwidth else None
@@ -193,7 +205,7 @@ def _list_and_fetch(
         )
         if state.share is not None:
             described = {**described, **shares.described(index, state.share)}
-        if _up_to_date(progress.files_done, listed, total, previous, described):
+        if signing is None and _up_to_date(progress.files_done, listed, total, previous, described):
             state.journal.remove()
             standing = _outcome(index, None, started_at, state)
             log.info("up to date", files=standing.files, bytes=standing.bytes, manifest=str(state.manifest_path))
@@ -205,11 +217,13 @@ def _list_and_fetch(
             if stale:
                 log.info("removed stale files", files=len(stale), first=stale[:5])
         waiting.step = "the manifest to be written"
-        stop.check()  # the last point a stop is taken at: from here on, the run completes
+        stop.check()  # the last point a stop is taken at (but for re-hashing under SIGNATURE): the run completes
         index.add_finished(state.journal.files(), in_manifest=False)  # what this run finished, as it finished it
         with shares.completing(state, index, described, log) as complete:
             if not complete:  # other shares of the split plan are still due: the last one writes the manifest
                 return _outcome(index, progress, started_at, state)
+            waiting.step = "the publisher's signature to be checked" if signing else waiting.step
+            verdict = _check_signature(signing, state, index, selected, log, stop) if signing else None
             totals = index.totals()
             entries = ((file, _finished(file, done)) for file, done in index.planned())
             state.write_manifest(
@@ -222,6 +236,7 @@ def _list_and_fetch(
                     totals,
                     entries,
                     selection.allow.patterns,
+                    verdict.record() if verdict else None,
                 )
             )
         state.journal.remove()
@@ -229,6 +244,41 @@ def _list_and_fetch(
     finally:
         if listing_ended:
             index.close()
+
+
+def _signing(config: Config, kind: Kind) -> SigningOptions | None:
+    """The signature check this run makes, its settings checked before anything is fetched; None when SIGNATURE is
+    off. A source that does not read the options (cache://) refuses them rather than skip a check asked for."""
+    plugin = registry.plugin(scheme_of(config.require_storage_uri(), kind))
+    signing = config.options(SigningOptions)
+    if not signing.enabled:
+        return None
+    if SigningOptions not in plugin.options:
+        raise ConfigError(f"SIGNATURE does not apply to {plugin.scheme}:// sources: they publish no model signature")
+    signing.trust()
+    signing.relative_path()
+    return signing
+
+
+def _check_signature(
+    signing: SigningOptions, state: StateDir, index: PlanIndex, selected: Selected, log: Any, stop: Stop
+) -> signature.Verdict:
+    """The verdict on what landed, before the manifest is written; under enforce, a failure takes the download back
+    (`StateDir.discard`: no manifest, no file at a final path) and ends the run with the reason. A stop is still
+    taken while files are hashed again: the run then ends as stopped, without a manifest, as before the last step."""
+    planned = [(file, _finished(file, done)) for file, done in index.planned()]
+    landed = ((file.path, done.verified_against(file)) for file, done in planned)
+    verdict = signature.check(signing, state.root, landed, selected.left_out, stop.check)
+    if verdict.verified:
+        log.info("signature verified", signer=verdict.signer, not_fetched=len(verdict.not_fetched))
+        if verdict.not_fetched:
+            log.info("signed files not fetched", files=len(verdict.not_fetched), first=verdict.not_fetched[:5])
+        return verdict
+    if verdict.fails_the_run:
+        state.discard(file.path for file, _ in planned)
+        raise FetchError(f"SIGNATURE=enforce: {verdict.reason}; nothing was kept")
+    log.warning("signature did not verify", reason=verdict.reason, signer=verdict.signer)
+    return verdict
 
 
 def _up_to_date(

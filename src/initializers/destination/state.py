@@ -103,6 +103,16 @@ class StateDir:
             self.destination.replace(self.manifest_path, self.withdrawn_manifest_path)
             self.destination.fsync_folder(self.shared)
 
+    def discard(self, paths: Iterable[str]) -> None:
+        """Take back a download that must not be loaded (a signature that failed under enforce): the completion claim
+        first, then the files at their final paths (relative to OUTPUT_PATH), then every record of them; a crash
+        in between leaves no manifest, and a re-run finds the files gone and fetches them again."""
+        self.remove_manifest()
+        for path in paths:
+            self.destination.unlink(self.root / path)
+        self.journal.remove()
+        self.destination.unlink(self.withdrawn_manifest_path)
+
     def write_manifest(self, lines: Iterable[bytes]) -> None:
         self.destination.write_atomically(self.manifest_path, lines)
         self.destination.unlink(self.withdrawn_manifest_path)

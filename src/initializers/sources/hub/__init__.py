@@ -9,6 +9,7 @@ from typing import Any
 
 from initializers.config.contract import Config, Kind
 from initializers.config.registry import SourcePlugin, register
+from initializers.config.signing import SigningOptions
 from initializers.config.uris import HfLocation
 from initializers.sources.hub.options import HubOptions
 
@@ -22,4 +23,7 @@ def _open(uri: str, config: Config, kind: Kind, staging: str) -> Any:
 #: huggingface_hub's own, and the CA certificates its client and our downloads read.
 _ALSO_READS = ("HF_ENDPOINT", "HF_HUB_DOWNLOAD_TIMEOUT", "SSL_CERT_FILE", "SSL_CERT_DIR")
 
-register(SourcePlugin("hf", (HubOptions,), HfLocation.parse, _open, also_reads=_ALSO_READS), Config.shared_settings())
+register(
+    SourcePlugin("hf", (HubOptions, SigningOptions), HfLocation.parse, _open, also_reads=_ALSO_READS),
+    Config.shared_settings(),
+)
