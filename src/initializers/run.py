@@ -31,7 +31,7 @@ from initializers.sources.http.http1 import Proxy  # the package's face register
 from initializers.transfer.bandwidth import TokenBucket
 from initializers.transfer.concurrency import Ramp
 from initializers.transfer.engine import Engine
-from initializers.transfer.progress import Progress
+from initializers.transfer.progress import Progress, ProgressEvents
 
 PROGRESS_INTERVAL_SECONDS = 5.0
 #: Files the listing may run ahead of the transfers: enough to keep them busy, few enough to keep memory flat.
@@ -165,7 +165,8 @@ def _list_and_fetch(
         planned: Returning[list[RemoteFile], Selected] = Returning(_planned(source, selection, index, state.share, log))
         ramp = Ramp(source.default_workers, config.max_workers or source.max_workers, throttle=source.throttle)
         bandwidth = TokenBucket(config.max_bandwidth) if config.max_bandwidth else None
-        with Progress(log, config.progress_interval or PROGRESS_INTERVAL_SECONDS) as progress:
+        events = ProgressEvents(log, config.progress_interval or PROGRESS_INTERVAL_SECONDS)
+        with Progress([events]) as progress:
             factory = source.task_factory(ramp, bandwidth)
             engine = waiting.transfers = Engine(factory, state.temps, state.journal, ramp, progress)
             todo = todo_pass(iter(planned), index, state, progress, log, config.verify)
