@@ -26,8 +26,9 @@ class ProgramResult:
 
     @property
     def events(self) -> list[dict[str, Any]]:
+        """The JSON lines of stdout, then of stderr (where a dry run logs, its plan owning stdout)."""
         parsed = []
-        for line in self.stdout.splitlines():
+        for line in [*self.stdout.splitlines(), *self.stderr.splitlines()]:
             try:
                 parsed.append(json.loads(line))
             except ValueError:
