@@ -28,10 +28,11 @@ from initializers.plan.todo import Fetching, Listed, todo_pass
 from initializers.process.stopping import Stop, StoppingClock, stoppable
 from initializers.sources.base import Source
 from initializers.sources.http.http1 import Proxy  # the package's face registers every source
+from initializers.transfer import live_view
 from initializers.transfer.bandwidth import TokenBucket
 from initializers.transfer.concurrency import Ramp
 from initializers.transfer.engine import Engine
-from initializers.transfer.progress import Progress, ProgressEvents
+from initializers.transfer.progress import Progress, ProgressEvents, Reporter
 
 PROGRESS_INTERVAL_SECONDS = 5.0
 #: Files the listing may run ahead of the transfers: enough to keep them busy, few enough to keep memory flat.
@@ -58,7 +59,7 @@ class _Waiting:
         self.transfers: Engine | None = None
 
     def current(self) -> str:
-        files = self.transfers.in_flight() if self.transfers is not None else []
+        files = [file.path for file in self.transfers.in_flight()] if self.transfers is not None else []
         if not files:
             return self.step
         return f"{len(files)} files: {', '.join(files[:5])}{' ...' if len(files) > 5 else ''}"
@@ -165,8 +166,7 @@ def _list_and_fetch(
         planned: Returning[list[RemoteFile], Selected] = Returning(_planned(source, selection, index, state.share, log))
         ramp = Ramp(source.default_workers, config.max_workers or source.max_workers, throttle=source.throttle)
         bandwidth = TokenBucket(config.max_bandwidth) if config.max_bandwidth else None
-        events = ProgressEvents(log, config.progress_interval or PROGRESS_INTERVAL_SECONDS)
-        with Progress([events]) as progress:
+        with Progress(_progress_reporters(config, log)) as progress:
             factory = source.task_factory(ramp, bandwidth)
             engine = waiting.transfers = Engine(factory, state.temps, state.journal, ramp, progress)
             todo = todo_pass(iter(planned), index, state, progress, log, config.verify)
@@ -230,6 +230,15 @@ def _list_and_fetch(
     finally:
         if listing_ended:
             index.close()
+
+
+def _progress_reporters(config: Config, log: Any) -> list[Reporter]:
+    """The live view when stderr is a terminal (unless LOG_FORMAT=json), and the structured progress events unless
+    they would go to that terminal too: there the view says it all."""
+    events = ProgressEvents(log, config.progress_interval or PROGRESS_INTERVAL_SECONDS)
+    if not live_view.wanted(config.log_format):
+        return [events]
+    return [live_view.LiveView()] if sys.stdout.isatty() else [live_view.LiveView(), events]
 
 
 def _up_to_date(
