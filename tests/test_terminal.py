@@ -71,12 +71,15 @@ def test_durations_read_in_their_two_largest_units(seconds: float, text: str):
     assert human.duration(seconds) == text
 
 
+def test_counts_take_an_s_unless_there_is_one():
+    assert [human.count(n, "file") for n in (0, 1, 2, 1234)] == ["0 files", "1 file", "2 files", "1,234 files"]
+
+
 def test_while_the_listing_goes_on_the_view_counts_what_it_listed_and_gives_no_percentage():
     listing = snapshot(files_done=1, files=11891, bytes_done=4 * MIB, bytes=700 * MIB)
     assert listing.percent is None and listing.eta is None
     assert (
-        live_view.status(listing)
-        == "listing... 11,891 files so far (700.0 MiB); fetched 4.0 MiB at 2.0 MiB/s, 1 files done"
+        live_view.status(listing) == "listing... 11,891 files so far (700.0 MiB); fetched 4.0 MiB at 2.0 MiB/s, 1 done"
     )
 
 
@@ -95,7 +98,12 @@ def test_the_view_shows_the_largest_files_in_flight_first_and_how_far_each_got()
 def test_the_summary_gives_files_size_time_and_average_rate():
     done = snapshot(files_done=2, files=2, bytes_done=3 * MIB, bytes=3 * MIB, listing_done=True, seconds=3.0)
     assert live_view.summary(done, failed=False) == "fetched 2 files, 3.0 MiB in 3s (1.0 MiB/s average)"
-    assert live_view.summary(done, failed=True).startswith("stopped: 2 of 2 files, 3.0 MiB fetched in 3s")
+    assert live_view.summary(done, failed=True) == "stopped: 2 of 2 files fetched, 3.0 MiB in 3s (1.0 MiB/s average)"
+    refused = snapshot(seconds=7.0)  # the listing never answered
+    assert (
+        live_view.summary(refused, failed=True)
+        == "stopped while listing (0 files so far): 0 fetched, 0 B in 7s (0 B/s average)"
+    )
     assert (
         live_view.summary(snapshot(listing_done=True), failed=False) == "nothing to fetch: every file is already here"
     )
@@ -142,7 +150,7 @@ def test_a_dry_run_on_a_terminal_is_a_table_of_human_sizes_with_a_total(monkeypa
         "     700 B  [b]/config.json",  # a path is text, never markup
         "   3.0 MiB  tokenizer.json",
         "─" * 80,
-        "   4.2 MiB  in 3 files to fetch (1 files, 99 B skipped by the patterns)",
+        "   4.2 MiB  in 3 files to fetch (1 file, 99 B skipped by the patterns)",
     ]
 
 

@@ -1,5 +1,5 @@
-"""Sizes, rates and durations as people read them (binary units, as `ls -h` and rclone print them): the live view
-and the dry run's table say `1.5 GiB`, the structured logs keep exact numbers."""
+"""Sizes, rates, durations and counts as people read them (binary units, as `ls -h` and rclone print them): the live
+view and the dry run's table say `1.5 GiB`, the structured logs keep exact numbers."""
 
 from __future__ import annotations
 
@@ -12,6 +12,11 @@ def size(count: float) -> str:
     while abs(value) >= 1024 and unit < len(_UNITS) - 1:
         value, unit = value / 1024, unit + 1
     return f"{int(value)} B" if unit == 0 else f"{value:.1f} {_UNITS[unit]}"
+
+
+def count(number: int, noun: str) -> str:
+    """`1 file`, `1,234 files`: the noun takes an s unless there is exactly one."""
+    return f"{number:,} {noun}{'' if number == 1 else 's'}"
 
 
 def rate(bytes_per_second: float) -> str:

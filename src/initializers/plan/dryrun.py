@@ -73,8 +73,8 @@ class _Table:
         if self._header:  # nothing planned: the header still says what the columns would have been
             self.rows([])
         self._console.rule(style="dim")
-        skipped = f"{skipped_files:,} files, {human.size(skipped_bytes)} skipped by the patterns"
-        self._print([(human.size(size), f"in {files:,} files to fetch ({skipped})")], style="bold")
+        skipped = f"{human.count(skipped_files, 'file')}, {human.size(skipped_bytes)} skipped by the patterns"
+        self._print([(human.size(size), f"in {human.count(files, 'file')} to fetch ({skipped})")], style="bold")
 
     def _print(self, rows: list[tuple[str, str]], header: bool = False, style: str = "") -> None:
         from rich.table import Table

@@ -34,8 +34,8 @@ def status(snapshot: Snapshot) -> str:
     done = f"{human.size(snapshot.bytes_done)} at {human.rate(snapshot.rate)}"
     if not snapshot.listing_done:
         return (
-            f"listing... {snapshot.files:,} files so far ({human.size(snapshot.bytes)}); "
-            f"fetched {done}, {snapshot.files_done:,} files done"
+            f"listing... {human.count(snapshot.files, 'file')} so far ({human.size(snapshot.bytes)}); "
+            f"fetched {done}, {snapshot.files_done:,} done"
         )
     percent, eta = snapshot.percent, snapshot.eta
     return (
@@ -57,15 +57,17 @@ def file_lines(snapshot: Snapshot) -> list[tuple[str, str]]:
 
 def summary(snapshot: Snapshot, failed: bool) -> str:
     """The line left on screen once the block goes: files, size, time and average rate."""
-    took = f"in {human.duration(snapshot.seconds)} ({human.rate(snapshot.rate)} average)"
+    fetched = (
+        f"{human.size(snapshot.bytes_done)} in {human.duration(snapshot.seconds)} ({human.rate(snapshot.rate)} average)"
+    )
+    if failed and not snapshot.listing_done:
+        listed = human.count(snapshot.files, "file")
+        return f"stopped while listing ({listed} so far): {snapshot.files_done:,} fetched, {fetched}"
     if failed:
-        return (
-            f"stopped: {snapshot.files_done:,} of {snapshot.files:,} files, {human.size(snapshot.bytes_done)} "
-            f"fetched {took}"
-        )
+        return f"stopped: {snapshot.files_done:,} of {human.count(snapshot.files, 'file')} fetched, {fetched}"
     if not snapshot.files:
         return "nothing to fetch: every file is already here"
-    return f"fetched {snapshot.files_done:,} files, {human.size(snapshot.bytes_done)} {took}"
+    return f"fetched {human.count(snapshot.files_done, 'file')}, {fetched}"
 
 
 class LiveView:
