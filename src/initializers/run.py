@@ -126,27 +126,40 @@ def _planned(
 
 
 def _run(config: Config, kind: Kind, log: Any, waiting: _Waiting, stop: Stop) -> Outcome:
+    """The progress is shown from before the source opens (a library import, a revision to resolve): a terminal's
+    live view is up within a second of the start."""
     state = StateDir(config.output_dir(kind), _plan_share(config, kind), StoppingClock(stop))
-    source = _open_source(config, kind, str(state.staging), stop)
-    try:
-        uri = source.describe()["uri"]
-        log.info("listing", source=uri, output_path=str(state.root))
+    with Progress(_progress_reporters(config, log)) as progress:
+        source = _open_source(config, kind, str(state.staging), stop)
+        try:
+            uri = source.describe()["uri"]
+            log.info("listing", source=uri, output_path=str(state.root))
 
-        def wait_for_holder(holder: str, seconds: float) -> None:
-            waiting.step = f"another initializer ({holder}) writing OUTPUT_PATH to finish"
-            log.info(
-                "waiting for another initializer", holder=holder, waited_s=round(seconds), output_path=str(state.root)
-            )
+            def wait_for_holder(holder: str, seconds: float) -> None:
+                waiting.step = f"another initializer ({holder}) writing OUTPUT_PATH to finish"
+                log.info(
+                    "waiting for another initializer",
+                    holder=holder,
+                    waited_s=round(seconds),
+                    output_path=str(state.root),
+                )
 
-        with state.session(wait_for_holder):
-            waiting.step = f"the listing of {uri}"
-            return _list_and_fetch(config, kind, log, waiting, stop, source, state)
-    finally:
-        source.close()
+            with state.session(wait_for_holder):
+                waiting.step = f"the listing of {uri}"
+                return _list_and_fetch(config, kind, log, waiting, stop, source, state, progress)
+        finally:
+            source.close()
 
 
 def _list_and_fetch(
-    config: Config, kind: Kind, log: Any, waiting: _Waiting, stop: Stop, source: Source, state: StateDir
+    config: Config,
+    kind: Kind,
+    log: Any,
+    waiting: _Waiting,
+    stop: Stop,
+    source: Source,
+    state: StateDir,
+    progress: Progress,
 ) -> Outcome:
     """The listing thread plans into the index, and it is closed only once that thread has ended: one that outlives
     its grace (a listing that does not answer) leaves it to the process's exit, which comes next."""
@@ -166,20 +179,19 @@ def _list_and_fetch(
         planned: Returning[list[RemoteFile], Selected] = Returning(_planned(source, selection, index, state.share, log))
         ramp = Ramp(source.default_workers, config.max_workers or source.max_workers, throttle=source.throttle)
         bandwidth = TokenBucket(config.max_bandwidth) if config.max_bandwidth else None
-        with Progress(_progress_reporters(config, log)) as progress:
-            factory = source.task_factory(ramp, bandwidth)
-            engine = waiting.transfers = Engine(factory, state.temps, state.journal, ramp, progress)
-            todo = todo_pass(iter(planned), index, state, progress, log, config.verify)
-            listing = Lookahead([todo], LISTING_LOOKAHEAD, "listing", stop=engine.cancel, check_stop=stop.check)
-            try:
-                first = next(listing, None)  # `Fetching`, once a file needs fetching; None: none does
-                if isinstance(first, Fetching):
-                    state.remove_manifest()  # before the first transfer: a changed file must not look complete
-                    log.info("fetching", already_done=first.already_done, workers=ramp.workers, max_workers=ramp.cap)
-                engine.fetch(cast(Iterator[RemoteFile], listing), stop.check)  # files only, after the one `Fetching`
-            finally:
-                listing_ended = listing.close()
-            listed: Listed = listing.returned()[0]
+        factory = source.task_factory(ramp, bandwidth)
+        engine = waiting.transfers = Engine(factory, state.temps, state.journal, ramp, progress)
+        todo = todo_pass(iter(planned), index, state, progress, log, config.verify)
+        listing = Lookahead([todo], LISTING_LOOKAHEAD, "listing", stop=engine.cancel, check_stop=stop.check)
+        try:
+            first = next(listing, None)  # `Fetching`, once a file needs fetching; None: none does
+            if isinstance(first, Fetching):
+                state.remove_manifest()  # before the first transfer: a changed file must not look complete
+                log.info("fetching", already_done=first.already_done, workers=ramp.workers, max_workers=ramp.cap)
+            engine.fetch(cast(Iterator[RemoteFile], listing), stop.check)  # files only, after the one `Fetching`
+        finally:
+            listing_ended = listing.close()
+        listed: Listed = listing.returned()[0]
         selected = planned.value
         waiting.transfers = None
         described = source.describe()  # after listing: it now names the resolved version
