@@ -76,11 +76,12 @@ def test_counts_take_an_s_unless_there_is_one():
 
 
 def test_while_the_listing_goes_on_the_view_counts_what_it_listed_and_gives_no_percentage():
-    listing = snapshot(files_done=1, files=11891, bytes_done=4 * MIB, bytes=700 * MIB)
+    listing = snapshot(files_done=1, files=11888, bytes_done=4 * MIB, bytes=700 * MIB, files_present=3)
     assert listing.percent is None and listing.eta is None
-    assert (
-        live_view.status(listing) == "listing... 11,891 files so far (700.0 MiB); fetched 4.0 MiB at 2.0 MiB/s, 1 done"
+    assert live_view.status(listing) == (
+        "listing... 11,891 files so far (3 already here); 700.0 MiB to fetch, 4.0 MiB fetched at 2.0 MiB/s"
     )
+    assert live_view.status(snapshot()).startswith("listing... 0 files so far; 0 B to fetch")
 
 
 def test_once_listed_the_view_gives_percent_sizes_rate_eta_and_files():
@@ -104,9 +105,8 @@ def test_the_summary_gives_files_size_time_and_average_rate():
         live_view.summary(refused, failed=True)
         == "stopped while listing (0 files so far): 0 fetched, 0 B in 7s (0 B/s average)"
     )
-    assert (
-        live_view.summary(snapshot(listing_done=True), failed=False) == "nothing to fetch: every file is already here"
-    )
+    up_to_date = snapshot(listing_done=True, files_present=1)
+    assert live_view.summary(up_to_date, failed=False) == "nothing to fetch: 1 file already here"
 
 
 def test_progress_events_while_listing_carry_no_percentage_nor_eta():
@@ -171,13 +171,15 @@ def test_a_run_on_a_terminal_shows_the_live_view_and_leaves_a_summary(seaweed: S
         result = run_on_terminal("dataset", env, columns=100, lines=30)
     text = plain(result.stdout)
     assert result.code == 0, text
-    assert "listing... 0 files so far" in text
+    assert "listing... 0 files so far; 0 B to fetch" in text
     assert re.search(r"\d+\.\d%  \d+\.\d MiB / 3\.0 MiB  [\d.]+ (KiB|MiB)/s  ETA \d+s  files \d/2", text), text
     assert re.search(r"big\.bin +\d+\.\d (KiB|MiB) / 2\.0 MiB +\d+%", text), text
     assert re.search(r"fetched 2 files, 3\.0 MiB in \d+s \([\d.]+ (KiB|MiB)/s average\)", text), text
     assert "rate_mb_s" not in text  # the view replaces the structured events on a terminal
     assert SECRET_KEY not in result.stdout and "***.bin" in text
     assert (tmp_path / "out" / "big.bin").stat().st_size == 2 * MIB
+    again = run_on_terminal("dataset", {**env, "ENDPOINT": seaweed.endpoint})
+    assert again.code == 0 and "nothing to fetch: 2 files already here" in plain(again.stdout), plain(again.stdout)
 
 
 def test_a_dry_run_in_a_pipe_prints_only_the_plan_on_stdout(seaweed: SeaweedFS, s3: Any, bucket: str, tmp_path: Path):

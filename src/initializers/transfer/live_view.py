@@ -15,7 +15,7 @@ from initializers.common import human
 from initializers.common.logs import redact
 from initializers.transfer.progress import Snapshot
 
-#: Seconds between redraws; the first comes at once, so the view is up within a second of the fetch's start.
+#: Seconds between redraws; the first comes at once, so the view is up within a second of the run's start.
 REDRAW_SECONDS = 0.25
 #: Columns of the bar before the first line's text, once the total is known.
 BAR_WIDTH = 24
@@ -31,11 +31,12 @@ def wanted(log_format: str | None) -> bool:
 
 def status(snapshot: Snapshot) -> str:
     """The block's first line: the listing's state while it goes on, then percent, sizes, rate, ETA and files."""
-    done = f"{human.size(snapshot.bytes_done)} at {human.rate(snapshot.rate)}"
     if not snapshot.listing_done:
+        listed = human.count(snapshot.files + snapshot.files_present, "file")
+        present = f" ({snapshot.files_present:,} already here)" if snapshot.files_present else ""
         return (
-            f"listing... {human.count(snapshot.files, 'file')} so far ({human.size(snapshot.bytes)}); "
-            f"fetched {done}, {snapshot.files_done:,} done"
+            f"listing... {listed} so far{present}; {human.size(snapshot.bytes)} to fetch, "
+            f"{human.size(snapshot.bytes_done)} fetched at {human.rate(snapshot.rate)}"
         )
     percent, eta = snapshot.percent, snapshot.eta
     return (
@@ -66,7 +67,7 @@ def summary(snapshot: Snapshot, failed: bool) -> str:
     if failed:
         return f"stopped: {snapshot.files_done:,} of {human.count(snapshot.files, 'file')} fetched, {fetched}"
     if not snapshot.files:
-        return "nothing to fetch: every file is already here"
+        return f"nothing to fetch: {human.count(snapshot.files_present, 'file')} already here"
     return f"fetched {human.count(snapshot.files_done, 'file')}, {fetched}"
 
 

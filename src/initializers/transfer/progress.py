@@ -33,6 +33,7 @@ class Snapshot:
     listing_done: bool
     seconds: float
     in_flight: tuple[InFlight, ...] = ()  # the largest first
+    files_present: int = 0  # listed, and already here as listed: not to fetch
 
     @property
     def rate(self) -> float:
@@ -76,6 +77,7 @@ class Progress:
         self.files_done = 0
         self.files_done_bytes = 0
         self.bytes_done = 0  # as they arrive, before their files are done
+        self.files_present = 0  # listed and already here
         self._in_flight: Callable[[], list[InFlight]] = list
         self._lock = threading.Lock()
         self._stopped = threading.Event()
@@ -109,6 +111,11 @@ class Progress:
             self.total_files += 1
             self.total_bytes += size
 
+    def add_present(self) -> None:
+        """A file listed is already here as listed: nothing to fetch."""
+        with self._lock:
+            self.files_present += 1
+
     def listed_all(self) -> None:
         """The listing has ended: the totals are final, and an ETA can be given."""
         self.listing_done = True
@@ -130,8 +137,9 @@ class Progress:
     def snapshot(self) -> Snapshot:
         with self._lock:
             counters = self.files_done, self.total_files, self.bytes_done, self.total_bytes, self.listing_done
+            present = self.files_present
         in_flight = sorted(self._in_flight(), key=lambda file: (-file.size, file.path))
-        return Snapshot(*counters, seconds=self.elapsed, in_flight=tuple(in_flight))
+        return Snapshot(*counters, seconds=self.elapsed, in_flight=tuple(in_flight), files_present=present)
 
     def _report_periodically(self, reporter: Reporter) -> None:
         wait = reporter.first
