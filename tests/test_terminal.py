@@ -16,6 +16,7 @@ import pytest
 
 from devkit.programs import run_on_terminal, run_program
 from devkit.relay import Relay, StatusFault
+from devkit.screen import screen
 from devkit.seaweed import SECRET_KEY, SeaweedFS
 from initializers.common import human
 from initializers.common.logs import get_logger
@@ -177,6 +178,14 @@ def test_a_run_on_a_terminal_shows_the_live_view_and_leaves_a_summary(seaweed: S
     assert re.search(r"fetched 2 files, 3\.0 MiB in \d+s \([\d.]+ (KiB|MiB)/s average\)", text), text
     assert "rate_mb_s" not in text  # the view replaces the structured events on a terminal
     assert SECRET_KEY not in result.stdout and "***.bin" in text
+    # What stays on the terminal: the log lines whole (those printed while the block showed went above it), the
+    # summary, and nothing of the block.
+    left = screen(result.stdout)
+    logged = [found[1] for line in left if (found := re.match(r"\d{4}-\d\d-\d\dT[\d:.]+Z \[\w+ *\] (\w+)", line))]
+    assert logged == ["listing", "waiting", "waiting", "fetching", "listed", "done"], left
+    assert not [line for line in left if "[info" in line and not re.match(r"\d{4}-", line)], left
+    assert not [line for line in left if "ETA" in line or "listing..." in line or "━" in line], left
+    assert len([line for line in left if re.fullmatch(r"fetched 2 files, 3\.0 MiB in \d+s \(.* average\)", line)]) == 1
     assert (tmp_path / "out" / "big.bin").stat().st_size == 2 * MIB
     again = run_on_terminal("dataset", {**env, "ENDPOINT": seaweed.endpoint})
     assert again.code == 0 and "nothing to fetch: 2 files already here" in plain(again.stdout), plain(again.stdout)
