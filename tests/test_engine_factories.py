@@ -88,7 +88,7 @@ def run(tmp_path: Path, factory: Any, files: Iterable[RemoteFile]) -> tuple[Stat
     closed, with the state left to look at."""
     state = StateDir(str(tmp_path / "out"))
     ramp = Ramp(4, 4)
-    progress = Progress(None, 60.0)
+    progress = Progress()
     engine = Engine(factory, state.temps, state.journal, ramp, progress)
     with state.session(lambda holder, seconds: None):
         state.journal.restart([])

@@ -88,7 +88,7 @@ def fetch(
     state = StateDir(str(tmp_path / "out"))
     with state.session(lambda holder, seconds: None):
         state.journal.restart([])
-        engine = Engine(StoredRanges(storage, ramp), state.temps, state.journal, ramp, Progress(None, 60.0), clock)
+        engine = Engine(StoredRanges(storage, ramp), state.temps, state.journal, ramp, Progress(), clock)
         engine.fetch([RemoteFile("weights.bin", len(body), "v1", "weights.bin", checksum)])
         state.journal.close()
     return storage, state

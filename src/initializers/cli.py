@@ -98,7 +98,8 @@ def run(kind: Kind, options: dict[str, Any]) -> int:
     except ConfigError as exc:
         logs.configure(None, None, secrets=())
         return failed(logs.get_logger(kind.program), _with_hints(str(exc), hints), exc.exit_code)
-    logs.configure(config.log_format, config.log_level, config.secrets())
+    # A dry run's plan is its result, on stdout alone: its logs go to stderr.
+    logs.configure(config.log_format, config.log_level, config.secrets(), "stderr" if config.dry_run else "stdout")
     log = logs.get_logger(kind.program)
     switched, stayed_root_because = workspace_owner.adopt(config.output_dir(kind))
     if switched:

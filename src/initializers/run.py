@@ -30,10 +30,11 @@ from initializers.plan.todo import Fetching, Listed, todo_pass
 from initializers.process.stopping import Stop, StoppingClock, stoppable
 from initializers.sources.base import Source
 from initializers.sources.http.http1 import Proxy  # the package's face registers every source
+from initializers.transfer import live_view
 from initializers.transfer.bandwidth import TokenBucket
 from initializers.transfer.concurrency import Ramp
 from initializers.transfer.engine import Engine
-from initializers.transfer.progress import Progress
+from initializers.transfer.progress import Progress, ProgressEvents, Reporter
 
 PROGRESS_INTERVAL_SECONDS = 5.0
 #: Files the listing may run ahead of the transfers: enough to keep them busy, few enough to keep memory flat.
@@ -60,7 +61,7 @@ class _Waiting:
         self.transfers: Engine | None = None
 
     def current(self) -> str:
-        files = self.transfers.in_flight() if self.transfers is not None else []
+        files = [file.path for file in self.transfers.in_flight()] if self.transfers is not None else []
         if not files:
             return self.step
         return f"{len(files)} files: {', '.join(files[:5])}{' ...' if len(files) > 5 else ''}"
@@ -128,24 +129,30 @@ def _planned(
 
 
 def _run(config: Config, kind: Kind, log: Any, waiting: _Waiting, stop: Stop) -> Outcome:
+    """The progress is shown from before the source opens (a library import, a revision to resolve): a terminal's
+    live view is up within a second of the start."""
     signing = _signing(config, kind)
     state = StateDir(config.output_dir(kind), _plan_share(config, kind), StoppingClock(stop))
-    source = _open_source(config, kind, str(state.staging), stop)
-    try:
-        uri = source.describe()["uri"]
-        log.info("listing", source=uri, output_path=str(state.root))
+    with Progress(_progress_reporters(config, log)) as progress:
+        source = _open_source(config, kind, str(state.staging), stop)
+        try:
+            uri = source.describe()["uri"]
+            log.info("listing", source=uri, output_path=str(state.root))
 
-        def wait_for_holder(holder: str, seconds: float) -> None:
-            waiting.step = f"another initializer ({holder}) writing OUTPUT_PATH to finish"
-            log.info(
-                "waiting for another initializer", holder=holder, waited_s=round(seconds), output_path=str(state.root)
-            )
+            def wait_for_holder(holder: str, seconds: float) -> None:
+                waiting.step = f"another initializer ({holder}) writing OUTPUT_PATH to finish"
+                log.info(
+                    "waiting for another initializer",
+                    holder=holder,
+                    waited_s=round(seconds),
+                    output_path=str(state.root),
+                )
 
-        with state.session(wait_for_holder):
-            waiting.step = f"the listing of {uri}"
-            return _list_and_fetch(config, kind, log, waiting, stop, source, state, signing)
-    finally:
-        source.close()
+            with state.session(wait_for_holder):
+                waiting.step = f"the listing of {uri}"
+                return _list_and_fetch(config, kind, log, waiting, stop, source, state, progress, signing)
+        finally:
+            source.close()
 
 
 def _list_and_fetch(
@@ -156,6 +163,7 @@ def _list_and_fetch(
     stop: Stop,
     source: Source,
     state: StateDir,
+    progress: Progress,
     signing: SigningOptions | None,
 ) -> Outcome:
     """The listing thread plans into the index, and it is closed only once that thread has ended: one that outlives
@@ -177,20 +185,19 @@ def _list_and_fetch(
         planned: Returning[list[RemoteFile], Selected] = Returning(_planned(source, selection, index, state.share, log))
         ramp = Ramp(source.default_workers, config.max_workers or source.max_workers, throttle=source.throttle)
         bandwidth = TokenBucket(config.max_bandwidth) if config.max_bandwidth else None
-        with Progress(log, config.progress_interval or PROGRESS_INTERVAL_SECONDS) as progress:
-            factory = source.task_factory(ramp, bandwidth)
-            engine = waiting.transfers = Engine(factory, state.temps, state.journal, ramp, progress)
-            todo = todo_pass(iter(planned), index, state, progress, log, config.verify)
-            listing = Lookahead([todo], LISTING_LOOKAHEAD, "listing", stop=engine.cancel, check_stop=stop.check)
-            try:
-                first = next(listing, None)  # `Fetching`, once a file needs fetching; None: none does
-                if isinstance(first, Fetching):
-                    state.remove_manifest()  # before the first transfer: a changed file must not look complete
-                    log.info("fetching", already_done=first.already_done, workers=ramp.workers, max_workers=ramp.cap)
-                engine.fetch(cast(Iterator[RemoteFile], listing), stop.check)  # files only, after the one `Fetching`
-            finally:
-                listing_ended = listing.close()
-            listed: Listed = listing.returned()[0]
+        factory = source.task_factory(ramp, bandwidth)
+        engine = waiting.transfers = Engine(factory, state.temps, state.journal, ramp, progress)
+        todo = todo_pass(iter(planned), index, state, progress, log, config.verify)
+        listing = Lookahead([todo], LISTING_LOOKAHEAD, "listing", stop=engine.cancel, check_stop=stop.check)
+        try:
+            first = next(listing, None)  # `Fetching`, once a file needs fetching; None: none does
+            if isinstance(first, Fetching):
+                state.remove_manifest()  # before the first transfer: a changed file must not look complete
+                log.info("fetching", already_done=first.already_done, workers=ramp.workers, max_workers=ramp.cap)
+            engine.fetch(cast(Iterator[RemoteFile], listing), stop.check)  # files only, after the one `Fetching`
+        finally:
+            listing_ended = listing.close()
+        listed: Listed = listing.returned()[0]
         selected = planned.value
         waiting.transfers = None
         described = source.describe()  # after listing: it now names the resolved version
@@ -279,6 +286,15 @@ def _check_signature(
         raise FetchError(f"SIGNATURE=enforce: {verdict.reason}; nothing was kept")
     log.warning("signature did not verify", reason=verdict.reason, signer=verdict.signer)
     return verdict
+
+
+def _progress_reporters(config: Config, log: Any) -> list[Reporter]:
+    """The live view when stderr is a terminal (unless LOG_FORMAT=json), and the structured progress events unless
+    they would go to that terminal too: there the view says it all."""
+    events = ProgressEvents(log, config.progress_interval or PROGRESS_INTERVAL_SECONDS)
+    if not live_view.wanted(config.log_format):
+        return [events]
+    return [live_view.LiveView()] if sys.stdout.isatty() else [live_view.LiveView(), events]
 
 
 def _up_to_date(

@@ -119,6 +119,23 @@ class _ForwardToStructlog(logging.Handler):
         structlog.get_logger(record.name).log(record.levelno, record.getMessage())
 
 
+class _Standard:
+    """A standard stream by name, looked up at every write: while the live view shows, what a terminal gets is
+    printed above its block through the stream it puts in place (structlog's logger would keep the original)."""
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+
+    def write(self, text: str) -> int:
+        return int(getattr(sys, self._name).write(text))
+
+    def flush(self) -> None:
+        getattr(sys, self._name).flush()
+
+    def isatty(self) -> bool:
+        return bool(getattr(sys, self._name).isatty())
+
+
 _redactor = Redactor(())
 
 
@@ -127,19 +144,20 @@ def redact(text: str) -> str:
     return _redactor(None, "", text)
 
 
-def configure(log_format: str | None, log_level: str | None, secrets: Iterable[str]) -> None:
+def configure(log_format: str | None, log_level: str | None, secrets: Iterable[str], stream: str = "stdout") -> None:
+    """Logs as JSON lines, or for reading when `log_format` says so or (unset) when they go to a terminal; `stream`:
+    the standard stream they go to ("stderr" when stdout carries a result, as a dry run's plan)."""
     global _redactor
     from_env = [os.environ.get(name, "") for name in SECRET_ENV_VARS]
     # Stripped too: a library reading the variable may drop the newline a Secret made from a file leaves at its end.
     _redactor = Redactor([*secrets, *from_env, *(value.strip() for value in from_env)])
     level = getattr(logging, (log_level or "info").upper())
-    fmt = log_format or ("console" if sys.stdout.isatty() else "json")
+    out = _Standard(stream)
+    fmt = log_format or ("console" if out.isatty() else "json")
     renderer: Any = (
         structlog.processors.JSONRenderer()
         if fmt == "json"
-        else structlog.dev.ConsoleRenderer(
-            colors=sys.stdout.isatty(), exception_formatter=structlog.dev.plain_traceback
-        )
+        else structlog.dev.ConsoleRenderer(colors=out.isatty(), exception_formatter=structlog.dev.plain_traceback)
     )
     structlog.configure(
         processors=[
@@ -150,7 +168,7 @@ def configure(log_format: str | None, log_level: str | None, secrets: Iterable[s
             _redactor,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(level),
-        logger_factory=structlog.PrintLoggerFactory(sys.stdout),
+        logger_factory=structlog.PrintLoggerFactory(out),  # type: ignore[arg-type]
         cache_logger_on_first_use=False,
     )
     root = logging.getLogger()

@@ -167,8 +167,8 @@ class Config:
     )
     dry_run: bool = setting_field(
         "DRY_RUN",
-        "List and plan as a run would, print the plan (path and size of each file, totals; JSON lines when stdout is "
-        "not a terminal) and exit 0, writing nothing under OUTPUT_PATH.",
+        "List and plan as a run would, print the plan (a table of sizes and paths with a total on a terminal; else "
+        "JSON lines, alone on stdout, the logs on stderr) and exit 0, writing nothing under OUTPUT_PATH.",
         BOOL,
         default=False,
     )
@@ -185,7 +185,9 @@ class Config:
         "PROGRESS_INTERVAL", "Seconds between progress events [default: 5].", POSITIVE_NUMBER
     )
     log_format: str | None = setting_field(
-        "LOG_FORMAT", "json or console [default: console on a terminal, else json].", LOG_FORMAT
+        "LOG_FORMAT",
+        "json or console [default: console on a terminal, else json]; json also turns the terminal's live view off.",
+        LOG_FORMAT,
     )
     log_level: str | None = setting_field("LOG_LEVEL", "debug, info, warning or error [default: info].", LOG_LEVEL)
     #: The registered sources' option groups as given (`from_env`, `build`: all of them; a source is opened with only
