@@ -97,9 +97,12 @@ def test_true_or_false_options_work_as_bare_flags_and_with_a_value():
 
 def test_a_command_appended_after_a_flag_is_dropped_as_after_any_option():
     flags = {"--dry-run"}
-    assert cli._options_only(["--dry-run", "bash", "-c", "python -m x"], flags) == ["--dry-run"]
-    assert cli._options_only(["--dry-run", "false", "bash"], flags) == ["--dry-run", "false"]
-    assert cli._options_only(["--storage-uri", "hf://o/n", "bash"], flags) == ["--storage-uri", "hf://o/n"]
+    assert cli._options_only(["--dry-run", "bash", "-c", "python -m x"], flags) == (["--dry-run"], [])
+    assert cli._options_only(["--dry-run", "false", "bash"], flags) == (["--dry-run", "false"], [])
+    assert cli._options_only(["--storage-uri", "hf://o/n", "bash"], flags) == (["--storage-uri", "hf://o/n"], [])
+    assert cli._options_only(["/usr/bin/python3", "-m", "pkg.initializers.model"], flags) == ([], [])
+    # Anything else is a word given by mistake, for the run to refuse.
+    assert cli._options_only(["--dry-run", "hf://o/n", "./x"], flags) == (["--dry-run"], ["hf://o/n", "./x"])
 
 
 def test_unknown_options_are_usage_errors():

@@ -298,13 +298,6 @@ def test_a_run_waiting_for_another_is_bounded_by_its_timeout(
     assert leftovers(output) == ["manifest.json"], "the waiter left the holder's temporaries alone"
 
 
-def test_a_misspelt_variable_gets_a_hint(tmp_path: Path):
-    result = run_program("dataset", {"STORAGE_URL": "s3://b/x", "OUTPUT_PATH": str(tmp_path)})
-    assert result.code == 2
-    assert "STORAGE_URI is not set" in result.last["error"]
-    assert "STORAGE_URL is set: did you mean STORAGE_URI?" in result.last["error"]
-
-
 def test_an_absolute_ignore_pattern_is_refused(tmp_path: Path):
     result = run_program("dataset", {"STORAGE_URI": "s3://b", "IGNORE_PATTERNS": "*.tmp,/logs/*",
                                      "OUTPUT_PATH": str(tmp_path)})  # fmt: skip

@@ -82,7 +82,7 @@ class HfSource(Storage):
             self.commit = commit
             return self._entries()
 
-        entries = self._retrying(f"listing {self.location}", resolve_and_list)
+        entries = self._retrying(str(self.location), resolve_and_list)
         yield from (_remote_file(entry, self._server) for entry in entries)
 
     def part_size_for(self, file: RemoteFile) -> int | None:
@@ -193,7 +193,7 @@ class HfSource(Storage):
         except (errors.LocalEntryNotFoundError, self._transport_errors) as exc:
             if untrusted_certificate(exc):
                 raise  # the retry policy words it, naming HUB_TRUST
-            raise Retriable(f"cannot reach the Hub at {self._hub.constants.ENDPOINT}: {exc}") from None
+            raise Retriable(f"{self._server} does not answer ({exc})") from None
         except self._too_many_redirects:
             raise FetchError(f"{self._server}: more than 20 redirects answering for {repo}") from None
         except (TypeError, ValueError, KeyError, AttributeError) as exc:
