@@ -111,7 +111,7 @@ def test_s3_persistent_failure_exits_1_in_bounded_time_with_nothing_complete(
     relay.add_fault(StatusFault(status=500, times=None, match="big.bin"))
     result = s3_fetch(seaweed, relay, bucket, tmp_path / "out")  # the waits are real: test_retry drives them
     assert result.code == 1
-    assert "big.bin after 5 attempts: 500 InternalError" in result.last["error"] 
+    assert "big.bin after 5 attempts: 500 InternalError" in result.last["error"]
     assert "big.bin" not in tree(tmp_path / "out") and not completed(tmp_path / "out")
     assert list((tmp_path / "out" / ".initializer" / "tmp").iterdir()) == []
 

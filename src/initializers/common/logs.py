@@ -82,7 +82,8 @@ class Redactor:
     run of `PARTIAL_ECHO` characters or more of one of those forms that looks random (`_looks_random`)."""
 
     def __init__(self, secrets: Iterable[str]) -> None:
-        forms = {form for secret in secrets if secret for form in secret_forms(secret)}
+        self.secrets = tuple(secrets)
+        forms = {form for secret in self.secrets if secret for form in secret_forms(secret)}
         # Longest first, so that a form containing another is replaced whole. A form shorter than PARTIAL_ECHO is
         # hidden only where it stands alone, never inside a longer word: SECRET_ACCESS_KEY=a must not turn the
         # event "failed" into "f***iled", nor "test" the path "latest-tests".
@@ -127,6 +128,17 @@ def redact(text: str) -> str:
     return _redactor(None, "", text)
 
 
+def hide(secret: str) -> None:
+    """Hide `secret` too, from now on: one a source found by itself (a token huggingface_hub saved)."""
+    global _redactor
+    _redactor = Redactor([*_redactor.secrets, secret])
+
+
+def _redacted(logger: Any, method: str, line: str) -> str:
+    """The last step of every log line: the secrets known by then hidden."""
+    return _redactor(logger, method, line)
+
+
 def configure(log_format: str | None, log_level: str | None, secrets: Iterable[str]) -> None:
     global _redactor
     from_env = [os.environ.get(name, "") for name in SECRET_ENV_VARS]
@@ -147,7 +159,7 @@ def configure(log_format: str | None, log_level: str | None, secrets: Iterable[s
             structlog.processors.TimeStamper(fmt="iso", utc=True),
             structlog.processors.format_exc_info if fmt == "json" else structlog.dev.set_exc_info,
             renderer,
-            _redactor,
+            _redacted,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(level),
         logger_factory=structlog.PrintLoggerFactory(sys.stdout),

@@ -51,7 +51,7 @@ class _InitializerConfig:
             raise ConfigError(
                 f"STORAGE_URI: {type(self).__name__} needs a {self.scheme}:// URI, got {self.storage_uri!r}"
             )
-        registry.plugin(self.scheme).locate(self.storage_uri)
+        registry.plugin(self.scheme).locate(self.storage_uri, self.kind)
         self.to_config().to_env()  # refuses what the variables cannot carry, e.g. a pattern with a comma
 
     def to_config(self, output_path: str | None = None) -> Config:

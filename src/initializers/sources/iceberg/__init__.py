@@ -32,7 +32,7 @@ register(
     SourcePlugin(
         "cache",
         (CacheOptions, AwsOptions),
-        CacheLocation.parse,
+        lambda uri, _kind: CacheLocation.parse(uri),
         _open,
         splits_plan=False,
         refuses=_REFUSES,

@@ -22,4 +22,7 @@ def _open(uri: str, config: Config, *_: Any) -> Any:
 ALSO_READS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE", "AWS_REGION",
               "AWS_DEFAULT_REGION", "AWS_CA_BUNDLE", "AWS_WEB_IDENTITY_TOKEN_FILE", "AWS_ROLE_ARN")  # fmt: skip
 
-register(SourcePlugin("s3", (AwsOptions,), S3Location.parse, _open, also_reads=ALSO_READS), Config.shared_settings())
+register(
+    SourcePlugin("s3", (AwsOptions,), lambda uri, _kind: S3Location.parse(uri), _open, also_reads=ALSO_READS),
+    Config.shared_settings(),
+)
