@@ -21,7 +21,7 @@ from initializers import cli
         ("model", {"STORAGE_URI": "gs://bucket/x"}, "scheme gs:// is not supported by the model-initializer"),
         ("model", {"STORAGE_URI": "cache://schema/table"}, "it accepts hf://, s3://"),
         ("dataset", {"STORAGE_URI": "s3://"}, "names no bucket"),
-        ("model", {"STORAGE_URI": "hf://just-a-name"}, "is not a Hub repository: Repository id must be 'namespace/name'"),
+        ("model", {"STORAGE_URI": "hf://just-a-name"}, "Repository id must be 'namespace/name'"),
         ("dataset", {"STORAGE_URI": "hf://org/name@"}, "Empty revision after '@'"),
         ("dataset", {"STORAGE_URI": "https://huggingface.co/org/m"}, "names a model repository: the model-initializer"),
         ("model", {"STORAGE_URI": "hf://datasets/org/ds"}, "names a dataset repository: the dataset-initializer"),

@@ -78,8 +78,8 @@ def test_a_pod_environment_runs_as_it_is(tmp_path: Path):
     [
         (
             ["hf://org/name", "./x"],
-            "the model-initializer takes no positional arguments (got hf://org/name ./x): set STORAGE_URI=hf://org/name "
-            "OUTPUT_PATH=./x, or give --storage-uri hf://org/name --output-path ./x",
+            "the model-initializer takes no positional arguments (got hf://org/name ./x): set "
+            "STORAGE_URI=hf://org/name OUTPUT_PATH=./x, or give --storage-uri hf://org/name --output-path ./x",
         ),
         (
             ["--dry-run", "s3://b/my data"],

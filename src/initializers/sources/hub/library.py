@@ -9,8 +9,7 @@ from types import ModuleType
 def huggingface_hub() -> ModuleType:
     """The library (imported on first use: a run from another source never loads it). Users' own values win."""
     os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
-    import huggingface_hub as hub
     import huggingface_hub.constants
-    import huggingface_hub.errors  # noqa: F401 - with the constants, what the package loads only when asked
+    import huggingface_hub.errors  # with the constants, what the package loads only when asked for them
 
-    return hub
+    return huggingface_hub

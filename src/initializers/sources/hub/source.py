@@ -20,8 +20,8 @@ from initializers.common.errors import ConfigError, FetchError
 from initializers.common.remote_file import Checksum, RemoteFile
 from initializers.config.contract import Config, Kind
 from initializers.sources.base import Storage
-from initializers.sources.hub.get import BAD_TOKEN, HUB_TRUST, HubGetter, gated, hub_transient, not_found
 from initializers.sources.hub import library
+from initializers.sources.hub.get import BAD_TOKEN, HUB_TRUST, HubGetter, gated, hub_transient, not_found
 from initializers.sources.hub.guard import HubGuard
 from initializers.sources.hub.location import HfLocation
 from initializers.sources.hub.options import HubOptions
