@@ -79,7 +79,7 @@ def test_model_repo_with_lfs_weights(hub: HubServer, tmp_path: Path):
     by_path = {f["path"]: f for f in recorded["files"]}
     assert by_path["model.safetensors"]["checksum"]["algorithm"] == "sha256"
     assert by_path["config.json"]["checksum"]["algorithm"] == "git-sha1"
-    assert not (tmp_path / "m" / ".initializer" / "staging").exists()
+    assert {p.name for p in (tmp_path / "m" / ".initializer").iterdir()} == {"lock", "manifest.json", "tmp"}
     assert any(r.origin == "cdn" for r in hub.requests), "LFS files are served by the second origin"
 
 

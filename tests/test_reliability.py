@@ -174,9 +174,8 @@ def test_the_deadline_also_covers_a_hub_download(tmp_path: Path):
                                        "HF_ENDPOINT": hub.endpoint, "TIMEOUT": "1"},
                              timeout=1 + STOP_CEILING_SECONDS)  # fmt: skip
     assert result.code == 1 and "TIMEOUT of 1 s passed" in result.last["error"]
-    assert not (tmp_path / "m" / ".initializer" / "manifest.json").exists()
-    assert not list((tmp_path / "m").glob("*.safetensors"))
-    assert not (tmp_path / "m" / ".initializer" / "staging").exists(), "partial Hub downloads are removed too"
+    # Nothing landed, partial Hub downloads (whole-file requests) are removed: OUTPUT_PATH, which the run made, goes.
+    assert not (tmp_path / "m").exists()
 
 
 @pytest.fixture

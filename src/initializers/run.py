@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import sys
 import tempfile
 from collections.abc import Generator, Iterator
@@ -11,6 +10,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, cast
 
+from initializers.common.errors import ConfigError
 from initializers.common.lookahead import Lookahead
 from initializers.common.remote_file import RemoteFile
 from initializers.common.streams import Returning
@@ -73,14 +73,14 @@ def run(config: Config, kind: Kind, log: Any) -> Outcome:
 
 
 def _dry_run(config: Config, kind: Kind, log: Any, waiting: _Waiting, stop: Stop) -> Outcome:
-    """What a run would fetch, listed, selected and split as a run does, printed; the plan index and the source's
-    staging live in a temporary folder elsewhere, so nothing is written under OUTPUT_PATH, not even a folder.
+    """What a run would fetch, listed, selected and split as a run does, printed; the plan index lives in a
+    temporary folder elsewhere, so nothing is written under OUTPUT_PATH, not even a folder.
 
     The main thread lists itself, through the source's library, so a stop interrupts the listing wherever it is."""
     started_at = datetime.now(UTC)
     output_path = str(Path(config.output_dir(kind)).absolute())
     with tempfile.TemporaryDirectory(prefix="initializer-dry-run-") as scratch:
-        source = _open_source(config, kind, os.path.join(scratch, "staging"), stop)
+        source = _open_source(config, kind, stop)
         index = PlanIndex(Path(scratch) / INDEX)
         try:
             uri = source.describe()["uri"]
@@ -97,15 +97,14 @@ def _dry_run(config: Config, kind: Kind, log: Any, waiting: _Waiting, stop: Stop
     return Outcome(files, size, 0, 0, seconds, output_path, dry_run=True)
 
 
-def _open_source(config: Config, kind: Kind, staging: str, stop: Stop) -> Source:
-    """The registered source for STORAGE_URI, given only its own options; `staging`: a folder it may keep resumable
-    bookkeeping in. A stop interrupts the opening: the source's library may wait on the network (credentials, a
-    region, a revision)."""
+def _open_source(config: Config, kind: Kind, stop: Stop) -> Source:
+    """The registered source for STORAGE_URI, given only its own options. A stop interrupts the opening: the
+    source's library may wait on the network (credentials, a region, a revision)."""
     uri = config.require_storage_uri()
     plugin = registry.plugin(scheme_of(uri, kind))
     Proxy.check_environment()  # one rule for every source, before any client library reads the variables
     with stop.interruptible():
-        return cast(Source, plugin.open(uri, config.for_source(plugin), kind, staging))
+        return cast(Source, plugin.open(uri, config.for_source(plugin), kind))
 
 
 def _plan_share(config: Config, kind: Kind) -> tuple[int, int] | None:
@@ -126,7 +125,7 @@ def _planned(
 
 def _run(config: Config, kind: Kind, log: Any, waiting: _Waiting, stop: Stop) -> Outcome:
     state = StateDir(config.output_dir(kind), _plan_share(config, kind), StoppingClock(stop))
-    source = _open_source(config, kind, str(state.staging), stop)
+    source = _open_source(config, kind, stop)
     try:
         uri = source.describe()["uri"]
         log.info("listing", source=uri, output_path=str(state.root))
@@ -150,6 +149,7 @@ def _list_and_fetch(
     """The listing thread plans into the index, and it is closed only once that thread has ended: one that outlives
     its grace (a listing that does not answer) leaves it to the process's exit, which comes next."""
     started_at = datetime.now(UTC)
+    _replace_another_source(config, kind, log, source, state)
     previous = manifest.read_head(state.manifest_path)
     index = PlanIndex(state.dir / INDEX)
     listing_ended = True
@@ -229,6 +229,34 @@ def _list_and_fetch(
     finally:
         if listing_ended:
             index.close()
+
+
+def _replace_another_source(config: Config, kind: Kind, log: Any, source: Source, state: StateDir) -> None:
+    """Refuse to fetch into an OUTPUT_PATH that holds another source (its manifest says so: another program, or
+    another place, whatever the version), as the two would mix; with REPLACE_EXISTING, remove that source's files
+    first."""
+    held = state.held_source()
+    uri = source.describe()["uri"]
+    if held is None or (held[0] == kind.program and _place(held[1].get("uri"), kind) == _place(uri, kind)):
+        return
+    other = f"{held[1].get('uri')} (fetched by the {held[0]})"
+    if not config.replace_existing:
+        raise ConfigError(
+            f"OUTPUT_PATH {str(state.root)!r} holds {other}, as its manifest says; fetching {uri} into it would mix "
+            "the two: choose another OUTPUT_PATH, or set REPLACE_EXISTING=true to replace those files with these"
+        )
+    removed = state.remove_held_source()
+    log.info("replaced another source", source=held[1].get("uri"), removed_files=removed)
+
+
+def _place(uri: Any, kind: Kind) -> str | None:
+    """What `uri` fetches, whatever its version (`SourcePlugin.locate`); None when it is not one of this program's."""
+    if not isinstance(uri, str):
+        return None
+    try:
+        return str(registry.plugin(scheme_of(uri, kind)).locate(uri, kind).place)
+    except ConfigError:
+        return None
 
 
 def _up_to_date(

@@ -169,6 +169,13 @@ class Config:
         BOOL,
         default=False,
     )
+    replace_existing: bool = setting_field(
+        "REPLACE_EXISTING",
+        "When OUTPUT_PATH holds another source (its manifest says so), remove that source's files (those its manifest "
+        "lists) and fetch this one; without it, such a run is refused with exit 2, as the two would mix.",
+        BOOL,
+        default=False,
+    )
     max_bandwidth: int | None = setting_field(
         "MAX_BANDWIDTH",
         "Most bytes per second the whole run reads, all connections together (hf, s3): 50M is 50 MiB/s, as rclone's "

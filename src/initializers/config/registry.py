@@ -23,10 +23,10 @@ class SourcePlugin:
     scheme: str
     #: The option groups (schemas declared beside the source) it reads, besides the shared settings.
     options: tuple[type, ...]
-    #: Checks a URI it takes (of its scheme, or one it `claims`) for a program's kind and returns its parsed location;
-    #: raises ConfigError naming STORAGE_URI.
+    #: Checks a URI it takes (of its scheme, or one it `claims`) for a program's kind and returns its parsed location,
+    #: whose `place` names what is fetched whatever its version; raises ConfigError naming STORAGE_URI.
     locate: Callable[[str, Any], Any]
-    #: Imports the source's modules and opens it: (uri, config holding only its own option groups, kind, staging).
+    #: Imports the source's modules and opens it: (uri, config holding only its own option groups, kind).
     open: Callable[..., Any]
     #: True when a run splits the plan over SHARD_COUNT initializers; False when the source shards by itself.
     splits_plan: bool = True

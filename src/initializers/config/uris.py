@@ -43,6 +43,11 @@ class S3Location:
         return cls(bucket, key.lstrip("/"))
 
     @property
+    def place(self) -> str:
+        """What is fetched, whatever its version (an object's is its ETag): the URI."""
+        return str(self)
+
+    @property
     def folder_prefix(self) -> str:
         """The key prefix of the folder this URI names: `data` means `data/`, never `data-old/`."""
         return self.key if not self.key or self.key.endswith("/") else self.key + "/"
@@ -65,6 +70,11 @@ class CacheLocation:
         if len(parts) != 2 or not all(part.strip() for part in parts):
             raise ConfigError(f"STORAGE_URI: expected cache://SCHEMA/TABLE (two non-empty names), got {uri!r}")
         return cls(table)
+
+    @property
+    def place(self) -> str:
+        """What is fetched, whatever its snapshot: the URI."""
+        return str(self)
 
     def __str__(self) -> str:
         return f"cache://{self.table}"

@@ -13,7 +13,7 @@ from initializers.sources.hub.location import HfLocation, is_hub_page
 from initializers.sources.hub.options import HubOptions
 
 
-def _open(uri: str, config: Config, kind: Kind, *_: Any) -> Any:
+def _open(uri: str, config: Config, kind: Kind) -> Any:
     from initializers.sources.hub.source import HfSource
 
     return HfSource.from_config(uri, config, kind)

@@ -57,6 +57,11 @@ class HfLocation:
             raise ConfigError(f"STORAGE_URI: {uri!r} has a '.' or '..' segment in its path ({_EXPECTED})")
         return cls(parsed.id, parsed.revision, parsed.path_in_repo.rstrip("/"))
 
+    @property
+    def place(self) -> str:
+        """What is fetched, whatever its version: the repository and the path in it."""
+        return f"hf://{self.repo_id}" + (f"/{self.sub_path}" if self.sub_path else "")
+
     def __str__(self) -> str:
         """Kubeflow's form, which the program's kind completes: `hf://OWNER/NAME[@REVISION][/PATH]`."""
         revision = f"@{quote(self.revision, safe='')}" if self.revision else ""

@@ -6,13 +6,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from initializers.config.contract import Config
+from initializers.config.contract import Config, Kind
 from initializers.config.registry import SourcePlugin, register
 from initializers.config.uris import S3Location
 from initializers.sources.s3.options import AwsOptions
 
 
-def _open(uri: str, config: Config, *_: Any) -> Any:
+def _open(uri: str, config: Config, _kind: Kind) -> Any:
     from initializers.sources.s3.source import S3Source
 
     return S3Source.from_config(uri, config)
