@@ -221,6 +221,7 @@ def test_a_plan_never_maps_two_files_onto_one_path(names: list[str]):
         ("hf://org/name/config.json", "org/name", None, "config.json"),
         ("hf://org/name@" + "a" * 40 + "/sub/", "org/name", "a" * 40, "sub"),
         ("hf://org/name/file@1.txt", "org/name", None, "file@1.txt"),
+        ("HF://org/name", "org/name", None, ""),  # the scheme in any case, as s3://
     ],
 )
 def test_hf_uris(uri: str, repo: str, revision: str | None, sub: str):

@@ -33,14 +33,15 @@ class HfLocation:
     def parse(cls, uri: str, kind: Kind) -> HfLocation:
         """The location `uri` names for the `kind` program; a ConfigError naming STORAGE_URI and the form to use."""
         hub = huggingface_hub()
+        scheme, sep, rest = uri.partition("://")
+        given = f"hf://{rest}" if sep and scheme.lower() == "hf" else uri  # the scheme in any case, as for s3://
         try:
-            parsed = hub.parse_hf_uri(uri, endpoint=hub.constants.ENDPOINT)
+            parsed = hub.parse_hf_uri(given, endpoint=hub.constants.ENDPOINT)
         except hub.errors.HfUriError as exc:
             raise ConfigError(
                 f"STORAGE_URI: {uri!r} is not a Hub repository: {exc.msg.strip()} ({_EXPECTED})"
             ) from None
-        body = uri.partition("://")[2]
-        stated = not uri.lower().startswith("hf://") or parsed.type != "model" or body.startswith("models/")
+        stated = not given.startswith("hf://") or parsed.type != "model" or rest.startswith("models/")
         repo_type = parsed.type if stated else kind.name
         if repo_type not in _PROGRAMS:
             raise ConfigError(

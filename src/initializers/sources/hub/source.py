@@ -11,6 +11,7 @@ HOME; of its home (HF_HOME) it reads only the token `hf auth login` saved, used 
 from __future__ import annotations
 
 import contextlib
+import os
 import re
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
@@ -218,7 +219,9 @@ def _saved_token(hub: Any) -> str | None:
         return None
     if token:
         logs.hide(token)
-        _log.info("hub token", source=f"huggingface_hub's token file {hub.constants.HF_TOKEN_PATH}")
+        oidc = bool(os.environ.get("HF_OIDC_RESOURCE"))  # huggingface_hub's first way, when asked for
+        file = f"huggingface_hub's token file {hub.constants.HF_TOKEN_PATH}"
+        _log.info("hub token", source="huggingface_hub's OIDC exchange (HF_OIDC_RESOURCE)" if oidc else file)
     return token or None
 
 
