@@ -19,8 +19,9 @@ def _open(uri: str, config: Config, kind: Kind) -> Any:
     return HfSource.from_config(uri, config, kind)
 
 
-#: huggingface_hub's own, and the CA certificates its client and our downloads read.
-_ALSO_READS = ("HF_ENDPOINT", "HF_HUB_DOWNLOAD_TIMEOUT", "SSL_CERT_FILE", "SSL_CERT_DIR")
+#: huggingface_hub's own (the token file `hf auth login` saves among them), and the CA certificates its client and our
+#: downloads read.
+_ALSO_READS = ("HF_ENDPOINT", "HF_HUB_DOWNLOAD_TIMEOUT", "HF_TOKEN_PATH", "HF_HOME", "SSL_CERT_FILE", "SSL_CERT_DIR")
 
 register(
     SourcePlugin("hf", (HubOptions,), HfLocation.parse, _open, also_reads=_ALSO_READS, claims=is_hub_page),
