@@ -21,8 +21,10 @@ from initializers import cli
         ("model", {"STORAGE_URI": "gs://bucket/x"}, "scheme gs:// is not supported by the model-initializer"),
         ("model", {"STORAGE_URI": "cache://schema/table"}, "it accepts hf://, s3://"),
         ("dataset", {"STORAGE_URI": "s3://"}, "names no bucket"),
-        ("model", {"STORAGE_URI": "hf://just-a-name"}, "names no repository; expected hf://OWNER/NAME"),
-        ("dataset", {"STORAGE_URI": "hf://org/name@"}, "empty revision"),
+        ("model", {"STORAGE_URI": "hf://just-a-name"}, "Repository id must be 'namespace/name'"),
+        ("dataset", {"STORAGE_URI": "hf://org/name@"}, "Empty revision after '@'"),
+        ("dataset", {"STORAGE_URI": "https://huggingface.co/org/m"}, "names a model repository: the model-initializer"),
+        ("model", {"STORAGE_URI": "hf://datasets/org/ds"}, "names a dataset repository: the dataset-initializer"),
         ("dataset", {"STORAGE_URI": "s3://b", "MAX_WORKERS": "lots"}, "MAX_WORKERS: expected an integer from 1 to 256"),
         ("dataset", {"STORAGE_URI": "s3://b", "ACCESS_KEY_ID": "id"}, "SECRET_ACCESS_KEY is not set"),
         ("dataset", {"STORAGE_URI": "s3://b", "ANONYMOUS": "true", "ACCESS_KEY_ID": "i",
@@ -97,9 +99,12 @@ def test_true_or_false_options_work_as_bare_flags_and_with_a_value():
 
 def test_a_command_appended_after_a_flag_is_dropped_as_after_any_option():
     flags = {"--dry-run"}
-    assert cli._options_only(["--dry-run", "bash", "-c", "python -m x"], flags) == ["--dry-run"]
-    assert cli._options_only(["--dry-run", "false", "bash"], flags) == ["--dry-run", "false"]
-    assert cli._options_only(["--storage-uri", "hf://o/n", "bash"], flags) == ["--storage-uri", "hf://o/n"]
+    assert cli._options_only(["--dry-run", "bash", "-c", "python -m x"], flags) == (["--dry-run"], [])
+    assert cli._options_only(["--dry-run", "false", "bash"], flags) == (["--dry-run", "false"], [])
+    assert cli._options_only(["--storage-uri", "hf://o/n", "bash"], flags) == (["--storage-uri", "hf://o/n"], [])
+    assert cli._options_only(["/usr/bin/python3", "-m", "pkg.initializers.model"], flags) == ([], [])
+    # Anything else is a word given by mistake, for the run to refuse.
+    assert cli._options_only(["--dry-run", "hf://o/n", "./x"], flags) == (["--dry-run"], ["hf://o/n", "./x"])
 
 
 def test_unknown_options_are_usage_errors():

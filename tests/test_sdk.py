@@ -6,6 +6,9 @@ import dataclasses
 from types import SimpleNamespace
 
 import pytest
+from huggingface_hub.constants import HF_URI_TYPE_PREFIXES
+from huggingface_hub.errors import HFValidationError
+from huggingface_hub.utils import validate_repo_id
 from hypothesis import given
 from hypothesis import strategies as st
 from kubeflow.trainer.backends.container import utils as kf_container
@@ -18,6 +21,15 @@ from initializers.config.settings import settings_of
 from initializers.config.signing import SigningOptions
 from initializers.kubeflow import sdk
 
+
+def _is_repo_id(repo_id: str) -> bool:
+    try:
+        validate_repo_id(repo_id)
+    except HFValidationError:
+        return False
+    return True
+
+
 _word = st.text(st.sampled_from("abcdefghijklmnopqrstuvwxyz0123456789-_."), min_size=1, max_size=10).filter(
     lambda s: s not in (".", "..")
 )
@@ -27,9 +39,10 @@ _pattern = st.text(st.characters(blacklist_categories=("Cs", "Cc", "Zs", "Zl", "
 _patterns = st.none() | st.lists(_pattern, max_size=4)
 _optional = st.none() | _value
 _secret = st.none() | st.text(st.characters(min_codepoint=0x21, max_codepoint=0x7E), min_size=1, max_size=20)  # ASCII
+_repo_word = _word.filter(lambda s: _is_repo_id(f"{s}/{s}") and s not in HF_URI_TYPE_PREFIXES)  # as the Hub names
 _hf_uri = st.builds(
     lambda owner, name, revision, path: f"hf://{owner}/{name}" + (f"@{revision}" if revision else "") + path,
-    _word, _word, st.none() | _word, st.sampled_from(["", "/data", "/data/train.jsonl"]),
+    _repo_word, _repo_word, st.none() | _word, st.sampled_from(["", "/data", "/data/train.jsonl"]),
 )  # fmt: skip
 _s3_uri = st.builds(lambda bucket, key: f"s3://{bucket}{key}", _word, st.sampled_from(["", "/", "/data", "/a/b.bin"]))
 _cache_uri = st.builds("cache://{}/{}".format, _word, _word)
@@ -173,7 +186,8 @@ def test_what_the_kubeflow_sdk_refuses_is_refused_here_too(name: str, values: di
     [
         ("DataCacheInitializer", {"storage_uri": "cache:///t", "metadata_loc": "m", "num_data_nodes": 2},
          "expected cache://SCHEMA/TABLE"),
-        ("HuggingFaceModelInitializer", {"storage_uri": "hf://just-a-name"}, "names no repository"),
+        ("HuggingFaceModelInitializer", {"storage_uri": "hf://just-a-name"}, "is not a Hub repository"),
+        ("HuggingFaceModelInitializer", {"storage_uri": "hf://datasets/org/ds"}, "names a dataset repository"),
         ("HuggingFaceDatasetInitializer", {"storage_uri": "s3://bucket/data"}, "needs a hf:// URI"),
         ("S3DatasetInitializer", {"storage_uri": "s3://b", "ignore_patterns": ["a,b"]}, "contains ','"),
     ],

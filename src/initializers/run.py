@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import sys
 import tempfile
 from collections.abc import Generator, Iterator
@@ -76,14 +75,14 @@ def run(config: Config, kind: Kind, log: Any) -> Outcome:
 
 
 def _dry_run(config: Config, kind: Kind, log: Any, waiting: _Waiting, stop: Stop) -> Outcome:
-    """What a run would fetch, listed, selected and split as a run does, printed; the plan index and the source's
-    staging live in a temporary folder elsewhere, so nothing is written under OUTPUT_PATH, not even a folder.
+    """What a run would fetch, listed, selected and split as a run does, printed; the plan index lives in a
+    temporary folder elsewhere, so nothing is written under OUTPUT_PATH, not even a folder.
 
     The main thread lists itself, through the source's library, so a stop interrupts the listing wherever it is."""
     started_at = datetime.now(UTC)
     output_path = str(Path(config.output_dir(kind)).absolute())
     with tempfile.TemporaryDirectory(prefix="initializer-dry-run-") as scratch:
-        source = _open_source(config, kind, os.path.join(scratch, "staging"), stop)
+        source = _open_source(config, kind, stop)
         index = PlanIndex(Path(scratch) / INDEX)
         try:
             uri = source.describe()["uri"]
@@ -101,15 +100,14 @@ def _dry_run(config: Config, kind: Kind, log: Any, waiting: _Waiting, stop: Stop
     return Outcome(files, size, 0, 0, seconds, output_path, dry_run=True)
 
 
-def _open_source(config: Config, kind: Kind, staging: str, stop: Stop) -> Source:
-    """The registered source for STORAGE_URI, given only its own options; `staging`: a folder it may keep resumable
-    bookkeeping in. A stop interrupts the opening: the source's library may wait on the network (credentials, a
-    region, a revision)."""
+def _open_source(config: Config, kind: Kind, stop: Stop) -> Source:
+    """The registered source for STORAGE_URI, given only its own options. A stop interrupts the opening: the
+    source's library may wait on the network (credentials, a region, a revision)."""
     uri = config.require_storage_uri()
     plugin = registry.plugin(scheme_of(uri, kind))
     Proxy.check_environment()  # one rule for every source, before any client library reads the variables
     with stop.interruptible():
-        return cast(Source, plugin.open(uri, config.for_source(plugin), kind, staging))
+        return cast(Source, plugin.open(uri, config.for_source(plugin), kind))
 
 
 def _plan_share(config: Config, kind: Kind) -> tuple[int, int] | None:
@@ -134,7 +132,7 @@ def _run(config: Config, kind: Kind, log: Any, waiting: _Waiting, stop: Stop) ->
     signing = _signing(config, kind)
     state = StateDir(config.output_dir(kind), _plan_share(config, kind), StoppingClock(stop))
     with Progress(_progress_reporters(config, log)) as progress:
-        source = _open_source(config, kind, str(state.staging), stop)
+        source = _open_source(config, kind, stop)
         try:
             uri = source.describe()["uri"]
             log.info("listing", source=uri, output_path=str(state.root))
@@ -170,6 +168,7 @@ def _list_and_fetch(
     its grace (a listing that does not answer) leaves it to the process's exit, which comes next. With `signing`,
     the publisher's signature is checked before the manifest is written, and every run writes it anew."""
     started_at = datetime.now(UTC)
+    _replace_another_source(config, kind, log, source, state)
     previous = manifest.read_head(state.manifest_path)
     index = PlanIndex(state.dir / INDEX)
     listing_ended = True
@@ -295,6 +294,34 @@ def _progress_reporters(config: Config, log: Any) -> list[Reporter]:
     if not live_view.wanted(config.log_format):
         return [events]
     return [live_view.LiveView()] if sys.stdout.isatty() else [live_view.LiveView(), events]
+
+
+def _replace_another_source(config: Config, kind: Kind, log: Any, source: Source, state: StateDir) -> None:
+    """Refuse to fetch into an OUTPUT_PATH that holds another source (its manifest says so: another program, or
+    another place, whatever the version), as the two would mix; with REPLACE_EXISTING, remove that source's files
+    first."""
+    held = state.held_source()
+    uri = source.describe()["uri"]
+    if held is None or (held[0] == kind.program and _place(held[1].get("uri"), kind) == _place(uri, kind)):
+        return
+    other = f"{held[1].get('uri')} (fetched by the {held[0]})"
+    if not config.replace_existing:
+        raise ConfigError(
+            f"OUTPUT_PATH {str(state.root)!r} holds {other}, as its manifest says; fetching {uri} into it would mix "
+            "the two: choose another OUTPUT_PATH, or set REPLACE_EXISTING=true to replace those files with these"
+        )
+    removed = state.remove_held_source()
+    log.info("replaced another source", source=held[1].get("uri"), removed_files=removed)
+
+
+def _place(uri: Any, kind: Kind) -> str | None:
+    """What `uri` fetches, whatever its version (`SourcePlugin.locate`); None when it is not one of this program's."""
+    if not isinstance(uri, str):
+        return None
+    try:
+        return str(registry.plugin(scheme_of(uri, kind)).locate(uri, kind).place)
+    except ConfigError:
+        return None
 
 
 def _up_to_date(

@@ -82,7 +82,8 @@ class Redactor:
     run of `PARTIAL_ECHO` characters or more of one of those forms that looks random (`_looks_random`)."""
 
     def __init__(self, secrets: Iterable[str]) -> None:
-        forms = {form for secret in secrets if secret for form in secret_forms(secret)}
+        self.secrets = tuple(secrets)
+        forms = {form for secret in self.secrets if secret for form in secret_forms(secret)}
         # Longest first, so that a form containing another is replaced whole. A form shorter than PARTIAL_ECHO is
         # hidden only where it stands alone, never inside a longer word: SECRET_ACCESS_KEY=a must not turn the
         # event "failed" into "f***iled", nor "test" the path "latest-tests".
@@ -144,6 +145,17 @@ def redact(text: str) -> str:
     return _redactor(None, "", text)
 
 
+def hide(secret: str) -> None:
+    """Hide `secret` too, from now on: one a source found by itself (a token huggingface_hub saved)."""
+    global _redactor
+    _redactor = Redactor([*_redactor.secrets, secret])
+
+
+def _redacted(logger: Any, method: str, line: str) -> str:
+    """The last step of every log line: the secrets known by then hidden."""
+    return _redactor(logger, method, line)
+
+
 def configure(log_format: str | None, log_level: str | None, secrets: Iterable[str], stream: str = "stdout") -> None:
     """Logs as JSON lines, or for reading when `log_format` says so or (unset) when they go to a terminal; `stream`:
     the standard stream they go to ("stderr" when stdout carries a result, as a dry run's plan)."""
@@ -165,7 +177,7 @@ def configure(log_format: str | None, log_level: str | None, secrets: Iterable[s
             structlog.processors.TimeStamper(fmt="iso", utc=True),
             structlog.processors.format_exc_info if fmt == "json" else structlog.dev.set_exc_info,
             renderer,
-            _redactor,
+            _redacted,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(level),
         logger_factory=structlog.PrintLoggerFactory(out),  # type: ignore[arg-type]

@@ -9,13 +9,12 @@ carries its variable name, help text and codec, so parsing (`Config.from_env`), 
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
 from initializers.common.errors import ConfigError
-from initializers.config import registry
+from initializers.config import misspellings, registry
 from initializers.config.settings import (
     BANDWIDTH,
     BOOL,
@@ -35,8 +34,6 @@ from initializers.config.settings import (
 )
 
 G = TypeVar("G")
-#: Variables of other tools (boto3, huggingface_hub, the system) are never typos of ours.
-_FOREIGN_PREFIXES = ("AWS_", "HF_", "HUGGINGFACE_", "KUBERNETES_", "PYTHON", "LC_", "XDG_")
 
 
 @dataclass(frozen=True)
@@ -172,6 +169,13 @@ class Config:
         BOOL,
         default=False,
     )
+    replace_existing: bool = setting_field(
+        "REPLACE_EXISTING",
+        "When OUTPUT_PATH holds another source (its manifest says so), remove that source's files (those its manifest "
+        "lists) and fetch this one; without it, such a run is refused with exit 2, as the two would mix.",
+        BOOL,
+        default=False,
+    )
     max_bandwidth: int | None = setting_field(
         "MAX_BANDWIDTH",
         "Most bytes per second the whole run reads, all connections together (hf, s3): 50M is 50 MiB/s, as rclone's "
@@ -208,17 +212,12 @@ class Config:
         return replace(self, source_options=tuple(self.options(group) for group in plugin.options))
 
     @staticmethod
-    def typo_hints(env: Mapping[str, str]) -> dict[str, str]:
-        """Variables that are not part of the contract but look like a misspelling of one: {given: meant}."""
-        known = {name for _, s in Config.settings() for name in (s.env, *s.fallback_env)}
-        hints = {}
-        for name in env:
-            if name in known or not name.isupper() or name.startswith(_FOREIGN_PREFIXES):
-                continue
-            close = difflib.get_close_matches(name, known, n=1, cutoff=0.85)
-            if close:
-                hints[name] = close[0]
-        return hints
+    def refuse_misspellings(env: Mapping[str, str]) -> None:
+        """A ConfigError naming each variable of `env` that is a near miss of one of the contract's
+        (`misspellings`: `OUTPUT_PAHT`), and the one it was meant to be."""
+        found = misspellings.misspelt(env, (name for _, s in Config.settings() for name in (s.env, *s.fallback_env)))
+        if found:
+            raise ConfigError(misspellings.message(found))
 
     @staticmethod
     def shared_settings() -> list[tuple[str, Setting]]:

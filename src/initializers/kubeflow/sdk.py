@@ -53,7 +53,7 @@ class _InitializerConfig:
             raise ConfigError(
                 f"STORAGE_URI: {type(self).__name__} needs a {self.scheme}:// URI, got {self.storage_uri!r}"
             )
-        registry.plugin(self.scheme).locate(self.storage_uri)
+        registry.plugin(self.scheme).locate(self.storage_uri, self.kind)
         # Refuses what the variables cannot carry (a pattern with a comma), and what the programs would not parse back
         # (a SIGNATURE that is no choice).
         Config.from_env(self.to_config().to_env())
