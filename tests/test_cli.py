@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -82,6 +83,17 @@ def test_help_documents_every_variable_of_the_programs_own_sources_and_the_exit_
         assert f"[{variable}]" in model.stdout and f"[{variable}]" in dataset.stdout
     for cache_only in ("METADATA_LOC", "CLUSTER_SIZE", "HEAD_CPU"):  # the model program has no cache:// source
         assert f"[{cache_only}]" not in model.stdout and f"[{cache_only}]" in dataset.stdout
+    # Grouped by who reads them: the shared options first (with -h and --version), then each source's.
+    assert re.findall(r"^(\S.*):$", model.stdout, re.M) == [
+        "Options", "hf:// sources", "hf://, s3:// sources", "s3:// sources"
+    ]  # fmt: skip
+    assert re.findall(r"^(\S.*):$", dataset.stdout, re.M) == [
+        "Options", "hf:// sources", "hf://, s3:// sources", "s3://, cache:// sources", "cache:// sources"
+    ]  # fmt: skip
+    for text in (model.stdout, dataset.stdout):
+        options = text.split("Options:")[1].split("sources:")[0]
+        assert "[LOG_LEVEL]" in options and "-h, --help" in options and "[ENDPOINT]" not in options
+        assert "[ENDPOINT]" in text.split("hf://, s3:// sources:")[1]
     for text in (model.stdout, dataset.stdout):
         words = " ".join(text.split())
         assert "Exit codes: 0 done and verified, 1 the fetch failed, 2 bad configuration" in words

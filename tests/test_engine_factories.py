@@ -172,7 +172,7 @@ def test_a_failing_task_cancels_the_others_and_their_temporaries_are_removed(tmp
         run(tmp_path, gate, files)
     assert gate.saw_cancel.is_set(), "the waiting task saw the run cancelled"
     assert not gate.interrupted, "a task's failure cancels through the event; only a stop interrupts the source"
-    # No file landed: the session leaves OUTPUT_PATH as it found it, its temporaries and journal gone with .initializer/.
+    # No file landed: the session leaves OUTPUT_PATH as found, its temporaries and journal gone with .initializer/.
     assert not state.tmp.exists() and not (tmp_path / "out" / "slow.bin").exists()
     assert list(state.journal.files()) == []
 

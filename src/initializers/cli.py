@@ -15,7 +15,7 @@ from initializers import __version__
 from initializers.common.errors import ConfigError, InitializerError, Stopped
 from initializers.config import registry
 from initializers.config.contract import Config, Kind
-from initializers.config.settings import BOOL, Setting
+from initializers.config.settings import BOOL, Setting, settings_of
 
 EXIT_OK, EXIT_FETCH_FAILED, EXIT_BAD_CONFIG = 0, 1, 2
 #: The values a true-or-false option takes after it (as the BOOL codec reads them).
@@ -40,7 +40,8 @@ def build_command(kind: Kind, words: list[str] | None = None) -> click.Command:
     also_reads = dict.fromkeys(
         variable for plugin in registry.plugins_for(kind.schemes) for variable in plugin.also_reads
     )
-    return click.Command(
+    return _GroupedHelp(
+        _sections(kind),
         name=kind.program,
         params=options_for(Config.settings(kind)),
         callback=callback,
@@ -48,6 +49,35 @@ def build_command(kind: Kind, words: list[str] | None = None) -> click.Command:
         epilog=f"{_EPILOG} Also read, without an option: {', '.join([*also_reads, *_PROXY_VARIABLES])}.",
         context_settings={"max_content_width": 110, "terminal_width": 110, "help_option_names": ["-h", "--help"]},
     )
+
+
+class _GroupedHelp(click.Command):
+    """A command whose --help lists its options a section at a time: `sections`, (heading, option names)."""
+
+    def __init__(self, sections: list[tuple[str, list[str]]], **attributes: Any) -> None:
+        super().__init__(**attributes)
+        self.sections = sections
+
+    def format_options(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        records = {param.name: param.get_help_record(ctx) for param in self.get_params(ctx)}
+        placed = {name for _, names in self.sections for name in names}
+        unplaced = [name for name in records if name not in placed]  # --version and click's own --help
+        for index, (heading, names) in enumerate(self.sections):
+            with formatter.section(heading):
+                listed = names + unplaced if index == 0 else names
+                formatter.write_dl([record for name in listed if (record := records.get(name))])
+
+
+def _sections(kind: Kind) -> list[tuple[str, list[str]]]:
+    """The program's options by who reads them: the shared ones, then each option group under the schemes of this
+    program's sources that read it (`hf://, s3:// sources`), groups read by the same sources together."""
+    plugins = registry.plugins_for(kind.schemes)
+    sections = {"Options": [name for name, _ in Config.shared_settings()]}
+    for group in registry.option_groups():
+        readers = [f"{plugin.scheme}://" for plugin in plugins if group in plugin.options]
+        if readers:
+            sections.setdefault(f"{', '.join(readers)} sources", []).extend(name for name, _ in settings_of(group))
+    return list(sections.items())
 
 
 def options_for(settings: list[tuple[str, Setting]]) -> list[click.Parameter]:
