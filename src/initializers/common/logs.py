@@ -1,7 +1,7 @@
 """Structured logs: JSON lines for machines, console lines for people, and no secret in either.
 
-Redaction runs on the rendered line, last, so that no processor, exception text or library message
-can carry a secret past it.
+Redaction runs last before rendering, on every value of the entry (exception text and library messages included),
+never on field names or our own event names: a filter on `event == "failed"` keeps matching whatever the secret is.
 """
 
 from __future__ import annotations
@@ -113,11 +113,16 @@ class Redactor:
         return "".join(hidden) + line[kept_from:] if hidden else line
 
 
+#: The field naming the library whose message an entry's event is (`_ForwardToStructlog`): such an event is text
+#: from elsewhere, redacted as any value; our own event names are constants and never are.
+LIBRARY = "library"
+
+
 class _ForwardToStructlog(logging.Handler):
     """Library warnings (boto3, urllib3, huggingface_hub) go through the same renderer and redaction."""
 
     def emit(self, record: logging.LogRecord) -> None:
-        structlog.get_logger(record.name).log(record.levelno, record.getMessage())
+        structlog.get_logger(record.name).log(record.levelno, record.getMessage(), **{LIBRARY: record.name})
 
 
 class _Standard:
@@ -151,9 +156,28 @@ def hide(secret: str) -> None:
     _redactor = Redactor([*_redactor.secrets, secret])
 
 
-def _redacted(logger: Any, method: str, line: str) -> str:
-    """The last step of every log line: the secrets known by then hidden."""
-    return _redactor(logger, method, line)
+def _redacted_value(value: Any) -> Any:
+    """`value` with the secrets known by now hidden: text, the items of lists and dicts (not their keys), and any
+    other object by its text when that holds a secret."""
+    if value is None or isinstance(value, bool | int | float):
+        return value
+    if isinstance(value, str):
+        return redact(value)
+    if isinstance(value, list | tuple):
+        return [_redacted_value(item) for item in value]
+    if isinstance(value, dict):
+        return {key: _redacted_value(item) for key, item in value.items()}
+    text = str(value)
+    hidden = redact(text)
+    return value if hidden == text else hidden
+
+
+def _redacted(_logger: Any, _method: str, entry: dict[str, Any]) -> dict[str, Any]:
+    """The last step before rendering: every value redacted, field names and our own event names left as they are."""
+    return {
+        key: value if key == "event" and LIBRARY not in entry else _redacted_value(value)
+        for key, value in entry.items()
+    }
 
 
 def configure(log_format: str | None, log_level: str | None, secrets: Iterable[str], stream: str = "stdout") -> None:
@@ -167,17 +191,15 @@ def configure(log_format: str | None, log_level: str | None, secrets: Iterable[s
     out = _Standard(stream)
     fmt = log_format or ("console" if out.isatty() else "json")
     renderer: Any = (
-        structlog.processors.JSONRenderer()
-        if fmt == "json"
-        else structlog.dev.ConsoleRenderer(colors=out.isatty(), exception_formatter=structlog.dev.plain_traceback)
+        structlog.processors.JSONRenderer() if fmt == "json" else structlog.dev.ConsoleRenderer(colors=out.isatty())
     )
     structlog.configure(
         processors=[
             structlog.processors.add_log_level,
             structlog.processors.TimeStamper(fmt="iso", utc=True),
-            structlog.processors.format_exc_info if fmt == "json" else structlog.dev.set_exc_info,
-            renderer,
+            structlog.processors.format_exc_info,  # a traceback as text, redacted as the other values
             _redacted,
+            renderer,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(level),
         logger_factory=structlog.PrintLoggerFactory(out),  # type: ignore[arg-type]
