@@ -257,16 +257,24 @@ def test_a_table_without_rows(local_catalog: Any, tmp_path: Path) -> None:
 
 
 def test_a_stale_shard_is_never_left_looking_complete(local_catalog: Any, tmp_path: Path) -> None:
-    """A table whose data file vanished: the run fails, the previous shards are withdrawn with the manifest."""
+    """A table whose data file vanished: the run fails with exit 1 (which keeps a trainer from starting), and no
+    manifest claims what is not on disk: either a shard of the new snapshot landed first and the manifest stays
+    withdrawn, or none did and OUTPUT_PATH is left as found, the earlier snapshot's manifest back over its shards
+    exactly as they were."""
     table = simple_table(local_catalog, "reviews", files=2, rows_per_file=100)
     out = tmp_path / "out"
     assert _run({}, out, table.metadata_location, nodes=2).code == 0
+    before = {path: path.read_bytes() for path in out.rglob("*") if path.is_file() and ".initializer" not in path.parts}
+    manifest_before = (out / ".initializer" / "manifest.json").read_bytes()
     table.append(pa.table(rows(500, 10), schema=table.schema().as_arrow()))
     newest = max((t.file.file_path for t in table.scan().plan_files()), key=lambda p: os.stat(p[7:]).st_mtime_ns)
     os.unlink(newest.removeprefix("file://"))
     result = _run({}, out, table.metadata_location, nodes=2)
     assert result.code == 1 and "no such file" in result.last["error"], result.stdout
-    assert not (out / ".initializer" / "manifest.json").exists()
+    manifest = out / ".initializer" / "manifest.json"
+    if manifest.exists():
+        assert manifest.read_bytes() == manifest_before
+        assert {path: path.read_bytes() for path in before} == before, "the shards it lists are as they were"
 
 
 def test_anonymous_reads_a_table_in_a_public_bucket(seaweed: SeaweedFS, s3: Any, tmp_path: Path) -> None:
