@@ -57,7 +57,8 @@ class Traffic:
     listings, injected objects, fault replies) and upstream bodies without a Content-Length are not counted.
     `requests` includes faulted requests; `refused` counts connections and requests reset because of `Relay.refuse`,
     which `requests` leaves out. `object_gets_at_once` is the most object GETs (listings excluded) under way at once,
-    each from its request's arrival until its answer was sent.
+    each from its request's arrival until its answer was sent; `object_gets_on_arrival` and
+    `object_gets_answered_before` say how many were under way as each arrived, and how many had been answered by then.
     """
 
     requests: list[tuple[str, str]] = field(default_factory=list)  # (method, path)
@@ -68,7 +69,22 @@ class Traffic:
     object_gets_at_once: int = 0
     #: How many object GETs were under way as each one arrived (itself included), in arrival order.
     object_gets_on_arrival: list[int] = field(default_factory=list)
+    object_gets_answered_before: list[int] = field(default_factory=list)
+    object_gets_answered: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def forget_arrivals(self) -> None:
+        """Start the arrivals' record afresh (with `lock` held): the next object GET is the first."""
+        self.object_gets_on_arrival.clear()
+        self.object_gets_answered_before.clear()
+        self.object_gets_answered = 0
+
+    def object_gets_at_once_before(self, answers: int) -> int:
+        """The most object GETs under way at once as one arrived before `answers` of them had been answered: how
+        many a client sent out from the start, before it could judge any by their answers (0: none arrived)."""
+        with self.lock:
+            pairs = zip(self.object_gets_answered_before, self.object_gets_on_arrival, strict=True)
+            return max((count for answered, count in pairs if answered < answers), default=0)
 
     def object_gets(self) -> list[str]:
         """Paths of GETs that fetched object bytes (listings excluded)."""
@@ -84,11 +100,13 @@ class Traffic:
             self.object_gets_now += 1
             self.object_gets_at_once = max(self.object_gets_at_once, self.object_gets_now)
             self.object_gets_on_arrival.append(self.object_gets_now)
+            self.object_gets_answered_before.append(self.object_gets_answered)
         try:
             yield
         finally:
             with self.lock:
                 self.object_gets_now -= 1
+                self.object_gets_answered += 1
 
 
 def _is_object_get(method: str, path: str) -> bool:
@@ -251,6 +269,7 @@ class Relay:
             self.traffic.body_bytes = 0
             self.traffic.refused = 0
             self.traffic.object_gets_at_once = self.traffic.object_gets_now
+            self.traffic.forget_arrivals()
 
     def add_fault(self, fault: F) -> F:
         """Strike matching requests from now on; returns the fault, whose `hits` tests can assert on."""

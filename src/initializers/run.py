@@ -163,7 +163,13 @@ def _list_and_fetch(
             log.info("resuming", files=len(partials), already_here=sum(partial.kept_bytes for partial in partials))
         selection = Selection(config, kind, log)
         planned: Returning[list[RemoteFile], Selected] = Returning(_planned(source, selection, index, state.share, log))
-        ramp = Ramp(source.default_workers, config.max_workers or source.max_workers, throttle=source.throttle)
+        ramp = Ramp(
+            source.default_workers,
+            config.max_workers or source.max_workers,
+            config.max_workers or source.max_requests or source.max_workers,
+            throttle=source.throttle,
+            round_trips=source.round_trips,
+        )
         bandwidth = TokenBucket(config.max_bandwidth) if config.max_bandwidth else None
         with Progress(log, config.progress_interval or PROGRESS_INTERVAL_SECONDS) as progress:
             factory = source.task_factory(ramp, bandwidth)
@@ -174,7 +180,8 @@ def _list_and_fetch(
                 first = next(listing, None)  # `Fetching`, once a file needs fetching; None: none does
                 if isinstance(first, Fetching):
                     state.remove_manifest()  # before the first transfer: a changed file must not look complete
-                    log.info("fetching", already_done=first.already_done, workers=ramp.workers, max_workers=ramp.cap)
+                    log.info("fetching", already_done=first.already_done, workers=ramp.workers, max_workers=ramp.cap,
+                             max_requests=ramp.request_cap)  # fmt: skip
                 engine.fetch(cast(Iterator[RemoteFile], listing), stop.check)  # files only, after the one `Fetching`
             finally:
                 listing_ended = listing.close()
