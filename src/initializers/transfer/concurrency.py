@@ -133,7 +133,7 @@ class Ramp:
     request_cap: int = 0  # the most small-file requests at once (0: `cap`)
     _trial: tuple[int, float] | None = None  # (limit, throughput) before the doubling being tried
     _windows_to_probe: int = 1
-    _task_bytes: float = PART_SIZE  # running mean of the sizes of the tasks started
+    _task_bytes: float = 0.0  # running mean of the sizes of the tasks started, from the first one's (0: none yet)
     part_size: int = PART_SIZE  # the range size a connection's measured rate calls for, in whole MiB
     requests: int = BASE_REQUESTS  # the most small-file requests at once: grows while they are latency-bound
     _requests_trial: tuple[int, float, float] | None = None  # (requests, request seconds, throughput) before it
@@ -167,11 +167,13 @@ class Ramp:
         return self.requests
 
     def _per_stream(self) -> int:
-        return max(1, round(PART_SIZE / max(self._task_bytes, 1.0)))
+        """Tasks per stream: one before any started (they are taken to be a part each)."""
+        return max(1, round(PART_SIZE / max(self._task_bytes or PART_SIZE, 1.0)))
 
     def task_started(self, size: int) -> None:
-        """A task of `size` bytes was handed to a transfer: it moves the running mean that sizes `workers`."""
-        self._task_bytes += (size - self._task_bytes) / _TASK_HORIZON
+        """A task of `size` bytes was handed to a transfer: it moves the running mean that sizes `workers`. The first
+        sets it, so that a listing of small files calls for all its requests from the first task on."""
+        self._task_bytes += (size - self._task_bytes) / (_TASK_HORIZON if self._task_bytes else 1)
 
     def observe(self, throughput: float, cpu_share: float, latency: Latency = NO_REQUESTS) -> int:
         """Throughput (bytes per second), CPU share (cores) and the requests' latency in the window just ended;
