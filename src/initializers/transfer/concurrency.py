@@ -49,9 +49,11 @@ _BUSY_CPU = 0.5
 _PROBE_EVERY = 8
 #: Small-file requests in flight before any latency is measured: as many as a CPU-bound run does well with.
 BASE_REQUESTS = 64
-#: Small-file requests one process completes per second where its CPU is the limit (loopback SeaweedFS, 64 KiB
-#: objects: about 1500 a second on these machines): the rate `follow_round_trip` keeps going over a round trip.
-REQUESTS_PER_SECOND = 2000
+#: Small-file requests one process completes per second where its CPU is the limit: the rate `follow_round_trip`
+#: keeps going over a round trip. At 64 KiB objects a request costs us about a millisecond of CPU (14-17 CPU s per
+#: GB through the emulator, on these machines); more requests in flight than this rate calls for only cost CPU
+#: (1000 x 64 KiB at RTT 50 ms: 256 at once took 20% more CPU than 64, and were slower on a loaded machine).
+REQUESTS_PER_SECOND = 1000
 #: Round trips the first request on a connection spends on the network: opening it, then the request itself. The
 #: first wave of requests opens its connections, so the start is sized for it.
 _FIRST_REQUEST_ROUND_TRIPS = 2
@@ -143,6 +145,7 @@ class Ramp:
     _throttled_once: bool = False  # since then, growth is one step per calm window, never a doubling
     #: The source's round trips as measured so far (None: the source measures none), which `requests` starts from.
     round_trips: RoundTrips | None = None
+    _requests_from_round_trip: bool = False  # `requests` is what the round trip last called for, unchanged since
 
     def __post_init__(self) -> None:
         self.limit = max(1, min(self.limit, self.cap))
@@ -158,12 +161,16 @@ class Ramp:
     def follow_round_trip(self) -> int:
         """Raise `requests` to as many as keep `REQUESTS_PER_SECOND` going over the shortest round trip measured so
         far, each request on a new connection (Little's law), within the cap; returns `requests`. Called before the
-        first request and every window: the listing's round trips size the first wave, the first GETs' correct it
-        upward. Never after throttling, or once a doubling showed requests queueing: the server set the pace."""
+        first request and every window: the listing's round trips size the first wave, and the first GETs' correct
+        it, down too while nothing else has changed it (a listing page's answer includes the server's work on it,
+        which a loaded loopback server can make look like a round trip). Never after throttling, or once a doubling
+        showed requests queueing: the server set the pace."""
         shortest = self.round_trips.shortest if self.round_trips is not None else None
-        if shortest is not None and not self._throttled_once and not self._requests_settled:
-            wanted = math.ceil(REQUESTS_PER_SECOND * shortest * _FIRST_REQUEST_ROUND_TRIPS)
-            self.requests = max(self.requests, min(self.request_cap, wanted))
+        if shortest is None or self._throttled_once or self._requests_settled:
+            return self.requests
+        wanted = min(self.request_cap, math.ceil(REQUESTS_PER_SECOND * shortest * _FIRST_REQUEST_ROUND_TRIPS))
+        without = min(BASE_REQUESTS, self.request_cap) if self._requests_from_round_trip else self.requests
+        self.requests, self._requests_from_round_trip = max(without, wanted), wanted > without
         return self.requests
 
     def _per_stream(self) -> int:
@@ -220,7 +227,7 @@ class Ramp:
             and cpu_share < _BUSY_CPU
         ):
             self._requests_trial = (self.requests, latency.request_seconds, throughput)
-            self.requests = min(self.request_cap, self.requests * 2)
+            self.requests, self._requests_from_round_trip = min(self.request_cap, self.requests * 2), False
 
     def _halve(self) -> int:
         self._throttled_once = True
