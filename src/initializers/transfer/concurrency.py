@@ -20,7 +20,8 @@ they take as long as before). More threads can also cost us more CPU than the wa
 throughput falling. Either undoes the doubling, and the ceiling stays. Neither needs any of the new requests to
 have finished, which over a long round trip takes longer than a window (a throughput rise would). Where the CPU is
 the limit (loopback) the ceiling stays put, and so does the round trip's share: a loopback round trip is a fraction
-of a millisecond. Only a cap above `BASE_REQUESTS` lets it grow.
+of a millisecond (a listing page's answer, the server's work included, can look longer; the first GETs correct it).
+Only a cap above `BASE_REQUESTS` lets it grow.
 
 The ramp also sizes the ranges of large files from the rate one connection achieved: capped connections get
 `PART_SIZE` ranges, so a file spreads over many of them; fast ones get larger ranges, up to `MAX_PART_SIZE`,
