@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install test test-quick stress lint format demo clean images bench bench-install bench-s3 bench-hf bench-iceberg bench-startup bench-network bench-scale bench-scale-1m bench-durability bench-shards bench-cache-server
+.PHONY: install test test-quick stress lint format demo serve clean images deploy-check bench bench-install bench-s3 bench-hf bench-iceberg bench-startup bench-network bench-scale bench-scale-1m bench-durability bench-shards bench-cache-server bench-signing
 
 OLAH := .venvs/olah
 
@@ -54,12 +54,22 @@ lint: install
 images: install
 	$(PY) -m devkit.images
 
+# deploy/'s Kubernetes examples played as pods under podman (`podman kube play`), with the images built as `images`
+# builds them, against local S3 and Hub servers: try the examples without a cluster. Part of `test` too.
+deploy-check: install
+	$(PY) -m pytest tests/test_pods.py $(PYTEST_ARGS)
+
 format: install
 	$(VENV)/bin/ruff check --fix .
 	$(VENV)/bin/ruff format .
 
 demo: install
 	$(PY) -m devkit.demo
+
+# The demo's S3, Hub and Iceberg servers on ports 8333-8335 until Ctrl-C, with the variables to export (the README's
+# "Try it"); SERVE_ARGS=--any-ports takes free ports instead.
+serve: install
+	$(PY) -m devkit.serve $(SERVE_ARGS)
 
 clean:
 	rm -rf $(VENV) .venvs workspace .pytest_cache .ruff_cache
@@ -103,6 +113,10 @@ bench-durability: install
 
 bench-shards: install
 	$(PY) -m bench.shards
+
+# SIGNATURE=enforce against off on a signed 1 GiB model from SeaweedFS (a separate run, not in `make bench`).
+bench-signing: install
+	$(PY) -m bench.signing
 
 bench-iceberg: bench-install
 	$(PY) -m bench.iceberg

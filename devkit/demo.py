@@ -13,39 +13,18 @@ import tempfile
 import time
 from pathlib import Path
 
-from devkit.hubserver import HubServer
-from devkit.samples import CORPUS_REPO, MINILM_REPO, minilm_files, tiny_corpus
-from devkit.seaweed import SeaweedFS
+from devkit import playground
+from devkit.samples import CORPUS_REPO, MINILM_REPO
 from initializers.kubeflow import runner, sdk
 
 WORKSPACE = Path("workspace")
 
 
-def seed_s3(server: SeaweedFS) -> None:
-    s3 = server.client()
-    s3.create_bucket(Bucket="models")
-    s3.create_bucket(Bucket="datasets")
-    for path, source in minilm_files().items():
-        s3.upload_file(str(source), "models", f"all-MiniLM-L6-v2/{path}")
-    for path, body in tiny_corpus().items():
-        s3.put_object(Bucket="datasets", Key=f"tiny-corpus/{path}", Body=body)
-
-
-def seed_iceberg(server: SeaweedFS, catalog_dir: Path) -> str:
-    """A small Iceberg table with a history (partitions, a delete, an evolved schema) on the S3 server."""
-    from devkit.iceberg import evolving_table, sql_catalog
-
-    return evolving_table(sql_catalog(catalog_dir, "s3://datasets/warehouse", server), "reviews").metadata_location
-
-
 def main() -> None:
     shutil.rmtree(WORKSPACE, ignore_errors=True)
     print("starting a local S3 server (SeaweedFS) and a local Hub server, and seeding them ...", flush=True)
-    with SeaweedFS.start() as s3, HubServer() as hub, tempfile.TemporaryDirectory() as catalog_dir:
-        seed_s3(s3)
-        metadata_loc = seed_iceberg(s3, Path(catalog_dir))
-        hub.add_repo(MINILM_REPO, minilm_files())
-        hub.add_repo(CORPUS_REPO, tiny_corpus(), repo_type="dataset")
+    with tempfile.TemporaryDirectory() as root, playground.running(Path(root)) as servers:
+        s3, hub, metadata_loc = servers.s3, servers.hub, servers.metadata_loc
         credentials = {"endpoint": s3.endpoint, "access_key_id": s3.env()["ACCESS_KEY_ID"],
                        "secret_access_key": s3.env()["SECRET_ACCESS_KEY"], "region": "us-east-1"}  # fmt: skip
         # --- what a user copies -------------------------------------------------------------------------------

@@ -498,14 +498,14 @@ class HubServer:
       client's CDN downloads through a relay.
     """
 
-    def __init__(self, port: int | None = None, cdn_port: int | None = None) -> None:
+    def __init__(self, port: int | None = None, cdn_port: int | None = None, parent: Path | None = None) -> None:
         self.tokens: dict[str, set[str]] = {}
         self.corrupt: set[tuple[str, str]] = set()
         self.bytes_per_second: float | None = None
         self.tree_page_size = DEFAULT_TREE_PAGE_SIZE
         self.cdn_public_endpoint: str | None = None
         self.honour_ranges = True  # False: answer every Range with the whole file (200), as olah does
-        self.root = Path(tempfile.mkdtemp(prefix="hubserver-"))
+        self.root = Path(tempfile.mkdtemp(prefix="hubserver-", dir=parent))  # under `parent`, else the temp folder
         self._blob_dir = self.root / "blobs"
         self._blob_dir.mkdir()
         self._blobs: dict[str, _Blob] = {}  # by sha256

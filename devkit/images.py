@@ -21,7 +21,7 @@ IMAGES = REPO / "images"
 STAND_IN_BASE = "localhost/initializers-base:py311"
 COMMON = "localhost/initializers-common:dev"  # the shared steps, what each image's Dockerfile builds FROM
 KINDS = ("dataset", "model")
-_PACKAGES = ("podman", "runc", "mmdebstrap")
+_PACKAGES = ("podman", "runc", "mmdebstrap", "slirp4netns")  # slirp4netns: the played pods' network (devkit/pods.py)
 
 
 def tag(kind: str) -> str:

@@ -6,7 +6,10 @@ import socket
 
 
 def is_free(port: int) -> bool:
+    """Whether a server can listen on `port` now: bound with SO_REUSEADDR, as servers bind, so that connections of
+    an earlier server still in TIME_WAIT do not count."""
     with socket.socket() as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             probe.bind(("127.0.0.1", port))
         except OSError:

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
+import pty
+import select
+import struct
 import subprocess
 import sys
+import termios
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,8 +31,9 @@ class ProgramResult:
 
     @property
     def events(self) -> list[dict[str, Any]]:
+        """The JSON lines of stdout, then of stderr (where a dry run logs, its plan owning stdout)."""
         parsed = []
-        for line in self.stdout.splitlines():
+        for line in [*self.stdout.splitlines(), *self.stderr.splitlines()]:
             try:
                 parsed.append(json.loads(line))
             except ValueError:
@@ -56,3 +62,33 @@ def start_program(kind: str, env: dict[str, str], *args: str) -> subprocess.Pope
     return subprocess.Popen(
         command(kind, *args), env=clean_env(env), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )
+
+
+def run_on_terminal(
+    kind: str, env: dict[str, str], *args: str, columns: int = 100, lines: int = 30, silence: float = 120
+) -> ProgramResult:
+    """Run a program with a pseudo-terminal of `columns` x `lines` as its stdin, stdout and stderr, as a person at
+    a terminal does (LOG_FORMAT unset); returns what the terminal received, escape sequences and all, as `stdout`.
+    A program silent for `silence` seconds is killed (then its code is negative)."""
+    terminal_env = {**clean_env(env), "TERM": "xterm-256color", "COLUMNS": str(columns), "LINES": str(lines), **env}
+    if "LOG_FORMAT" not in env:
+        del terminal_env["LOG_FORMAT"]
+    main, sub = pty.openpty()
+    fcntl.ioctl(sub, termios.TIOCSWINSZ, struct.pack("HHHH", lines, columns, 0, 0))
+    process = subprocess.Popen(command(kind, *args), env=terminal_env, stdin=sub, stdout=sub, stderr=sub)
+    os.close(sub)
+    received = bytearray()
+    try:
+        while select.select([main], [], [], silence)[0]:
+            try:
+                chunk = os.read(main, 1 << 16)
+            except OSError:  # EIO: every holder of the terminal's other side has closed it
+                break
+            if not chunk:
+                break
+            received += chunk
+        else:
+            process.kill()
+    finally:
+        os.close(main)
+    return ProgramResult(process.wait(), received.decode("utf-8", "replace"), "")

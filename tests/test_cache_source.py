@@ -99,7 +99,8 @@ def test_local_warehouse_and_cluster_size_as_kubeflow_sends_it(local_catalog: An
     out = tmp_path / "out"
     env = {"STORAGE_URI": "cache://shop/reviews", "METADATA_LOC": plain_path, "CLUSTER_SIZE": "5",
            "OUTPUT_PATH": str(out), "HEAD_CPU": "2", "WORKER_MEM": "4Gi", "TRAIN_JOB_NAME": "job-1",
-           "READINESS_PERIOD_SECONDS": "10", "READINESS_FAILURE_THRESHOLD": "3"}  # fmt: skip
+           "READINESS_PERIOD_SECONDS": "10", "READINESS_FAILURE_THRESHOLD": "3",
+           "CACHE_READY_TIMEOUT_SECONDS": "900"}  # fmt: skip
     result = run_program("dataset", env)
     assert result.code == 0, result.stdout + result.stderr
     _assert_sharded(out, _reference(table.metadata_location), 4)
@@ -107,7 +108,8 @@ def test_local_warehouse_and_cluster_size_as_kubeflow_sends_it(local_catalog: An
     assert result.last["bytes"] == result.last["fetched_bytes"] == written == _manifest(out)["total_bytes"]
     source = _manifest(out)["source"]
     assert source["kubeflow"] == {"head_cpu": "2", "worker_mem": "4Gi", "train_job_name": "job-1",
-                                  "readiness_period_seconds": "10", "readiness_failure_threshold": "3"}  # fmt: skip
+                                  "readiness_period_seconds": "10", "readiness_failure_threshold": "3",
+                                  "cache_ready_timeout_seconds": "900"}  # fmt: skip
     assert source["metadata_location"] == plain_path
 
 

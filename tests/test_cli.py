@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -21,8 +22,10 @@ from initializers import cli
         ("model", {"STORAGE_URI": "gs://bucket/x"}, "scheme gs:// is not supported by the model-initializer"),
         ("model", {"STORAGE_URI": "cache://schema/table"}, "it accepts hf://, s3://"),
         ("dataset", {"STORAGE_URI": "s3://"}, "names no bucket"),
-        ("model", {"STORAGE_URI": "hf://just-a-name"}, "names no repository; expected hf://OWNER/NAME"),
-        ("dataset", {"STORAGE_URI": "hf://org/name@"}, "empty revision"),
+        ("model", {"STORAGE_URI": "hf://just-a-name"}, "Repository id must be 'namespace/name'"),
+        ("dataset", {"STORAGE_URI": "hf://org/name@"}, "Empty revision after '@'"),
+        ("dataset", {"STORAGE_URI": "https://huggingface.co/org/m"}, "names a model repository: the model-initializer"),
+        ("model", {"STORAGE_URI": "hf://datasets/org/ds"}, "names a dataset repository: the dataset-initializer"),
         ("dataset", {"STORAGE_URI": "s3://b", "MAX_WORKERS": "lots"}, "MAX_WORKERS: expected an integer from 1 to 256"),
         ("dataset", {"STORAGE_URI": "s3://b", "ACCESS_KEY_ID": "id"}, "SECRET_ACCESS_KEY is not set"),
         ("dataset", {"STORAGE_URI": "s3://b", "ANONYMOUS": "true", "ACCESS_KEY_ID": "i",
@@ -80,6 +83,17 @@ def test_help_documents_every_variable_of_the_programs_own_sources_and_the_exit_
         assert f"[{variable}]" in model.stdout and f"[{variable}]" in dataset.stdout
     for cache_only in ("METADATA_LOC", "CLUSTER_SIZE", "HEAD_CPU"):  # the model program has no cache:// source
         assert f"[{cache_only}]" not in model.stdout and f"[{cache_only}]" in dataset.stdout
+    # Grouped by who reads them: the shared options first (with -h and --version), then each source's.
+    assert re.findall(r"^(\S.*):$", model.stdout, re.M) == [
+        "Options", "hf:// sources", "hf://, s3:// sources", "s3:// sources"
+    ]  # fmt: skip
+    assert re.findall(r"^(\S.*):$", dataset.stdout, re.M) == [
+        "Options", "hf:// sources", "hf://, s3:// sources", "s3://, cache:// sources", "cache:// sources"
+    ]  # fmt: skip
+    for text in (model.stdout, dataset.stdout):
+        options = text.split("Options:")[1].split("sources:")[0]
+        assert "[LOG_LEVEL]" in options and "-h, --help" in options and "[ENDPOINT]" not in options
+        assert "[ENDPOINT]" in text.split("hf://, s3:// sources:")[1]
     for text in (model.stdout, dataset.stdout):
         words = " ".join(text.split())
         assert "Exit codes: 0 done and verified, 1 the fetch failed, 2 bad configuration" in words
@@ -97,9 +111,12 @@ def test_true_or_false_options_work_as_bare_flags_and_with_a_value():
 
 def test_a_command_appended_after_a_flag_is_dropped_as_after_any_option():
     flags = {"--dry-run"}
-    assert cli._options_only(["--dry-run", "bash", "-c", "python -m x"], flags) == ["--dry-run"]
-    assert cli._options_only(["--dry-run", "false", "bash"], flags) == ["--dry-run", "false"]
-    assert cli._options_only(["--storage-uri", "hf://o/n", "bash"], flags) == ["--storage-uri", "hf://o/n"]
+    assert cli._options_only(["--dry-run", "bash", "-c", "python -m x"], flags) == (["--dry-run"], [])
+    assert cli._options_only(["--dry-run", "false", "bash"], flags) == (["--dry-run", "false"], [])
+    assert cli._options_only(["--storage-uri", "hf://o/n", "bash"], flags) == (["--storage-uri", "hf://o/n"], [])
+    assert cli._options_only(["/usr/bin/python3", "-m", "pkg.initializers.model"], flags) == ([], [])
+    # Anything else is a word given by mistake, for the run to refuse.
+    assert cli._options_only(["--dry-run", "hf://o/n", "./x"], flags) == (["--dry-run"], ["hf://o/n", "./x"])
 
 
 def test_unknown_options_are_usage_errors():

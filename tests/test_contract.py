@@ -145,7 +145,8 @@ def configs(draw: st.DrawFn) -> Config:
         elif codec.startswith("bytes per second"):
             strategy = st.none() | st.integers(1, 10**12)
         elif codec.startswith("one of "):
-            strategy = st.none() | st.sampled_from(codec.removeprefix("one of ").split(", "))
+            choices = st.sampled_from(codec.removeprefix("one of ").split(", "))
+            strategy = choices if field.default is not None else st.none() | choices  # not half of them filtered out
         elif field.metadata["setting"].secret:  # tokens and keys are ASCII
             strategy = st.none() | st.text(st.characters(min_codepoint=0x21, max_codepoint=0x7E), min_size=1)
         else:

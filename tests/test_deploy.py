@@ -9,11 +9,13 @@ from typing import Any
 
 import pytest
 import yaml
+from cryptography.hazmat.primitives import serialization
 
 from devkit import images
 from initializers.cache_server import DEFAULT_PORT, ServerConfig
 from initializers.config.contract import Config
 from initializers.config.settings import settings_of
+from initializers.config.signing import SigningOptions
 from initializers.sources.iceberg.options import CacheOptions
 from initializers.sources.iceberg.source import data_nodes, node_shard
 
@@ -27,7 +29,7 @@ def validate(*paths: Path) -> subprocess.CompletedProcess[str]:
 
 def test_core_manifests_are_valid():
     manifests = ("job.yaml", "secret.yaml", "shared-initializer.yaml", "indexed-job.yaml", "cache-shards.yaml",
-                 "cache-flight.yaml")  # fmt: skip
+                 "cache-flight.yaml", "signed-model.yaml")  # fmt: skip
     result = validate(*(DEPLOY / name for name in manifests))
     assert result.returncode == 0, result.stdout + result.stderr
 
@@ -85,8 +87,8 @@ def _pod_specs() -> list[tuple[str, dict[str, Any]]]:
 def test_every_pod_in_deploy_meets_the_restricted_pod_security_profile():
     specs = _pod_specs()
     # job.yaml, the two HPO trials, the runtime's two initializer jobs, the indexed job, the cache-sharded trainer,
-    # the trainer reading the cache over Flight from its sidecar
-    assert len(specs) == 8
+    # the trainer reading the cache over Flight from its sidecar, the signed model's
+    assert len(specs) == 9
     assert {name: restricted_violations(pod) for name, pod in specs} == {name: [] for name, _ in specs}
 
 
@@ -187,3 +189,22 @@ def test_the_flight_trainer_reads_from_its_own_sidecar_under_kubeflows_service_n
     (alias,) = pod["hostAliases"]
     assert alias == {"ip": config.advertised(), "hostnames": [f"{job_name}-cache-service"]}
     assert f"total = {job['spec']['completions']}" in trainer["command"][-1]
+
+
+def test_the_signed_model_job_reads_its_key_from_the_mounted_config_map(tmp_path: Path):
+    """SIGNATURE_PUBLIC_KEY names the file the ConfigMap's key is mounted as, and that file holds a key the check
+    accepts: the settings, with the mount laid out here, pass the run's own checks."""
+    config_map, job = yaml.safe_load_all((DEPLOY / "signed-model.yaml").read_text())
+    pod = job["spec"]["template"]["spec"]
+    (container,) = pod["initContainers"]
+    env = {variable["name"]: variable.get("value") for variable in container["env"]}
+    (mount,) = [m for m in container["volumeMounts"] if m["name"] == "model-signer"]
+    (volume,) = [v for v in pod["volumes"] if v["name"] == "model-signer"]
+    assert volume["configMap"]["name"] == config_map["metadata"]["name"] and mount["readOnly"] is True
+    (key_name,) = config_map["data"]
+    assert env["SIGNATURE"] == "enforce" and env["SIGNATURE_PUBLIC_KEY"] == f"{mount['mountPath']}/{key_name}"
+    mounted = tmp_path / key_name
+    mounted.write_text(config_map["data"][key_name])
+    signing = Config.from_env({"SIGNATURE": "enforce", "SIGNATURE_PUBLIC_KEY": str(mounted)}).options(SigningOptions)
+    assert signing.trust() == ("key", str(mounted))
+    serialization.load_pem_public_key(mounted.read_bytes())

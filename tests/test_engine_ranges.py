@@ -88,7 +88,7 @@ def fetch(
     state = StateDir(str(tmp_path / "out"))
     with state.session(lambda holder, seconds: None):
         state.journal.restart([])
-        engine = Engine(StoredRanges(storage, ramp), state.temps, state.journal, ramp, Progress(None, 60.0), clock)
+        engine = Engine(StoredRanges(storage, ramp), state.temps, state.journal, ramp, Progress(), clock)
         engine.fetch([RemoteFile("weights.bin", len(body), "v1", "weights.bin", checksum)])
         state.journal.close()
     return storage, state
@@ -154,7 +154,7 @@ def test_a_checksum_mismatch_waits_and_fetches_again_under_the_retry_policy(
 def test_a_file_corrupted_every_time_is_given_up_on_after_the_policys_attempts(tmp_path: Path):
     body = os.urandom(2 * 1024 * KiB)
     clock = DrivenClock()
-    with pytest.raises(FetchError, match=f"cannot download weights.bin: giving up after {ATTEMPTS} attempts: .*crc32"):
+    with pytest.raises(FetchError, match=f"cannot download weights.bin after {ATTEMPTS} attempts: .*crc32"):
         fetch(tmp_path, body, None, clock, vouched=Checksum(CRC32, f"{zlib.crc32(body):08x}"), corrupt_at=0,
               corrupt_always=True)  # fmt: skip
     assert len(clock.sleeps) == ATTEMPTS - 1

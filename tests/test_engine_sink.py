@@ -28,7 +28,7 @@ SHA256 = Checksum("sha256", hashlib.sha256(WHOLE).hexdigest())
 def sink_on(path: Path, checksum: Checksum | None = None) -> tuple[PartSink, OpenFile, Progress]:
     target = OpenFile(RemoteFile("f.bin", len(WHOLE), "v", "f.bin", checksum), str(path))
     target.fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
-    progress = Progress(None, 60.0)
+    progress = Progress()
     return PartSink(target, 5, len(BODY), progress, threading.Event(), DrivenClock()), target, progress
 
 

@@ -3,7 +3,6 @@ our Hub server and SeaweedFS; the rules themselves as pure logic."""
 
 from __future__ import annotations
 
-import io
 import json
 import os
 from collections.abc import Generator, Iterator
@@ -21,8 +20,7 @@ from initializers.common.remote_file import RemoteFile
 from initializers.common.streams import Returning
 from initializers.config.contract import DATASET, MODEL, Config
 from initializers.kubeflow import sdk
-from initializers.plan import dryrun
-from initializers.plan.selection import Selected, Selection
+from initializers.plan.selection import Selection
 
 KUBEFLOW_DEFAULT = "*.msgpack,*.h5,*.bin,*.pt,*.pth"  # what the Kubeflow SDK sends when ignore_patterns is left alone
 WEIGHTS = os.urandom(300_000)
@@ -253,11 +251,6 @@ def test_bandwidth_suffixes_are_binary_multiples(raw: str, rate: int):
     assert Config.from_env({"MAX_BANDWIDTH": raw}).max_bandwidth == rate
 
 
-class Terminal(io.StringIO):
-    def isatty(self) -> bool:
-        return True
-
-
 def test_the_selection_returns_what_it_listed_skipped_and_gave_up_once_the_listing_ends():
     names = ["config.json", "model.safetensors", "pytorch_model.bin", "original/consolidated.pth", "model.gguf"]
     stream = Returning(Selection(Config(), MODEL, get_logger("test")).filter(RemoteFile(n, 10, "v", n) for n in names))
@@ -280,23 +273,6 @@ def test_a_stream_keeps_what_its_generator_returned_and_none_for_a_plain_iterato
     assert list(numbers) == [1, 2] and numbers.value == "two"
     plain = Returning(iter([3]))
     assert list(plain) == [3] and plain.value is None
-
-
-def test_a_dry_run_on_a_terminal_prints_sizes_and_paths_for_reading():
-    selection = Selection(Config(), MODEL, get_logger("test"))
-    listing = [RemoteFile("model.safetensors", 1234567, "v", "k"), RemoteFile("tf_model.h5", 99, "v", "k")]
-    out = Terminal()
-
-    def planned() -> Generator[list[RemoteFile], None, Selected]:  # one batch, then the selection's findings
-        selected = Returning(selection.filter(listing))
-        yield list(selected)
-        return selected.value
-
-    assert dryrun.print_plan(planned(), out) == (1, 1234567)
-    assert out.getvalue().splitlines() == [
-        "       1,234,567  model.safetensors",
-        "       1,234,567  in 1 files (1 files, 99 bytes skipped)",
-    ]
 
 
 def test_the_sdk_builder_writes_allow_patterns_with_the_programs_schema():

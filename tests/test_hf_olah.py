@@ -58,7 +58,7 @@ def test_model_repo_from_olah(olah: Olah, tmp_path: Path):
     assert weights["checksum"]["algorithm"] == "sha256" and weights["size"] == 90868376
     # olah answers a Range with the whole file: the probe notices, and each file comes in one stream.
     assert result.named("range probe")[0]["ranges"] is False
-    assert not (tmp_path / "model" / ".initializer" / "staging").exists()
+    assert {p.name for p in (tmp_path / "model" / ".initializer").iterdir()} == {"lock", "manifest.json", "tmp"}
 
 
 def test_dataset_repo_branch_tag_and_sub_path_from_olah(olah: Olah, tmp_path: Path):

@@ -79,7 +79,7 @@ def test_model_repo_with_lfs_weights(hub: HubServer, tmp_path: Path):
     by_path = {f["path"]: f for f in recorded["files"]}
     assert by_path["model.safetensors"]["checksum"]["algorithm"] == "sha256"
     assert by_path["config.json"]["checksum"]["algorithm"] == "git-sha1"
-    assert not (tmp_path / "m" / ".initializer" / "staging").exists()
+    assert {p.name for p in (tmp_path / "m" / ".initializer").iterdir()} == {"lock", "manifest.json", "tmp"}
     assert any(r.origin == "cdn" for r in hub.requests), "LFS files are served by the second origin"
 
 
@@ -159,6 +159,62 @@ def test_private_repo_needs_the_right_token_and_the_token_never_leaks(hub: HubSe
         if path.is_file():
             assert TOKEN.encode() not in path.read_bytes(), path
     assert not any(r.authorized for r in hub.requests if r.origin == "cdn"), "the token never reaches the CDN"
+
+
+@pytest.mark.parametrize("where", ["HF_HOME", "HF_TOKEN_PATH"])
+def test_the_token_hf_auth_login_saved_is_used_when_none_is_configured(hub: HubServer, tmp_path: Path, where: str):
+    """As `hf download` does: huggingface_hub's token file, under HF_HOME or at HF_TOKEN_PATH; named, never shown."""
+    home = tmp_path / "hf-home"
+    home.mkdir()
+    token_file = home / "token" if where == "HF_HOME" else tmp_path / "elsewhere-token"
+    token_file.write_text(TOKEN)  # as `hf auth login` writes it
+    saved = {"HF_HOME": str(home)} if where == "HF_HOME" else {"HF_TOKEN_PATH": str(token_file)}
+    result = fetch(hub, "model", "hf://org/private", tmp_path / "m", **saved, LOG_LEVEL="debug")
+    assert result.code == 0, result.stdout
+    assert tree(tmp_path / "m") == {"config.json": b'{"private": true}', "w.safetensors": b"W" * 100}
+    assert [event["source"] for event in result.named("hub token")] == [f"huggingface_hub's token file {token_file}"]
+    assert TOKEN not in result.stdout + result.stderr
+    configured = fetch(hub, "model", "hf://org/private", tmp_path / "c", **saved, ACCESS_TOKEN=GATED_TOKEN)
+    assert configured.code == 1 and not configured.named("hub token"), "a configured token wins over the saved one"
+
+
+def test_a_saved_token_the_hub_rejects_is_hidden_in_every_line(hub: HubServer, tmp_path: Path):
+    home = tmp_path / "hf-home"
+    home.mkdir()
+    (home / "token").write_text("hf_saved_but_revoked_93b1\n")
+    result = fetch(hub, "model", "hf://org/both", tmp_path / "m", HF_HOME=str(home), LOG_LEVEL="debug")
+    assert result.code == 1 and "rejected the token" in result.last["error"]
+    assert "hf_saved_but_revoked_93b1" not in result.stdout + result.stderr
+
+
+@pytest.mark.parametrize(
+    ("kind", "uri", "expected"),
+    [
+        ("dataset", "hf://datasets/org/ds@v1", DATASET_V1),  # huggingface_hub's own form
+        ("dataset", "{endpoint}/datasets/org/ds/tree/v1", DATASET_V1),  # a Hub page, pasted from a browser
+        ("dataset", "{endpoint}/datasets/org/ds/tree/v1/data/train",
+         {k: v for k, v in DATASET_V1.items() if k.startswith("data/train/")}),
+        ("model", "hf://models/org/both", {"config.json": b"{}", "model.safetensors": b"S" * 300}),
+        ("model", "{endpoint}/org/both", {"config.json": b"{}", "model.safetensors": b"S" * 300}),
+    ],
+)  # fmt: skip
+def test_huggingface_hubs_uris_and_hub_pages_fetch_the_repository(
+    hub: HubServer, tmp_path: Path, kind: str, uri: str, expected: dict
+):
+    result = fetch(hub, kind, uri.format(endpoint=hub.endpoint), tmp_path / "out")
+    assert result.code == 0, result.stdout
+    assert tree(tmp_path / "out") == expected
+    assert manifest(tmp_path / "out")["source"]["uri"].startswith("hf://org/")  # recorded in Kubeflow's form
+
+
+def test_a_hub_page_of_the_other_kind_names_the_program_to_use(hub: HubServer, tmp_path: Path):
+    result = fetch(hub, "model", f"{hub.endpoint}/datasets/org/ds", tmp_path / "out")
+    assert result.code == 2
+    assert result.last["error"] == (
+        f"STORAGE_URI: '{hub.endpoint}/datasets/org/ds' names a dataset repository: the dataset-initializer fetches "
+        "it; the model-initializer fetches model repositories"
+    )
+    assert not (tmp_path / "out").exists()
 
 
 def test_gated_repo_and_invalid_token(hub: HubServer, tmp_path: Path):
@@ -260,7 +316,9 @@ def test_an_unreachable_hub_fails_cleanly_after_retries(tmp_path: Path):
     result = run_program("dataset", {"STORAGE_URI": "hf://org/ds", "OUTPUT_PATH": str(tmp_path / "x"),
                                      "HF_ENDPOINT": "http://127.0.0.1:9"})  # fmt: skip
     assert result.code == 1
-    assert "giving up after 5 attempts" in result.last["error"] and "cannot reach the Hub" in result.last["error"]
+    assert result.last["error"] == (  # one sentence: no doubled word, no class name, no errno tag
+        "cannot list hf://org/ds after 5 attempts: the Hub at http://127.0.0.1:9 does not answer (Connection refused)"
+    )
     assert len(result.named("waiting to retry")) == 4
 
 
@@ -291,7 +349,7 @@ def test_a_hub_certificate_that_does_not_verify_names_the_variable_each_hub_path
             trusted = fetch(hub, "model", "hf://org/shards", tmp_path / "trusted", SSL_CERT_FILE=str(cert))
         finally:
             hub.cdn_public_endpoint = None
-    assert listing.last["error"].startswith("cannot list listing hf://org/shards: ")
+    assert listing.last["error"].startswith("cannot list hf://org/shards: ")
     assert download.last["error"].startswith("cannot download ")
     for failed in (listing, download):
         assert failed.code == 1, failed.stdout + failed.stderr

@@ -24,15 +24,11 @@ from devkit.hubserver import HubServer
 from devkit.moto import REGION, Moto, allow
 from devkit.relay import Relay
 from devkit.seaweed import SeaweedFS
+from devkit.signing import key_pair, signed_model
 from initializers.process.workspace_owner import IMAGE_USER
 
 POD_GROUP = 4242  # a pod's fsGroup, given to the container as podman's --group-add
 WEB_OBJECTS = {f"d/{i}.bin": os.urandom(256 * 1024) for i in range(6)}
-
-
-@pytest.fixture(scope="session")
-def runtime() -> str:
-    return images.build_all()
 
 
 @pytest.fixture
@@ -257,6 +253,31 @@ def test_both_images_work_locked_down_as_a_restricted_pod_runs_them(
     assert message.read_text() == f"failed (exit 1): {last_event(failed)['error']}"
 
 
+def test_the_model_image_checks_a_signature_with_the_key_mounted_read_only_locked_down(
+    runtime: str, seaweed: SeaweedFS, s3: Any, bucket: str, folder: Path, tmp_path: Path
+):
+    """SIGNATURE=enforce in the image (the signing extra), the key a read-only file as a ConfigMap mounts it."""
+    trust = folder.parent / "model-signer"
+    keys = key_pair(trust)
+    for path in (trust, *trust.iterdir()):
+        os.chmod(path, 0o755 if path.is_dir() else 0o644)
+    files = signed_model(tmp_path / "publisher", keys, {"config.json": b"{}", "model.safetensors": os.urandom(70_000)})
+    for key, body in files.items():
+        s3.put_object(Bucket=bucket, Key=f"m/{key}", Body=body)
+    env = {**seaweed.env(), "STORAGE_URI": f"s3://{bucket}/m", "SIGNATURE": "enforce",
+           "SIGNATURE_PUBLIC_KEY": f"/etc/model-signer/{keys.public.name}"}  # fmt: skip
+    options = [*LOCKED_DOWN, f"--volume={trust}:/etc/model-signer:ro"]
+    result = run_image(runtime, images.tag("model"), folder, env, options)
+    assert result.returncode == 0, result.stdout + result.stderr
+    manifest = json.loads((folder / "model" / ".initializer" / "manifest.json").read_text())
+    assert manifest["signature"]["verdict"] == "verified"
+    s3.put_object(Bucket=bucket, Key="m/model.safetensors", Body=os.urandom(70_000))
+    tampered = run_image(runtime, images.tag("model"), folder, env, options)
+    assert tampered.returncode == 1
+    assert "digest mismatch: model.safetensors" in last_event(tampered)["error"]
+    assert not (folder / "model" / "model.safetensors").exists()
+
+
 #: Lists the installed modules of these packages that have no bytecode beside them.
 UNCOMPILED = """
 import importlib.util, pathlib, sys
@@ -267,8 +288,12 @@ for name in sys.argv[1:]:
 """
 
 
-@pytest.mark.parametrize(("kind", "packages"), [("model", ["initializers", "huggingface_hub", "structlog", "click"]),
-                                                ("dataset", ["initializers", "pyiceberg", "pyarrow"])])  # fmt: skip
+#: Each image's own packages, and the signing extra (SIGNATURE) in both.
+COMPILED = [("model", ["initializers", "huggingface_hub", "structlog", "click", "model_signing", "OpenSSL"]),
+            ("dataset", ["initializers", "pyiceberg", "pyarrow", "model_signing", "OpenSSL"])]  # fmt: skip
+
+
+@pytest.mark.parametrize(("kind", "packages"), COMPILED)
 def test_every_module_of_the_images_is_compiled_when_they_are_built(
     runtime: str, folder: Path, kind: str, packages: list[str]
 ):

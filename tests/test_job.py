@@ -95,7 +95,7 @@ def run_pass(
     state: StateDir, index: PlanIndex, files: list[RemoteFile], verify: bool
 ) -> tuple[list[RemoteFile | Fetching], Listed, Log, Progress]:
     index.plan(files)
-    log, progress = Log(), Progress(None, 60.0)
+    log, progress = Log(), Progress()
     stream = todo_pass(iter([files]), index, state, progress, log, verify)
     items: list[RemoteFile | Fetching] = []
     while True:
@@ -152,7 +152,7 @@ def test_the_pass_refuses_the_file_that_would_not_fit_before_yielding_it(state: 
     index = PlanIndex(tmp_path / "index.sqlite")
     huge = remote("huge.bin", size=state.destination.free_space() + 1)
     index.plan([huge])
-    stream = todo_pass(iter([[huge]]), index, state, Progress(None, 60.0), Log(), verify=False)
+    stream = todo_pass(iter([[huge]]), index, state, Progress(), Log(), verify=False)
     assert next(stream) == Fetching(already_done=0)
     with pytest.raises(FetchError, match="not enough space in OUTPUT_PATH"):
         next(stream)

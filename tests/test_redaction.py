@@ -63,6 +63,37 @@ def test_a_short_secret_never_hides_part_of_a_word_or_an_event_name():
     assert hidden("source s3://datasets/latest-tests", "test") == "source s3://datasets/latest-tests"
 
 
+@pytest.mark.parametrize("log_format", ["json", "console"])
+def test_field_names_and_event_names_are_never_hidden_whatever_the_secret(
+    log_format: str, capsys: pytest.CaptureFixture[str]
+):
+    """A secret that is also a field name or an event name (or a word of one) hides values only: a filter on
+    `event == "failed"` or a field keeps matching. A library's message, text from elsewhere, is a value."""
+    import logging
+
+    logs.configure(log_format, "info", ["files_done", "failed"])
+    try:
+        logs.get_logger("test").error("failed", files_done=3, error="the key files_done, failed", echoed=["failed"])
+        logging.getLogger("urllib3").warning("sent files_done")
+        try:
+            raise RuntimeError("it said files_done")
+        except RuntimeError:
+            logs.get_logger("test").exception("failed")
+    finally:
+        logs.configure("json", "info", [])
+    lines = capsys.readouterr().out.splitlines()
+    if log_format == "json":
+        entries = [json.loads(line) for line in lines]
+        assert entries[0]["event"] == "failed" and entries[0]["files_done"] == 3
+        assert entries[0]["error"] == "the key ***, ***" and entries[0]["echoed"] == ["***"]
+        assert entries[1] == {**entries[1], "event": "sent ***", "library": "urllib3"}
+        assert entries[2]["event"] == "failed" and entries[2]["exception"].endswith("RuntimeError: it said ***")
+    else:
+        assert " failed " in lines[0] and "files_done=3" in lines[0] and "error='the key ***, ***'" in lines[0]
+        assert "sent ***" in lines[1] and "files_done" not in lines[1]
+        assert any(line.endswith("RuntimeError: it said ***") for line in lines[2:])
+
+
 def test_a_word_inside_a_secret_is_hidden_only_with_the_rest():
     secret = "initializers-test-secret-7f3a9c"
     assert hidden("waiting for another initializer", secret) == "waiting for another initializer"

@@ -174,9 +174,8 @@ def test_the_deadline_also_covers_a_hub_download(tmp_path: Path):
                                        "HF_ENDPOINT": hub.endpoint, "TIMEOUT": "1"},
                              timeout=1 + STOP_CEILING_SECONDS)  # fmt: skip
     assert result.code == 1 and "TIMEOUT of 1 s passed" in result.last["error"]
-    assert not (tmp_path / "m" / ".initializer" / "manifest.json").exists()
-    assert not list((tmp_path / "m").glob("*.safetensors"))
-    assert not (tmp_path / "m" / ".initializer" / "staging").exists(), "partial Hub downloads are removed too"
+    # Nothing landed, partial Hub downloads (whole-file requests) are removed: OUTPUT_PATH, which the run made, goes.
+    assert not (tmp_path / "m").exists()
 
 
 @pytest.fixture
@@ -296,13 +295,6 @@ def test_a_run_waiting_for_another_is_bounded_by_its_timeout(
     slow.bytes_per_second = None
     assert finish(first, timeout=60).code == 0
     assert leftovers(output) == ["manifest.json"], "the waiter left the holder's temporaries alone"
-
-
-def test_a_misspelt_variable_gets_a_hint(tmp_path: Path):
-    result = run_program("dataset", {"STORAGE_URL": "s3://b/x", "OUTPUT_PATH": str(tmp_path)})
-    assert result.code == 2
-    assert "STORAGE_URI is not set" in result.last["error"]
-    assert "STORAGE_URL is set: did you mean STORAGE_URI?" in result.last["error"]
 
 
 def test_an_absolute_ignore_pattern_is_refused(tmp_path: Path):

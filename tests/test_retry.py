@@ -34,7 +34,7 @@ def failing(times: int | None, error: Callable[[], Exception]) -> tuple[Callable
 def test_transient_failures_back_off_exponentially_then_give_up_after_the_attempts() -> None:
     clock = DrivenClock()
     attempt, calls = failing(None, lambda: ConnectionResetError("reset by peer"))
-    with pytest.raises(FetchError, match=f"cannot get x: giving up after {ATTEMPTS} attempts: ConnectionResetError"):
+    with pytest.raises(FetchError, match=f"^cannot get x after {ATTEMPTS} attempts: reset by peer$"):
         retrying("get", "x", attempt, clock=clock)
     assert len(calls) == ATTEMPTS and len(clock.sleeps) == ATTEMPTS - 1
     # 0.2 s doubled per failure, each with up to half of it as jitter either way.
@@ -136,7 +136,7 @@ def test_a_persistent_server_error_is_given_up_after_the_attempts_with_backoff(
     _, relay = hub_relay
     errors = relay.add_fault(StatusFault(status=500, times=None, body=b"{}", content_type="application/json"))
     clock = DrivenClock()
-    with pytest.raises(FetchError, match=f"config.json: giving up after {ATTEMPTS} attempts: Retriable: 500"):
+    with pytest.raises(FetchError, match=f"config.json after {ATTEMPTS} attempts: 500 "):
         hub_get(relay, clock)
     assert errors.hits == ATTEMPTS and len(clock.sleeps) == ATTEMPTS - 1
     assert clock.sleeps[-1] >= 0.5 * 0.2 * 2 ** (ATTEMPTS - 1)

@@ -168,25 +168,21 @@ def test_init_container_spec_takes_secrets_from_a_secret():
     assert container.env[0].name == "STORAGE_URI" and container.volume_mounts[0].mount_path == "/workspace"
 
 
-def test_the_readme_runner_example_runs(seaweed: SeaweedFS, s3: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
-    from devkit.hubserver import HubServer
-    from devkit.samples import tiny_corpus
-
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
-    example = (
-        readme.split("### Without Kubeflow: the builder and the runner")[1].split("```python\n")[1].split("```")[0]
-    )
-    s3.create_bucket(Bucket="models")
-    s3.put_object(Bucket="models", Key="all-MiniLM-L6-v2/config.json", Body=b"{}")
-    with HubServer() as hub:
-        hub.add_repo("initializers/tiny-corpus", tiny_corpus(), repo_type="dataset")
-        monkeypatch.chdir(tmp_path)
-        monkeypatch.setenv("HF_ENDPOINT", hub.endpoint)
-        monkeypatch.setenv("AWS_ACCESS_KEY_ID", seaweed.env()["ACCESS_KEY_ID"])
-        monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", seaweed.env()["SECRET_ACCESS_KEY"])
-        exec(example.replace("http://127.0.0.1:8333", seaweed.endpoint), {})  # the README's own code, as a user runs it
-    assert (tmp_path / "workspace" / "model" / "config.json").read_bytes() == b"{}"
-    assert len(list((tmp_path / "workspace" / "dataset").rglob("*.jsonl"))) == 10
+def test_a_trainjobs_storage_uri_wins_as_kubeflow_resolves_it():
+    """kubeflow/trainer#3958: storageUri replaces the runtime's STORAGE_URI where it stands and comes before the
+    TrainJob's env (whose `$(STORAGE_URI)` then expands); STORAGE_URI in env is refused beside storageUri, used
+    alone."""
+    template = [{"name": "STORAGE_URI", "value": "hf://runtime/default"}, {"name": "LOG_LEVEL", "value": "info"}]
+    env = [{"name": "REVISION", "value": "$(STORAGE_URI)"}, {"name": "LOG_LEVEL", "value": "debug"}]
+    assert specs.trainjob_env(template, "hf://org/ds", env) == [
+        {"name": "STORAGE_URI", "value": "hf://org/ds"}, {"name": "LOG_LEVEL", "value": "debug"},
+        {"name": "REVISION", "value": "$(STORAGE_URI)"},
+    ]  # fmt: skip
+    assert [v["name"] for v in specs.trainjob_env([], "hf://org/ds", env)] == ["STORAGE_URI", "REVISION", "LOG_LEVEL"]
+    with pytest.raises(ConfigError, match=r"^STORAGE_URI: given both as storageUri and in env"):
+        specs.trainjob_env([], "hf://org/ds", [{"name": "STORAGE_URI", "value": "hf://other/repo"}])
+    alone = specs.trainjob_env(template, None, [{"name": "STORAGE_URI", "value": "s3://b/p"}])
+    assert alone[0] == {"name": "STORAGE_URI", "value": "s3://b/p"} and len(alone) == 2
 
 
 def test_the_runner_runs_a_cache_initializer_with_credentials_as_a_secret_would_give_them(

@@ -422,10 +422,12 @@ def test_progress_events_report_files_bytes_rate_and_eta(seaweed: SeaweedFS, s3:
         )
     assert result.code == 0
     progress = result.named("progress")
-    assert len(progress) >= 3
-    assert {"files", "bytes", "total_bytes", "rate_mb_s", "eta_s", "percent"} <= set(progress[0])
+    listed = [p for p in progress if p["listing"] == "done"]  # before: the files listed so far, no percentage
+    assert len(listed) >= 3
+    assert all("percent" not in p and "listed_so_far" in p for p in progress if p["listing"] != "done")
+    assert {"files", "bytes", "total_bytes", "rate_mb_s", "eta_s", "percent"} <= set(listed[0])
     assert [p["bytes"] for p in progress] == sorted(p["bytes"] for p in progress)
-    assert progress[-1]["total_bytes"] == 10 * 200 * 1024
+    assert listed[-1]["total_bytes"] == 10 * 200 * 1024
 
 
 def test_https_endpoint_with_a_custom_ca_bundle(seaweed: SeaweedFS, s3: Any, bucket: str, tmp_path: Path):

@@ -6,6 +6,9 @@ import dataclasses
 from types import SimpleNamespace
 
 import pytest
+from huggingface_hub.constants import HF_URI_TYPE_PREFIXES
+from huggingface_hub.errors import HFValidationError
+from huggingface_hub.utils import validate_repo_id
 from hypothesis import given
 from hypothesis import strategies as st
 from kubeflow.trainer.backends.container import utils as kf_container
@@ -14,7 +17,18 @@ from kubeflow.trainer.types import types as kf
 
 from initializers.common.errors import ConfigError
 from initializers.config.contract import Config
+from initializers.config.settings import settings_of
+from initializers.config.signing import SigningOptions
 from initializers.kubeflow import sdk
+
+
+def _is_repo_id(repo_id: str) -> bool:
+    try:
+        validate_repo_id(repo_id)
+    except HFValidationError:
+        return False
+    return True
+
 
 _word = st.text(st.sampled_from("abcdefghijklmnopqrstuvwxyz0123456789-_."), min_size=1, max_size=10).filter(
     lambda s: s not in (".", "..")
@@ -25,9 +39,10 @@ _pattern = st.text(st.characters(blacklist_categories=("Cs", "Cc", "Zs", "Zl", "
 _patterns = st.none() | st.lists(_pattern, max_size=4)
 _optional = st.none() | _value
 _secret = st.none() | st.text(st.characters(min_codepoint=0x21, max_codepoint=0x7E), min_size=1, max_size=20)  # ASCII
+_repo_word = _word.filter(lambda s: _is_repo_id(f"{s}/{s}") and s not in HF_URI_TYPE_PREFIXES)  # as the Hub names
 _hf_uri = st.builds(
     lambda owner, name, revision, path: f"hf://{owner}/{name}" + (f"@{revision}" if revision else "") + path,
-    _word, _word, st.none() | _word, st.sampled_from(["", "/data", "/data/train.jsonl"]),
+    _repo_word, _repo_word, st.none() | _word, st.sampled_from(["", "/data", "/data/train.jsonl"]),
 )  # fmt: skip
 _s3_uri = st.builds(lambda bucket, key: f"s3://{bucket}{key}", _word, st.sampled_from(["", "/", "/data", "/a/b.bin"]))
 _cache_uri = st.builds("cache://{}/{}".format, _word, _word)
@@ -104,7 +119,32 @@ def test_positional_arguments_land_in_the_kubeflow_sdks_fields(name: str):
     ours, theirs = getattr(sdk, name), getattr(kf, name)
     positional = [f.name for f in dataclasses.fields(ours) if f.init and not f.kw_only]
     assert positional == [f.name for f in dataclasses.fields(theirs)]
-    assert {f.name for f in dataclasses.fields(ours) if f.kw_only} <= {"allow_patterns"}
+    assert {f.name for f in dataclasses.fields(ours) if f.kw_only} <= {"allow_patterns", *SIGNING}
+
+
+#: SIGNATURE's settings, from their schema.
+SIGNING = {name for name, _ in settings_of(SigningOptions)}
+
+
+@pytest.mark.parametrize("name", ["HuggingFaceDatasetInitializer", "S3DatasetInitializer",
+                                  "HuggingFaceModelInitializer", "S3ModelInitializer"])  # fmt: skip
+def test_hf_and_s3_configurations_take_the_signature_settings_from_their_schema(name: str):
+    uri = "hf://o/n" if name.startswith("HuggingFace") else "s3://b/m"
+    assert {f.name for f in dataclasses.fields(getattr(sdk, name))} >= SIGNING
+    plain = getattr(sdk, name)(uri)
+    assert "SIGNATURE" not in sdk.container_env(plain)  # off, the default: nothing written, as the Kubeflow SDK
+    signed = getattr(sdk, name)(uri, signature="enforce", signature_public_key="/etc/model-signer/signer.pub")
+    env = sdk.container_env(signed)
+    assert env["SIGNATURE"] == "enforce" and env["SIGNATURE_PUBLIC_KEY"] == "/etc/model-signer/signer.pub"
+    assert Config.from_env(env).options(SigningOptions) == SigningOptions(
+        signature="enforce", signature_public_key="/etc/model-signer/signer.pub"
+    )
+    with pytest.raises(ConfigError, match="SIGNATURE: expected one of off, warn, enforce"):
+        getattr(sdk, name)(uri, signature="strict")
+
+
+def test_the_cache_configuration_has_no_signature_settings():
+    assert not SIGNING & {f.name for f in dataclasses.fields(sdk.DataCacheInitializer)}
 
 
 def test_a_token_given_by_position_is_the_token():
@@ -146,7 +186,8 @@ def test_what_the_kubeflow_sdk_refuses_is_refused_here_too(name: str, values: di
     [
         ("DataCacheInitializer", {"storage_uri": "cache:///t", "metadata_loc": "m", "num_data_nodes": 2},
          "expected cache://SCHEMA/TABLE"),
-        ("HuggingFaceModelInitializer", {"storage_uri": "hf://just-a-name"}, "names no repository"),
+        ("HuggingFaceModelInitializer", {"storage_uri": "hf://just-a-name"}, "is not a Hub repository"),
+        ("HuggingFaceModelInitializer", {"storage_uri": "hf://datasets/org/ds"}, "names a dataset repository"),
         ("HuggingFaceDatasetInitializer", {"storage_uri": "s3://bucket/data"}, "needs a hf:// URI"),
         ("S3DatasetInitializer", {"storage_uri": "s3://b", "ignore_patterns": ["a,b"]}, "contains ','"),
     ],

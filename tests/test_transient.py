@@ -94,8 +94,8 @@ def test_a_certificate_failure_is_found_behind_httpx_and_named_per_source(tmp_pa
         assert len(attempts) == 1
         return str(failed.value)
 
-    hub_message = refused("list", "listing hf://o/n", HUB_TRUST)
+    hub_message = refused("list", "hf://o/n", HUB_TRUST)
     s3_message = refused("open", "s3://b/k", S3_TRUST)
-    assert hub_message.startswith("cannot list listing hf://o/n: the server's TLS certificate does not verify (")
+    assert hub_message.startswith("cannot list hf://o/n: the server's TLS certificate does not verify (")
     assert hub_message.endswith("for a private CA set SSL_CERT_FILE (or SSL_CERT_DIR) to its certificate file")
     assert s3_message.endswith("for a private CA set AWS_CA_BUNDLE (or a profile's ca_bundle) to its certificate file")

@@ -3,22 +3,27 @@
 from __future__ import annotations
 
 import posixpath
+import re
 import tempfile
 from pathlib import Path
 
 import pytest
+from huggingface_hub.errors import HFValidationError
+from huggingface_hub.utils import validate_repo_id
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import initializers.sources  # noqa: F401 - registers every source: scheme_of asks them which URIs they claim
 from initializers.common.errors import ConfigError, FetchError
 from initializers.common.logs import get_logger
 from initializers.common.remote_file import RemoteFile
 from initializers.config.contract import DATASET, MODEL, Config
 from initializers.config.patterns import Globs
-from initializers.config.uris import HfLocation, S3Location, scheme_of
+from initializers.config.uris import S3Location, scheme_of
 from initializers.plan.index import PlanIndex
 from initializers.plan.safe_paths import plan_files, safe_relative_path
 from initializers.plan.selection import Selection
+from initializers.sources.hub.location import HfLocation
 
 
 @pytest.mark.parametrize(
@@ -212,32 +217,72 @@ def test_a_plan_never_maps_two_files_onto_one_path(names: list[str]):
         ("hf://org/name", "org/name", None, ""),
         ("hf://org/name@v1.0", "org/name", "v1.0", ""),
         ("hf://org/name@refs%2Fpr%2F1/data/train", "org/name", "refs/pr/1", "data/train"),
+        ("hf://org/name@refs/pr/1/data/train", "org/name", "refs/pr/1", "data/train"),  # as huggingface_hub writes it
         ("hf://org/name/config.json", "org/name", None, "config.json"),
         ("hf://org/name@" + "a" * 40 + "/sub/", "org/name", "a" * 40, "sub"),
+        ("hf://org/name/file@1.txt", "org/name", None, "file@1.txt"),
+        ("HF://org/name", "org/name", None, ""),  # the scheme in any case, as s3://
     ],
 )
 def test_hf_uris(uri: str, repo: str, revision: str | None, sub: str):
-    location = HfLocation.parse(uri)
-    assert (location.repo_id, location.revision, location.sub_path) == (repo, revision, sub)
-    assert HfLocation.parse(str(location)) == location
+    for kind in (DATASET, MODEL):  # Kubeflow's hf://OWNER/NAME: the program's kind of repository
+        location = HfLocation.parse(uri, kind)
+        assert (location.repo_id, location.revision, location.sub_path) == (repo, revision, sub)
+        assert HfLocation.parse(str(location), kind) == location
+
+
+@pytest.mark.parametrize(
+    ("uri", "kind", "meant"),
+    [
+        ("hf://datasets/org/ds", DATASET, "hf://org/ds"),
+        ("hf://models/org/m@v2/sub", MODEL, "hf://org/m@v2/sub"),
+        ("https://huggingface.co/org/m", MODEL, "hf://org/m"),
+        ("https://huggingface.co/datasets/org/ds", DATASET, "hf://org/ds"),
+        ("https://huggingface.co/datasets/org/ds/tree/v1.0", DATASET, "hf://org/ds@v1.0"),
+        ("https://huggingface.co/org/m/tree/main/onnx", MODEL, "hf://org/m@main/onnx"),
+        ("https://hf.co/org/m/blob/main/config.json", MODEL, "hf://org/m@main/config.json"),
+        ("huggingface.co/datasets/org/ds", DATASET, "hf://org/ds"),
+    ],
+)
+def test_huggingface_hubs_forms_and_hub_pages_are_read_as_the_same_repository(uri: str, kind, meant: str):
+    assert scheme_of(uri, kind) == "hf"
+    assert str(HfLocation.parse(uri, kind)) == meant
+
+
+@pytest.mark.parametrize(
+    ("uri", "kind", "message"),
+    [
+        ("hf://models/org/m", DATASET, "names a model repository: the model-initializer fetches it; the "
+         "dataset-initializer fetches dataset repositories"),
+        ("https://huggingface.co/org/m", DATASET, "names a model repository: the model-initializer fetches it"),
+        ("hf://datasets/org/ds", MODEL, "names a dataset repository: the dataset-initializer fetches it"),
+        ("hf://spaces/org/app", MODEL, "names a space on the Hub; the model-initializer fetches model repositories"),
+        ("hf://dataset/org/ds", DATASET, "Type prefix must be plural, got 'dataset/'. Did you mean 'datasets/'?"),
+        ("https://huggingface.co/org/m/commits/main", MODEL, "unsupported '/commits/' route"),
+    ],
+)  # fmt: skip
+def test_a_hub_uri_of_the_other_kind_or_no_repository_names_the_form_to_use(uri: str, kind, message: str):
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        HfLocation.parse(uri, kind)
 
 
 @pytest.mark.parametrize(
     ("uri", "message"),
     [
-        ("hf://", "names no repository"),
-        ("hf://org", "names no repository"),
-        ("hf://org/", "names no repository"),
-        ("hf:///name", "names no repository"),
-        ("hf://org/name@", "empty revision"),
-        ("hf://org/name/a//b", "empty, '.' or '..' segment"),
-        ("hf://org/name/../x", "empty, '.' or '..' segment"),
-        ("hf://org/na me", "not a valid repository"),
+        ("hf://", "Empty body after 'hf://'"),
+        ("hf://org", "Repository id must be 'namespace/name', got 'org'"),
+        ("hf://org/", "Repository id must be 'namespace/name'"),
+        ("hf:///name", "Repository id must be 'namespace/name'"),
+        ("hf://org/name@", "Empty revision after '@'"),
+        ("hf://org/name/a//b", "Path must not contain empty segments"),
+        ("hf://org/name/../x", "'.' or '..' segment"),
+        ("hf://org/na me", "Repo id must use alphanumeric chars"),
     ],
 )
 def test_bad_hf_uris(uri: str, message: str):
-    with pytest.raises(ConfigError, match=message):
-        HfLocation.parse(uri)
+    with pytest.raises(ConfigError, match=re.escape(message)) as caught:
+        HfLocation.parse(uri, MODEL)
+    assert str(caught.value).startswith(f"STORAGE_URI: {uri!r} ")
 
 
 _segment = st.text(st.sampled_from("abcXYZ09-_.~ %@+"), min_size=1, max_size=8)
@@ -245,14 +290,23 @@ _segment = st.text(st.sampled_from("abcXYZ09-_.~ %@+"), min_size=1, max_size=8)
 
 @given(st.text(max_size=40))
 def test_any_storage_uri_parses_or_fails_with_a_config_error(uri: str):
-    for parse in (S3Location.parse, HfLocation.parse):
+    for parse in (S3Location.parse, lambda uri: HfLocation.parse(uri, DATASET)):
         try:
             parse(uri)
         except ConfigError as exc:
             assert "STORAGE_URI" in str(exc)
 
 
-_name = st.text(st.sampled_from("abcXYZ09-_."), min_size=1, max_size=8).filter(lambda s: s not in (".", ".."))
+def _valid_repo_name(name: str) -> bool:
+    """As the Hub names repositories (huggingface_hub's own rule)."""
+    try:
+        validate_repo_id(f"org/{name}")
+    except HFValidationError:
+        return False
+    return True
+
+
+_name = st.text(st.sampled_from("abcXYZ09-_."), min_size=1, max_size=8).filter(_valid_repo_name)
 
 
 @given(
@@ -264,7 +318,7 @@ _name = st.text(st.sampled_from("abcXYZ09-_."), min_size=1, max_size=8).filter(l
     )
 )
 def test_hf_locations_survive_their_text_form(location: HfLocation):
-    assert HfLocation.parse(str(location)) == location
+    assert HfLocation.parse(str(location), MODEL) == location
 
 
 @given(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import os
+import shlex
 import sys
 from typing import Any, NoReturn
 
@@ -14,7 +15,7 @@ from initializers import __version__
 from initializers.common.errors import ConfigError, InitializerError, Stopped
 from initializers.config import registry
 from initializers.config.contract import Config, Kind
-from initializers.config.settings import BOOL, Setting
+from initializers.config.settings import BOOL, Setting, settings_of
 
 EXIT_OK, EXIT_FETCH_FAILED, EXIT_BAD_CONFIG = 0, 1, 2
 #: The values a true-or-false option takes after it (as the BOOL codec reads them).
@@ -30,14 +31,17 @@ _EPILOG = (
 )
 
 
-def build_command(kind: Kind) -> click.Command:
+def build_command(kind: Kind, words: list[str] | None = None) -> click.Command:
+    """The program's command; `words`: positional words given by mistake, which its run refuses."""
+
     def callback(**options: str | None) -> NoReturn:
-        exit_now(run(kind, options))
+        exit_now(run(kind, options, words or []))
 
     also_reads = dict.fromkeys(
         variable for plugin in registry.plugins_for(kind.schemes) for variable in plugin.also_reads
     )
-    return click.Command(
+    return _GroupedHelp(
+        _sections(kind),
         name=kind.program,
         params=options_for(Config.settings(kind)),
         callback=callback,
@@ -45,6 +49,35 @@ def build_command(kind: Kind) -> click.Command:
         epilog=f"{_EPILOG} Also read, without an option: {', '.join([*also_reads, *_PROXY_VARIABLES])}.",
         context_settings={"max_content_width": 110, "terminal_width": 110, "help_option_names": ["-h", "--help"]},
     )
+
+
+class _GroupedHelp(click.Command):
+    """A command whose --help lists its options a section at a time: `sections`, (heading, option names)."""
+
+    def __init__(self, sections: list[tuple[str, list[str]]], **attributes: Any) -> None:
+        super().__init__(**attributes)
+        self.sections = sections
+
+    def format_options(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        records = {param.name: param.get_help_record(ctx) for param in self.get_params(ctx)}
+        placed = {name for _, names in self.sections for name in names}
+        unplaced = [name for name in records if name not in placed]  # --version and click's own --help
+        for index, (heading, names) in enumerate(self.sections):
+            with formatter.section(heading):
+                listed = names + unplaced if index == 0 else names
+                formatter.write_dl([record for name in listed if (record := records.get(name))])
+
+
+def _sections(kind: Kind) -> list[tuple[str, list[str]]]:
+    """The program's options by who reads them: the shared ones, then each option group under the schemes of this
+    program's sources that read it (`hf://, s3:// sources`), groups read by the same sources together."""
+    plugins = registry.plugins_for(kind.schemes)
+    sections = {"Options": [name for name, _ in Config.shared_settings()]}
+    for group in registry.option_groups():
+        readers = [f"{plugin.scheme}://" for plugin in plugins if group in plugin.options]
+        if readers:
+            sections.setdefault(f"{', '.join(readers)} sources", []).extend(name for name, _ in settings_of(group))
+    return list(sections.items())
 
 
 def options_for(settings: list[tuple[str, Setting]]) -> list[click.Parameter]:
@@ -86,27 +119,29 @@ def _print_version(ctx: click.Context, _param: click.Parameter, value: bool) -> 
         ctx.exit(EXIT_OK)
 
 
-def run(kind: Kind, options: dict[str, Any]) -> int:
-    """Parse, configure logging, run; every outcome ends in one log line that says what happened."""
+def run(kind: Kind, options: dict[str, Any], words: list[str]) -> int:
+    """Parse, configure logging, run; every outcome ends in one log line that says what happened. `words`:
+    positional words, refused."""
     from initializers import run as job  # deferred: --help stays fast
     from initializers.common import logs
     from initializers.process import termination, workspace_owner
 
-    hints = Config.typo_hints(os.environ)
     try:
+        if words:
+            raise positional_words(kind, words)
+        Config.refuse_misspellings(os.environ)
         config = Config.from_env(os.environ, options)
     except ConfigError as exc:
         logs.configure(None, None, secrets=())
-        return failed(logs.get_logger(kind.program), _with_hints(str(exc), hints), exc.exit_code)
-    logs.configure(config.log_format, config.log_level, config.secrets())
+        return failed(logs.get_logger(kind.program), str(exc), exc.exit_code)
+    # A dry run's plan is its result, on stdout alone: its logs go to stderr.
+    logs.configure(config.log_format, config.log_level, config.secrets(), "stderr" if config.dry_run else "stdout")
     log = logs.get_logger(kind.program)
     switched, stayed_root_because = workspace_owner.adopt(config.output_dir(kind))
     if switched:
         log.info("running as the workspace's user", uid=switched.uid, gid=switched.gid, groups=list(switched.groups))
     elif stayed_root_because:
         log.warning("running as root", reason=stayed_root_because)
-    for given, meant in hints.items():
-        log.warning("unknown variable", variable=given, hint=f"did you mean {meant}?")
     # What the imports made lives as long as the process: the cyclic collector, which a listing's allocations
     # run again and again, need not walk it every time. Nor need it run as often as Python's default has it: a
     # listing makes a few short-lived containers per file and next to no cycles.
@@ -115,7 +150,7 @@ def run(kind: Kind, options: dict[str, Any]) -> int:
     try:
         outcome = job.run(config, kind, log)
     except (InitializerError, Stopped) as exc:
-        return failed(log, _with_hints(str(exc), hints), exc.exit_code)
+        return failed(log, str(exc), exc.exit_code)
     except OSError as exc:
         return failed(log, f"{exc.strerror or exc}{f' ({exc.filename})' if exc.filename else ''}", EXIT_FETCH_FAILED)
     except Exception:
@@ -150,34 +185,51 @@ def failed(log: Any, error: str, exit_code: int, traceback: bool = False) -> int
     return exit_code
 
 
-def _with_hints(message: str, hints: dict[str, str]) -> str:
-    """Point at a misspelt variable when the error is about the one it was meant to be."""
-    for given, meant in hints.items():
-        if meant in message:
-            message += f" ({given} is set: did you mean {meant}?)"
-    return message
-
-
 def main(kind: Kind, argv: list[str] | None = None) -> None:
     flags = {setting.option for _, setting in Config.settings(kind) if setting.codec is BOOL}
-    args = _options_only(sys.argv[1:] if argv is None else argv, flags)
-    build_command(kind).main(args=args, prog_name=kind.program)
+    args, words = _options_only(sys.argv[1:] if argv is None else argv, flags)
+    build_command(kind, words).main(args=args, prog_name=kind.program)
 
 
-def _options_only(argv: list[str], flags: set[str]) -> list[str]:
-    """Drop a command a runtime appended to an exec-form entrypoint (`bash -c "python -m pkg.initializers.dataset"`).
+#: Programs a runtime's appended command starts with (Kubeflow's is `bash -c "python -m pkg.initializers.<kind>"`).
+_APPENDED_COMMANDS = frozenset({"sh", "bash", "dash", "python", "python3"})
 
-    The programs take no positional arguments, so the first word that is not an option or an option's value
-    starts such a command; typos of options still fail as usage errors. A true-or-false option (`flags`) takes the
-    next word as its value only when it is one (`--dry-run true`); alone it is a flag.
+
+def _options_only(argv: list[str], flags: set[str]) -> tuple[list[str], list[str]]:
+    """(the options, the positional words) of `argv`, less a command a runtime appended to an exec-form entrypoint
+    (`bash -c "python -m pkg.initializers.dataset"`), which is dropped.
+
+    The programs take no positional arguments, so the first word that is not an option or an option's value starts
+    either such a command (its first word a shell or python) or words given by mistake, which the run refuses
+    (`positional_words`). A true-or-false option (`flags`) takes the next word as its value only when it is one
+    (`--dry-run true`); alone it is a flag.
     """
     for index, word in enumerate(argv):
         if not word.startswith("-") and (index == 0 or not _takes_value(argv[index - 1], word, flags)):
-            return argv[:index]
-    return argv
+            appended = os.path.basename(word) in _APPENDED_COMMANDS
+            return argv[:index], [] if appended else argv[index:]
+    return argv, []
 
 
 def _takes_value(option: str, word: str, flags: set[str]) -> bool:
     if not option.startswith("--") or "=" in option or option in ("--help", "--version"):
         return False
     return option not in flags or word.strip().lower() in _BOOLEAN_WORDS
+
+
+def positional_words(kind: Kind, words: list[str]) -> ConfigError:
+    """The error for words given as arguments: they are read from variables (or options), and which ones is said
+    when it is clear: a URI is the source, a word after it the destination."""
+    uri, *rest = words
+    if "://" in uri and len(rest) <= 1:
+        named = [("STORAGE_URI", uri), *([("OUTPUT_PATH", rest[0])] if rest else [])]
+        variables = " ".join(f"{name}={shlex.quote(value)}" for name, value in named)
+        options = " ".join(f"--{name.lower().replace('_', '-')} {shlex.quote(value)}" for name, value in named)
+        return ConfigError(
+            f"the {kind.program} takes no positional arguments (got {' '.join(map(shlex.quote, words))}): "
+            f"set {variables}, or give {options}"
+        )
+    return ConfigError(
+        f"the {kind.program} takes no positional arguments (got {' '.join(map(shlex.quote, words))}): give the "
+        "source as STORAGE_URI=... (or --storage-uri ...) and the destination as OUTPUT_PATH=... (or --output-path)"
+    )

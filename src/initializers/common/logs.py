@@ -1,7 +1,7 @@
 """Structured logs: JSON lines for machines, console lines for people, and no secret in either.
 
-Redaction runs on the rendered line, last, so that no processor, exception text or library message
-can carry a secret past it.
+Redaction runs last before rendering, on every value of the entry (exception text and library messages included),
+never on field names or our own event names: a filter on `event == "failed"` keeps matching whatever the secret is.
 """
 
 from __future__ import annotations
@@ -82,7 +82,8 @@ class Redactor:
     run of `PARTIAL_ECHO` characters or more of one of those forms that looks random (`_looks_random`)."""
 
     def __init__(self, secrets: Iterable[str]) -> None:
-        forms = {form for secret in secrets if secret for form in secret_forms(secret)}
+        self.secrets = tuple(secrets)
+        forms = {form for secret in self.secrets if secret for form in secret_forms(secret)}
         # Longest first, so that a form containing another is replaced whole. A form shorter than PARTIAL_ECHO is
         # hidden only where it stands alone, never inside a longer word: SECRET_ACCESS_KEY=a must not turn the
         # event "failed" into "f***iled", nor "test" the path "latest-tests".
@@ -112,11 +113,33 @@ class Redactor:
         return "".join(hidden) + line[kept_from:] if hidden else line
 
 
+#: The field naming the library whose message an entry's event is (`_ForwardToStructlog`): such an event is text
+#: from elsewhere, redacted as any value; our own event names are constants and never are.
+LIBRARY = "library"
+
+
 class _ForwardToStructlog(logging.Handler):
     """Library warnings (boto3, urllib3, huggingface_hub) go through the same renderer and redaction."""
 
     def emit(self, record: logging.LogRecord) -> None:
-        structlog.get_logger(record.name).log(record.levelno, record.getMessage())
+        structlog.get_logger(record.name).log(record.levelno, record.getMessage(), **{LIBRARY: record.name})
+
+
+class _Standard:
+    """A standard stream by name, looked up at every write: while the live view shows, what a terminal gets is
+    printed above its block through the stream it puts in place (structlog's logger would keep the original)."""
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+
+    def write(self, text: str) -> int:
+        return int(getattr(sys, self._name).write(text))
+
+    def flush(self) -> None:
+        getattr(sys, self._name).flush()
+
+    def isatty(self) -> bool:
+        return bool(getattr(sys, self._name).isatty())
 
 
 _redactor = Redactor(())
@@ -127,30 +150,59 @@ def redact(text: str) -> str:
     return _redactor(None, "", text)
 
 
-def configure(log_format: str | None, log_level: str | None, secrets: Iterable[str]) -> None:
+def hide(secret: str) -> None:
+    """Hide `secret` too, from now on: one a source found by itself (a token huggingface_hub saved)."""
+    global _redactor
+    _redactor = Redactor([*_redactor.secrets, secret])
+
+
+def _redacted_value(value: Any) -> Any:
+    """`value` with the secrets known by now hidden: text, the items of lists and dicts (not their keys), and any
+    other object by its text when that holds a secret."""
+    if value is None or isinstance(value, bool | int | float):
+        return value
+    if isinstance(value, str):
+        return redact(value)
+    if isinstance(value, list | tuple):
+        return [_redacted_value(item) for item in value]
+    if isinstance(value, dict):
+        return {key: _redacted_value(item) for key, item in value.items()}
+    text = str(value)
+    hidden = redact(text)
+    return value if hidden == text else hidden
+
+
+def _redacted(_logger: Any, _method: str, entry: dict[str, Any]) -> dict[str, Any]:
+    """The last step before rendering: every value redacted, field names and our own event names left as they are."""
+    return {
+        key: value if key == "event" and LIBRARY not in entry else _redacted_value(value)
+        for key, value in entry.items()
+    }
+
+
+def configure(log_format: str | None, log_level: str | None, secrets: Iterable[str], stream: str = "stdout") -> None:
+    """Logs as JSON lines, or for reading when `log_format` says so or (unset) when they go to a terminal; `stream`:
+    the standard stream they go to ("stderr" when stdout carries a result, as a dry run's plan)."""
     global _redactor
     from_env = [os.environ.get(name, "") for name in SECRET_ENV_VARS]
     # Stripped too: a library reading the variable may drop the newline a Secret made from a file leaves at its end.
     _redactor = Redactor([*secrets, *from_env, *(value.strip() for value in from_env)])
     level = getattr(logging, (log_level or "info").upper())
-    fmt = log_format or ("console" if sys.stdout.isatty() else "json")
+    out = _Standard(stream)
+    fmt = log_format or ("console" if out.isatty() else "json")
     renderer: Any = (
-        structlog.processors.JSONRenderer()
-        if fmt == "json"
-        else structlog.dev.ConsoleRenderer(
-            colors=sys.stdout.isatty(), exception_formatter=structlog.dev.plain_traceback
-        )
+        structlog.processors.JSONRenderer() if fmt == "json" else structlog.dev.ConsoleRenderer(colors=out.isatty())
     )
     structlog.configure(
         processors=[
             structlog.processors.add_log_level,
             structlog.processors.TimeStamper(fmt="iso", utc=True),
-            structlog.processors.format_exc_info if fmt == "json" else structlog.dev.set_exc_info,
+            structlog.processors.format_exc_info,  # a traceback as text, redacted as the other values
+            _redacted,
             renderer,
-            _redactor,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(level),
-        logger_factory=structlog.PrintLoggerFactory(sys.stdout),
+        logger_factory=structlog.PrintLoggerFactory(out),  # type: ignore[arg-type]
         cache_logger_on_first_use=False,
     )
     root = logging.getLogger()

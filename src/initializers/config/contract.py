@@ -9,13 +9,12 @@ carries its variable name, help text and codec, so parsing (`Config.from_env`), 
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
 from initializers.common.errors import ConfigError
-from initializers.config import registry
+from initializers.config import misspellings, registry
 from initializers.config.settings import (
     BANDWIDTH,
     BOOL,
@@ -35,8 +34,6 @@ from initializers.config.settings import (
 )
 
 G = TypeVar("G")
-#: Variables of other tools (boto3, huggingface_hub, the system) are never typos of ours.
-_FOREIGN_PREFIXES = ("AWS_", "HF_", "HUGGINGFACE_", "KUBERNETES_", "PYTHON", "LC_", "XDG_")
 
 
 @dataclass(frozen=True)
@@ -167,8 +164,15 @@ class Config:
     )
     dry_run: bool = setting_field(
         "DRY_RUN",
-        "List and plan as a run would, print the plan (path and size of each file, totals; JSON lines when stdout is "
-        "not a terminal) and exit 0, writing nothing under OUTPUT_PATH.",
+        "List and plan as a run would, print the plan (a table of sizes and paths with a total on a terminal; else "
+        "JSON lines, alone on stdout, the logs on stderr) and exit 0, writing nothing under OUTPUT_PATH.",
+        BOOL,
+        default=False,
+    )
+    replace_existing: bool = setting_field(
+        "REPLACE_EXISTING",
+        "When OUTPUT_PATH holds another source (its manifest says so), remove that source's files (those its manifest "
+        "lists) and fetch this one; without it, such a run is refused with exit 2, as the two would mix.",
         BOOL,
         default=False,
     )
@@ -185,7 +189,9 @@ class Config:
         "PROGRESS_INTERVAL", "Seconds between progress events [default: 5].", POSITIVE_NUMBER
     )
     log_format: str | None = setting_field(
-        "LOG_FORMAT", "json or console [default: console on a terminal, else json].", LOG_FORMAT
+        "LOG_FORMAT",
+        "json or console [default: console on a terminal, else json]; json also turns the terminal's live view off.",
+        LOG_FORMAT,
     )
     log_level: str | None = setting_field("LOG_LEVEL", "debug, info, warning or error [default: info].", LOG_LEVEL)
     #: The registered sources' option groups as given (`from_env`, `build`: all of them; a source is opened with only
@@ -206,17 +212,12 @@ class Config:
         return replace(self, source_options=tuple(self.options(group) for group in plugin.options))
 
     @staticmethod
-    def typo_hints(env: Mapping[str, str]) -> dict[str, str]:
-        """Variables that are not part of the contract but look like a misspelling of one: {given: meant}."""
-        known = {name for _, s in Config.settings() for name in (s.env, *s.fallback_env)}
-        hints = {}
-        for name in env:
-            if name in known or not name.isupper() or name.startswith(_FOREIGN_PREFIXES):
-                continue
-            close = difflib.get_close_matches(name, known, n=1, cutoff=0.85)
-            if close:
-                hints[name] = close[0]
-        return hints
+    def refuse_misspellings(env: Mapping[str, str]) -> None:
+        """A ConfigError naming each variable of `env` that is a near miss of one of the contract's
+        (`misspellings`: `OUTPUT_PAHT`), and the one it was meant to be."""
+        found = misspellings.misspelt(env, (name for _, s in Config.settings() for name in (s.env, *s.fallback_env)))
+        if found:
+            raise ConfigError(misspellings.message(found))
 
     @staticmethod
     def shared_settings() -> list[tuple[str, Setting]]:

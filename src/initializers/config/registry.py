@@ -23,9 +23,10 @@ class SourcePlugin:
     scheme: str
     #: The option groups (schemas declared beside the source) it reads, besides the shared settings.
     options: tuple[type, ...]
-    #: Checks a URI of this scheme and returns its parsed location; raises ConfigError naming STORAGE_URI.
-    locate: Callable[[str], Any]
-    #: Imports the source's modules and opens it: (uri, config holding only its own option groups, kind, staging).
+    #: Checks a URI it takes (of its scheme, or one it `claims`) for a program's kind and returns its parsed location,
+    #: whose `place` names what is fetched whatever its version; raises ConfigError naming STORAGE_URI.
+    locate: Callable[[str, Any], Any]
+    #: Imports the source's modules and opens it: (uri, config holding only its own option groups, kind).
     open: Callable[..., Any]
     #: True when a run splits the plan over SHARD_COUNT initializers; False when the source shards by itself.
     splits_plan: bool = True
@@ -33,6 +34,8 @@ class SourcePlugin:
     refuses: Mapping[str, str] = field(default_factory=dict)
     #: Variables it reads that have no option of ours (its libraries' own), for `--help`.
     also_reads: tuple[str, ...] = ()
+    #: URIs of another scheme it takes as its own (the Hub: the address of a Hub page, pasted from a browser).
+    claims: Callable[[str], bool] = lambda _uri: False
 
 
 _PLUGINS: dict[str, SourcePlugin] = {}
@@ -65,7 +68,8 @@ def _check_unique(settings: list[tuple[str, Setting]]) -> None:
 
 
 def plugin(scheme: str) -> SourcePlugin:
-    """The source registered for `scheme` (which `uris.scheme_of` has checked against the program's kind)."""
+    """The source registered for `scheme` (which `uris.scheme_of` has checked against the program's kind, or found
+    a source that claims the URI)."""
     return _PLUGINS[scheme]
 
 

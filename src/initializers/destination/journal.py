@@ -33,6 +33,8 @@ class Journal:
         self._fd = -1
         self._lock = threading.Lock()  # appends, and a checkpoint's reading of how far they reach
         self._unsynced = False  # lines written since the last checkpoint
+        #: Files this run recorded (`record_done`): files that landed.
+        self.recorded = 0
 
     @property
     def path(self) -> Path:
@@ -61,6 +63,7 @@ class Journal:
         with self._lock:
             os.write(self._fd, line)
             self._unsynced = True
+            self.recorded += 1
 
     def checkpoint(self) -> None:
         """Flush the destination's filesystem, then mark the journal lines written before the flush began as

@@ -44,6 +44,8 @@ class RunLock:
         self._share_folder = share_folder
         self._clock = clock or SystemClock()
         self._fds: list[int] = []
+        #: The lock files, the destination's first.
+        self.paths = [shared / LOCK, *([share_folder / LOCK] if share is not None else [])]
 
     def take(self, waiting: Callable[[str, float], None]) -> None:
         """One run at a time per destination; a run that finds another one writing waits for it to end
@@ -68,6 +70,24 @@ class RunLock:
         except BaseException:
             self.release()
             raise
+
+    def in_place(self) -> bool:
+        """Whether each lock held is still the file at its path: a run that failed early removes the lock files it
+        made while it holds them (`state`), and one that was waiting for such a file must take the lock anew."""
+        for fd, path in zip(self._fds, self.paths, strict=True):
+            try:
+                there = os.stat(path, follow_symlinks=False)
+            except FileNotFoundError:
+                return False
+            held = os.fstat(fd)
+            if (there.st_dev, there.st_ino) != (held.st_dev, held.st_ino):
+                return False
+        return True
+
+    def alone(self) -> bool:
+        """Whether no other run holds the destination: a run that is no share holds it exclusively; a share asks
+        for it exclusively (converting its shared lock), which it gets only when no other share holds it."""
+        return self._share is None or (bool(self._fds) and _try_lock(self._fds[0], exclusive=True))
 
     def release(self) -> None:
         while self._fds:

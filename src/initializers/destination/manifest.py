@@ -35,8 +35,10 @@ def lines(
     totals: tuple[int, int],
     files: Iterable[tuple[RemoteFile, DoneFile]],
     allow_patterns: tuple[str, ...] = (),
+    signature: dict[str, Any] | None = None,
 ) -> Iterator[bytes]:
-    """The manifest, line by line, for `files` in path order, each as it was finished."""
+    """The manifest, line by line, for `files` in path order, each as it was finished; `signature`: the verdict on
+    the publisher's signature (SIGNATURE), when one was checked."""
     head = {
         "format": FORMAT,
         "tool": {"name": kind.program, "version": __version__},
@@ -47,6 +49,7 @@ def lines(
         "finished_at": finished_at.isoformat(),
         "total_files": totals[0],
         "total_bytes": totals[1],
+        **({"signature": signature} if signature is not None else {}),
     }
     yield (json.dumps(head)[:-1] + ", " + _OPENING + "\n").encode()
     previous = None

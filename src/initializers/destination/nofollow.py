@@ -17,7 +17,7 @@ import os
 import posixpath
 import stat
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 from initializers.common.errors import FetchError
 
@@ -102,6 +102,33 @@ class Tree:
             with contextlib.suppress(OSError):
                 os.rmdir(top, dir_fd=root_fd)
         return removed
+
+    def remove_files(self, paths: Iterable[str]) -> int:
+        """Delete the files at `paths` (relative; a link there as a name, never followed; a folder there is left)
+        and the folders they leave empty; returns how many files were removed."""
+        removed = 0
+        for relative in paths:
+            if relative.startswith("/") or any(part in ("", ".", "..") for part in relative.split("/")):
+                continue  # not a path under the root: never one this tree removes
+            parent, _, name = relative.rpartition("/")
+            try:
+                with self.folder(parent, create=False) as parent_fd:
+                    os.unlink(name, dir_fd=parent_fd)
+                removed += 1
+            except (FileNotFoundError, IsADirectoryError, NotADirectoryError, PermissionError):
+                continue  # gone already, or not a file: not ours to remove
+            while parent:
+                with contextlib.suppress(OSError):  # not empty: it holds other files
+                    self.remove_empty(parent)
+                parent = parent.rpartition("/")[0]
+        return removed
+
+    def remove_empty(self, relative: str) -> None:
+        """Remove the folder at `relative` if it is empty (else OSError), its kept descriptor closed first."""
+        parent, _, name = relative.rpartition("/")
+        self._forget(relative)
+        with self.folder(parent, create=False) as parent_fd:
+            os.rmdir(name, dir_fd=parent_fd)
 
     def _forget(self, relative: str) -> None:
         """Close the kept descriptor of a folder about to be removed, so that no later write lands in it."""

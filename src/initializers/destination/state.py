@@ -9,13 +9,15 @@ atomically, and its presence alone means "complete".
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
-import shutil
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
+from typing import Any
 
 from initializers.common.clock import Clock
 from initializers.common.errors import FetchError
+from initializers.destination import manifest
 from initializers.destination.journal import Journal
 from initializers.destination.locking import RunLock
 from initializers.destination.share_records import ShareRecords, share_path
@@ -26,6 +28,8 @@ from initializers.destination.tree import Destination
 STATE_DIR = ".initializer"
 MANIFEST = "manifest.json"
 WITHDRAWN_MANIFEST = "manifest.withdrawn.json"
+#: Times the state folder is made and the lock taken, when another run removes them meanwhile.
+_PREPARE_ATTEMPTS = 5
 
 
 class StateDir:
@@ -40,19 +44,21 @@ class StateDir:
         self.share = share
         self.dir = share_path(self.shared, share) if share else self.shared
         self.tmp = self.dir / "tmp"
-        #: A folder a source may keep its own bookkeeping in during a run; removed at the end of every run.
-        self.staging = self.dir / "staging"
         self.destination = Destination(self.root, self.tmp)
         self.temps = Temporaries(self.destination)
         self.journal = Journal(self.destination, self.dir)
         self.lock = RunLock(self.destination, self.shared, share, self.dir, clock)
         self.share_records = ShareRecords(self.destination, self.shared, share) if share else None
+        #: What this run made to hold its state (folders and lock files, OUTPUT_PATH itself maybe), deepest last.
+        self._made: list[Path] = []
+        #: Whether a journal was there once the lock was held, and whether this run withdrew the manifest.
+        self._journal_found = self._withdrew = False
 
     @contextlib.contextmanager
     def session(self, waiting: Callable[[str, float], None]) -> Iterator[None]:
         """The destination, made ready and locked for one run; on the way out its temporaries go, but for the
-        partials a re-run can resume when the run did not complete (the source's staging goes too: huggingface_hub's
-        HF_HOME), then the lock.
+        partials a re-run can resume when the run did not complete, then the lock. A run that did not complete and
+        landed no file leaves OUTPUT_PATH as it found it (`_leave_as_found`).
 
         While another run holds the lock, this one waits (`waiting(holder, seconds)` is called now and then);
         stopping it then (a signal, TIMEOUT) leaves everything as it is: the other run owns those temporaries.
@@ -69,23 +75,65 @@ class StateDir:
         finally:
             self.journal.close()
             self.temps.clear_quietly(keep_partials=not completed)
-            shutil.rmtree(self.staging, ignore_errors=True)  # never follows a link (none is left there: `_prepare`)
+            if not completed:
+                self._leave_as_found()
             self.lock.release()
             self.destination.close_folders()
 
     def _prepare(self, waiting: Callable[[str, float], None]) -> None:
         """Create the folders, prove they are writable and take the lock, before any transfer starts; a link
-        where one of them goes is refused (`nofollow`)."""
-        probe = self.tmp / f".probe-{os.getpid()}"
-        try:
-            self.root.mkdir(parents=True, exist_ok=True)
-            with self.destination.folder(self.staging):
-                pass
-            self.destination.new_file(probe, lambda fd: None)
-            self.destination.unlink(probe)
-        except OSError as exc:
-            raise FetchError(f"OUTPUT_PATH {str(self.root)!r} is not writable: {exc.strerror or exc}") from None
-        self.lock.take(waiting)
+        where one of them goes is refused (`nofollow`). A run that failed early may remove its state folders
+        while this one waits for its lock (`_leave_as_found`): once the lock is held, it must still be the one at
+        its path, else the folders are made again and the lock taken anew."""
+        for attempt in range(_PREPARE_ATTEMPTS):
+            folders = [self.root, self.shared, *([self.dir.parent, self.dir] if self.share else []), self.tmp]
+            made = [path for path in [*folders, *self.lock.paths] if not os.path.lexists(path)]
+            probe = self.tmp / f".probe-{os.getpid()}"
+            try:
+                self.root.mkdir(parents=True, exist_ok=True)
+                with self.destination.folder(self.tmp):
+                    pass
+                self.destination.new_file(probe, lambda fd: None)
+                self.destination.unlink(probe)
+            except FileNotFoundError:
+                if attempt + 1 < _PREPARE_ATTEMPTS:  # a folder removed under this run: made again
+                    self.destination.close_folders()
+                    continue
+                raise
+            except OSError as exc:
+                raise FetchError(f"OUTPUT_PATH {str(self.root)!r} is not writable: {exc.strerror or exc}") from None
+            self.lock.take(waiting)
+            if self.lock.in_place():
+                self._made = made
+                self._journal_found = self.journal.path.exists()
+                return
+            self.lock.release()
+            self.destination.close_folders()
+        raise FetchError(f"OUTPUT_PATH {str(self.root)!r} keeps changing under this run: its state folder was removed")
+
+    def _leave_as_found(self) -> None:
+        """After a run that did not complete and landed no file (none finished, none removed as stale): the
+        manifest it withdrew back in place, its journal gone unless one was there, and the folders and lock files it
+        made removed, OUTPUT_PATH itself too if the run made it, so that a failure before the first file (a repo not
+        found, a refused connection) leaves no `.initializer/` behind. Only while no other run holds the destination
+        (a share of a split plan asks); a folder goes only when empty, so partials kept for a re-run keep theirs.
+        Best effort: a failure here must not mask the error that ended the run."""
+        if self.journal.recorded or self.destination.removed_any or not self.lock.alone():
+            return
+        with contextlib.suppress(OSError):
+            if self._withdrew:
+                self.destination.replace(self.withdrawn_manifest_path, self.manifest_path)
+            if not self._journal_found:
+                self.destination.unlink(self.journal.path)
+        for path in reversed(self._made):  # the deepest first
+            with contextlib.suppress(OSError):
+                if path in self.lock.paths:
+                    self.destination.unlink(path)  # still held: a run waiting for it finds it gone (`_prepare`)
+                elif path == self.root:
+                    self.destination.close_folders()
+                    os.rmdir(path)  # only if empty
+                else:
+                    self.destination.remove_empty_folder(path)
 
     @property
     def manifest_path(self) -> Path:
@@ -101,7 +149,33 @@ class StateDir:
         files it lists, and what it lists still counts as done for the next run (size, mtime and version checked)."""
         with contextlib.suppress(FileNotFoundError):
             self.destination.replace(self.manifest_path, self.withdrawn_manifest_path)
+            self._withdrew = True
             self.destination.fsync_folder(self.shared)
+
+    def discard(self, paths: Iterable[str]) -> int:
+        """Take back a download that must not be loaded (a signature that failed under enforce, another source's
+        files replaced): the completion claim first, then the files at `paths` (relative to OUTPUT_PATH, never under
+        `.initializer/`) and the folders they leave empty, then every record of them; a crash in between leaves no
+        manifest, and a re-run picks up where this stopped. Returns the files removed."""
+        self.remove_manifest()
+        removed = self.destination.remove_files(sorted({path for path in paths if path.split("/")[0] != STATE_DIR}))
+        self.journal.remove()
+        self.destination.unlink(self.withdrawn_manifest_path)
+        return removed
+
+    def held_source(self) -> tuple[str, dict[str, Any]] | None:
+        """(program, source) as the manifest, or one withdrawn, records what OUTPUT_PATH holds; None for nothing."""
+        head = manifest.read_head(self.manifest_path) or manifest.read_head(self.withdrawn_manifest_path)
+        if not head or not isinstance(head.get("source"), dict):
+            return None
+        return str((head.get("tool") or {}).get("name")), head["source"]
+
+    def remove_held_source(self) -> int:
+        """Remove what another source left: the files its manifest, a withdrawn one and the journal list (never
+        others), then those records. Returns the files removed."""
+        self.remove_manifest()  # withdrawn first: what it lists is read from there
+        listed = itertools.chain(manifest.read_files(self.withdrawn_manifest_path), self.journal.files())
+        return self.discard(done.path for done in listed)
 
     def write_manifest(self, lines: Iterable[bytes]) -> None:
         self.destination.write_atomically(self.manifest_path, lines)

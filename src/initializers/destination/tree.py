@@ -31,6 +31,8 @@ class Destination:
         self.root = root
         self.tmp = tmp
         self._tree: Tree | None = None
+        #: Whether files were removed (`remove_stale`, `remove_files`): the tree no longer is as the run found it.
+        self.removed_any = False
 
     @property
     def folders(self) -> Tree:
@@ -87,6 +89,10 @@ class Destination:
         self.replace(temp, path)
         self.fsync_folder(path.parent)
 
+    def remove_empty_folder(self, path: Path) -> None:
+        """Remove the folder `path` under OUTPUT_PATH if it is empty (else OSError), from its parent's descriptor."""
+        self.folders.remove_empty(self.relative(path))
+
     def fsync_folder(self, path: Path) -> None:
         with self.folder(path) as folder:
             os.fsync(folder)
@@ -106,7 +112,16 @@ class Destination:
     def remove_stale(self, folder_glob: str, keep: set[str]) -> list[str]:
         """Delete files under the top-level folders matching `folder_glob` that `keep` (relative paths) does not
         list, and folders left empty, so that a folder a reader consumes whole holds exactly the new content."""
-        return self.folders.remove_unlisted(folder_glob, keep)
+        removed = self.folders.remove_unlisted(folder_glob, keep)
+        self.removed_any = self.removed_any or bool(removed)
+        return removed
+
+    def remove_files(self, paths: Iterable[str]) -> int:
+        """Delete the files at `paths` (relative to OUTPUT_PATH; links as names, never followed) and the folders
+        they leave empty; returns how many were removed."""
+        removed = self.folders.remove_files(paths)
+        self.removed_any = self.removed_any or bool(removed)
+        return removed
 
     def free_space(self) -> int:
         return shutil.disk_usage(self.root).free

@@ -1,14 +1,15 @@
 """The SDK side: Kubeflow-compatible initializer configurations, turned into exactly the env the Kubeflow SDK builds.
 
 The classes carry the Kubeflow SDK's names, fields and defaults (0.5.0), plus `allow_patterns` (ALLOW_PATTERNS, which
-the Kubeflow SDK lacks), and convert to the programs' own `Config`, so the variables they produce are written by
-the same schema the programs read: the two sides cannot drift apart. They validate more than the Kubeflow SDK
-does, with the programs' own parsers, so a URI the programs would reject fails here, early, with the same message.
+the Kubeflow SDK lacks) and, for hf:// and s3://, SIGNATURE's settings (taken from their schema), and convert to the
+programs' own `Config`, so the variables they produce are written by the same schema the programs read: the two
+sides cannot drift apart. They validate more than the Kubeflow SDK does, with the programs' own parsers, so a URI
+the programs would reject fails here, early, with the same message.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, make_dataclass
 from typing import Any, ClassVar
 
 import initializers.sources  # noqa: F401 - registers every source: their option groups are part of the schema
@@ -16,6 +17,7 @@ from initializers.common.errors import ConfigError
 from initializers.config import registry
 from initializers.config.contract import DATASET, MODEL, Config, Kind
 from initializers.config.settings import checked_value
+from initializers.config.signing import SigningOptions
 from initializers.config.uris import scheme_of
 
 DEFAULT_DATASET_IMAGE = "ghcr.io/initializers/dataset-initializer:latest"
@@ -51,8 +53,10 @@ class _InitializerConfig:
             raise ConfigError(
                 f"STORAGE_URI: {type(self).__name__} needs a {self.scheme}:// URI, got {self.storage_uri!r}"
             )
-        registry.plugin(self.scheme).locate(self.storage_uri)
-        self.to_config().to_env()  # refuses what the variables cannot carry, e.g. a pattern with a comma
+        registry.plugin(self.scheme).locate(self.storage_uri, self.kind)
+        # Refuses what the variables cannot carry (a pattern with a comma), and what the programs would not parse back
+        # (a SIGNATURE that is no choice).
+        Config.from_env(self.to_config().to_env())
 
     def to_config(self, output_path: str | None = None) -> Config:
         """The same configuration as the programs will parse it back from the environment."""
@@ -69,16 +73,22 @@ class _InitializerConfig:
 
 _CONFIG_FIELDS = {name for name, _ in Config.settings()}
 
+#: SIGNATURE's settings as keyword-only fields with the schema's names and defaults (the Kubeflow SDK has none of
+#: them): the hf and s3 configurations take them as the programs do.
+_Signing = make_dataclass(
+    "_Signing", [(f.name, f.type, field(default=f.default, kw_only=True)) for f in fields(SigningOptions)]
+)
+
 
 @dataclass
-class HuggingFaceDatasetInitializer(_InitializerConfig, kind=DATASET, scheme="hf"):
+class HuggingFaceDatasetInitializer(_InitializerConfig, _Signing, kind=DATASET, scheme="hf"):
     ignore_patterns: list[str] | None = None
     access_token: str | None = None
     allow_patterns: list[str] | None = field(default=None, kw_only=True)  # the Kubeflow SDK has no allow list
 
 
 @dataclass
-class S3DatasetInitializer(_InitializerConfig, kind=DATASET, scheme="s3"):
+class S3DatasetInitializer(_InitializerConfig, _Signing, kind=DATASET, scheme="s3"):
     ignore_patterns: list[str] | None = None
     endpoint: str | None = None
     access_key_id: str | None = None
@@ -113,14 +123,14 @@ def _default_model_patterns() -> list[str]:
 
 
 @dataclass
-class HuggingFaceModelInitializer(_InitializerConfig, kind=MODEL, scheme="hf"):
+class HuggingFaceModelInitializer(_InitializerConfig, _Signing, kind=MODEL, scheme="hf"):
     ignore_patterns: list[str] | None = field(default_factory=_default_model_patterns)
     access_token: str | None = None
     allow_patterns: list[str] | None = field(default=None, kw_only=True)  # replaces the model default's allow list
 
 
 @dataclass
-class S3ModelInitializer(_InitializerConfig, kind=MODEL, scheme="s3"):
+class S3ModelInitializer(_InitializerConfig, _Signing, kind=MODEL, scheme="s3"):
     ignore_patterns: list[str] | None = field(default_factory=_default_model_patterns)
     endpoint: str | None = None
     access_key_id: str | None = None

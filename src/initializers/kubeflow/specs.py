@@ -1,11 +1,13 @@
 """What runs an initializer elsewhere: the `docker run` / `podman run` arguments for one, and a Kubernetes
-init-container spec, both with exactly the env the programs read (`sdk.program_env`)."""
+init-container spec, both with exactly the env the programs read (`sdk.program_env`); and the env Kubeflow's
+controller gives an initializer container from a TrainJob (`trainjob_env`)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from initializers.common.errors import ConfigError
 from initializers.config.contract import Config
 from initializers.kubeflow.sdk import WORKSPACE, DatasetInitializer, ModelInitializer, program_env
 
@@ -57,3 +59,27 @@ def init_container(
         "env": env,
         "volumeMounts": [{"name": volume, "mountPath": WORKSPACE}],
     }
+
+
+def trainjob_env(
+    template_env: Sequence[Mapping[str, object]], storage_uri: str | None, env: Sequence[Mapping[str, object]]
+) -> list[dict[str, object]]:
+    """The env Kubeflow's controller gives an initializer container from a TrainJob's `initializer.dataset` (or
+    `.model`): the runtime template's env, then STORAGE_URI from `storageUri`, then the TrainJob's `env`, each
+    replacing a variable of the same name where it stands (so `$(STORAGE_URI)` in `env` expands).
+
+    `storageUri` wins (kubeflow/trainer#3958; on master 8c0f505 a STORAGE_URI in `env` silently replaced it,
+    #3955): a STORAGE_URI in `env` is refused beside `storageUri`, as that change refuses it at admission, and
+    used without it.
+    """
+    names = [str(variable["name"]) for variable in env]
+    if storage_uri is not None and "STORAGE_URI" in names:
+        raise ConfigError(
+            "STORAGE_URI: given both as storageUri and in env; Kubeflow refuses this TrainJob (storageUri wins)"
+        )
+    merged = [dict(variable) for variable in template_env]
+    uri = [{"name": "STORAGE_URI", "value": storage_uri}] if storage_uri is not None else []
+    for variable in [*uri, *env]:
+        at = next((i for i, known in enumerate(merged) if known["name"] == variable["name"]), len(merged))
+        merged[at : at + 1] = [dict(variable)]
+    return merged

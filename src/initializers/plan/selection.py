@@ -48,6 +48,8 @@ class Selected:
     skipped: dict[str, Skipped]  # by the rule that left them out
     #: What the manifest records as ignored: the ignore side and the patterns of the weight formats given up.
     ignored_patterns: tuple[str, ...]
+    #: Every path left out, when the selection was asked to remember them (`Selection(keep=...)`).
+    left_out: frozenset[str] = frozenset()
 
     def skipped_totals(self) -> tuple[int, int]:
         """(files, bytes) the rules left out."""
@@ -57,7 +59,9 @@ class Selected:
 class Selection:
     """The rules of one run, applied to its listing as it streams."""
 
-    def __init__(self, config: Config, kind: Kind, log: Any) -> None:
+    def __init__(self, config: Config, kind: Kind, log: Any, keep: str | None = None) -> None:
+        """`keep`: a path fetched whatever the rules say (the signature file), and the selection then remembers
+        every path it leaves out, for the signature check to tell a file left out from one missing."""
         by_default = config.selects_by_default(kind)
         self.allow = Globs(config.allow_patterns or (kind.default_allow if by_default else ()))
         self.ignore = Globs(kind.default_ignore if by_default else config.ignore_patterns or ())
@@ -65,6 +69,8 @@ class Selection:
         self._allow_rule = "ALLOW_PATTERNS" if config.allow_patterns else f"the {kind.name} default's allow list"
         self._ignore_rule = f"the {kind.name} default's ignore list" if by_default else "IGNORE_PATTERNS"
         self._log = log
+        self._keep = keep
+        self._left_out: set[str] | None = set() if keep is not None else None
 
     def filter(self, files: Iterable[RemoteFile]) -> Generator[RemoteFile, None, Selected]:
         """The files to fetch, as they are listed (weights of a format a better one may replace are held back until
@@ -79,7 +85,7 @@ class Selection:
         (listed, skipped), (dropped, skipped_formats) = by_patterns.value, by_format.value
         skipped.update(skipped_formats)  # rules of their own: no name in common
         ignored = (*self.ignore.patterns, *(p for f in dropped for p in (*f.patterns, *f.companions)))
-        selected = Selected(listed, skipped, ignored)
+        selected = Selected(listed, skipped, ignored, frozenset(self._left_out or ()))
         if skipped:
             files_skipped, bytes_skipped = selected.skipped_totals()
             by_rule = {rule: vars(s) for rule, s in skipped.items()}
@@ -103,10 +109,12 @@ class Selection:
         skipped: dict[str, Skipped] = {}
         for file in files:
             listed += 1
-            if self.allow and not self.allow.match(file.path):
-                _skip(skipped, file, self._allow_rule)
+            if file.path == self._keep:
+                yield file
+            elif self.allow and not self.allow.match(file.path):
+                self._skip(skipped, file, self._allow_rule)
             elif self.ignore.match(file.path):
-                _skip(skipped, file, self._ignore_rule)
+                self._skip(skipped, file, self._ignore_rule)
             else:
                 yield file
         return listed, skipped
@@ -131,13 +139,13 @@ class Selection:
                 continue
             rank, is_weights = found
             if best is not None and rank > best:
-                _skip(skipped, file, "another weight format")
+                self._skip(skipped, file, "another weight format")
                 continue
             if is_weights and (best is None or rank < best):
                 best = rank
                 for worse in [r for r in held if r > rank]:
                     for dropped in held.pop(worse):
-                        _skip(skipped, dropped, "another weight format")
+                        self._skip(skipped, dropped, "another weight format")
             if rank == 0:
                 yield file
             else:
@@ -147,7 +155,7 @@ class Selection:
                 yield from waiting
             else:
                 for dropped in waiting:
-                    _skip(skipped, dropped, "another weight format")
+                    self._skip(skipped, dropped, "another weight format")
         if best:
             self._log.info(
                 f"keeping {self._formats[best].name} weights",
@@ -156,9 +164,10 @@ class Selection:
             )
         return [f for rank, f in enumerate(self._formats) if best is not None and rank > best], skipped
 
-
-def _skip(skipped: dict[str, Skipped], file: RemoteFile, rule: str) -> None:
-    skipped.setdefault(rule, Skipped()).add(file)
+    def _skip(self, skipped: dict[str, Skipped], file: RemoteFile, rule: str) -> None:
+        skipped.setdefault(rule, Skipped()).add(file)
+        if self._left_out is not None:
+            self._left_out.add(file.path)
 
 
 def _weight_format_of(path: str, matchers: list[tuple[Globs, Globs]]) -> tuple[int, bool] | None:

@@ -82,6 +82,7 @@ def todo_pass(
                 else:
                     done += 1
                     in_manifest += record[1]
+                    progress.add_present()
                     continue
             if not started:
                 started = True

@@ -28,7 +28,7 @@ from initializers.destination.partials import PartRecord
 from initializers.destination.temporaries import Temporaries
 from initializers.transfer.checksums import FileVerifier
 from initializers.transfer.concurrency import WINDOW_SECONDS, Ramp, RequestTimes
-from initializers.transfer.progress import Progress
+from initializers.transfer.progress import InFlight, Progress
 
 _STOP_GRACE_SECONDS = 2.0  # how long a stopped run waits for transfer threads to notice before cleaning up
 #: How often what the partials' records say landed is put on stable storage: a node crash loses at most this much
@@ -65,15 +65,19 @@ class OpenFile:
     #: spin, burning CPU that waiting on this lock does not.
     write_lock: threading.Lock = field(default_factory=threading.Lock)
     verifier: FileVerifier = field(init=False)
+    #: Bytes of the file in its temporary (kept ones included), for the live view; ranges add under `write_lock`.
+    landed: int = field(default=0, init=False)
     _parts_pending: int = field(default=0, init=False)  # parts handed out and not yet done
     _all_handed_out: bool = field(default=False, init=False)  # the file's last part is among them
 
     def __post_init__(self) -> None:
         self.verifier = FileVerifier(self.file, self._read_back, resumed=bool(self.kept))
+        self.landed = sum(length for _offset, length in self.kept)
 
     def start_over(self) -> None:
         """Keep nothing an earlier run or attempt wrote: the file is fetched whole, and checked from scratch."""
         self.kept = ()
+        self.landed = 0
         self.verifier.reset()
 
     def handed_out(self, last: bool) -> None:
@@ -153,6 +157,7 @@ class Engine:
         self._journal = journal
         self._ramp = ramp
         self.progress = progress
+        progress.watch(self.in_flight)
         self.clock = clock or SystemClock()
         self._threads: list[threading.Thread] = []
         #: Set once a thread has failed or the run is being stopped; the task stream's producers stop on it too.
@@ -193,10 +198,11 @@ class Engine:
             raise self._error
         self._checkpoint()
 
-    def in_flight(self) -> list[str]:
-        """Paths being fetched right now, for messages about what a stopped run was waiting for."""
+    def in_flight(self) -> list[InFlight]:
+        """The files being fetched right now, by path, and how much of each has landed: for the progress shown, and
+        for messages about what a stopped run was waiting for."""
         with self._open_changes:
-            return sorted(self._open)
+            return [InFlight(path, target.file.size, target.landed) for path, target in sorted(self._open.items())]
 
     # What tasks call, from their threads.
 

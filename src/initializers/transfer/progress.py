@@ -1,45 +1,120 @@
-"""Progress events at a steady cadence: files and bytes done, rate, ETA. Never a carriage-return bar.
+"""Progress: counters the transfer threads update, read as a `Snapshot` by reporters at their own cadence (the
+structured `progress` events, the live view on a terminal).
 
-Totals are what the listing has shown so far; the ETA appears once the listing is complete.
+Totals are what the listing has shown so far: while it goes on, no percentage and no ETA are given, since either
+would be computed over a part taken for the whole.
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from typing import Any
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, NamedTuple, Protocol
+
+
+class InFlight(NamedTuple):
+    """A file being fetched: its path, its size as listed, and the bytes of it that have landed."""
+
+    path: str
+    size: int
+    landed: int
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """The counters at one moment; `files`/`bytes` are what the listing has shown to fetch so far."""
+
+    files_done: int
+    files: int
+    bytes_done: int
+    bytes: int
+    listing_done: bool
+    seconds: float
+    in_flight: tuple[InFlight, ...] = ()  # the largest first
+    files_present: int = 0  # listed, and already here as listed: not to fetch
+
+    @property
+    def rate(self) -> float:
+        """Bytes per second since the start."""
+        return self.bytes_done / self.seconds if self.seconds > 0 else 0.0
+
+    @property
+    def percent(self) -> float | None:
+        """Of the bytes to fetch, once the listing has ended (before, the total is not known); 100 for none."""
+        if not self.listing_done:
+            return None
+        return 100.0 * min(self.bytes_done, self.bytes) / self.bytes if self.bytes else 100.0
+
+    @property
+    def eta(self) -> float | None:
+        """Seconds left at the rate so far, once the listing has ended and bytes are arriving."""
+        if not self.listing_done or self.rate <= 0:
+            return None
+        return max(0, self.bytes - self.bytes_done) / self.rate
+
+
+class Reporter(Protocol):
+    """Told the progress every `interval` seconds, the first time after `first` seconds, and once more at the end."""
+
+    interval: float
+    first: float
+
+    def report(self, snapshot: Snapshot) -> None: ...
+
+    def close(self, snapshot: Snapshot, failed: bool) -> None:
+        """The run's transfers have ended (`failed`: by an error or a stop) with the counters at `snapshot`."""
 
 
 class Progress:
-    """Counters updated by transfer threads and reported by a timer thread every `interval` seconds."""
+    """Counters updated by transfer threads; a timer thread per reporter reads them."""
 
-    def __init__(self, log: Any, interval: float) -> None:
-        self._log = log
+    def __init__(self, reporters: Sequence[Reporter] = ()) -> None:
         self.total_files = 0  # known so far: they grow while the listing goes on
         self.total_bytes = 0
         self.listing_done = False
         self.files_done = 0
         self.files_done_bytes = 0
         self.bytes_done = 0  # as they arrive, before their files are done
-        self._interval = interval
+        self.files_present = 0  # listed and already here
+        self._in_flight: Callable[[], list[InFlight]] = list
         self._lock = threading.Lock()
         self._stopped = threading.Event()
         self._started = time.monotonic()
-        self._thread = threading.Thread(target=self._report_periodically, name="progress", daemon=True)
+        self._reporters = reporters
+        self._threads = [
+            threading.Thread(target=self._report_periodically, args=(reporter,), name="progress", daemon=True)
+            for reporter in reporters
+        ]
 
     def __enter__(self) -> Progress:
         self._started = time.monotonic()
-        self._thread.start()
+        for thread in self._threads:
+            thread.start()
         return self
 
-    def __exit__(self, *_exc: object) -> None:
+    def __exit__(self, exc_type: Any, *_exc: object) -> None:
         self._stopped.set()
-        self._thread.join()
+        for thread in self._threads:
+            thread.join()
+        final = self.snapshot()
+        for reporter in self._reporters:
+            reporter.close(final, failed=exc_type is not None)
+
+    def watch(self, in_flight: Callable[[], list[InFlight]]) -> None:
+        """Where the files being fetched are found (the engine's), for reporters that show them."""
+        self._in_flight = in_flight
 
     def add_todo(self, size: int) -> None:
         with self._lock:
             self.total_files += 1
             self.total_bytes += size
+
+    def add_present(self) -> None:
+        """A file listed is already here as listed: nothing to fetch."""
+        with self._lock:
+            self.files_present += 1
 
     def listed_all(self) -> None:
         """The listing has ended: the totals are final, and an ETA can be given."""
@@ -59,22 +134,51 @@ class Progress:
     def elapsed(self) -> float:
         return time.monotonic() - self._started
 
-    def _report_periodically(self) -> None:
-        while not self._stopped.wait(self._interval):
-            self._report()
-
-    def _report(self) -> None:
+    def snapshot(self) -> Snapshot:
         with self._lock:
-            files, done, total_files, total_bytes = self.files_done, self.bytes_done, self.total_files, self.total_bytes
-        rate = done / self.elapsed if self.elapsed > 0 else 0.0
-        eta = (total_bytes - done) / rate if rate > 0 and self.listing_done else None
+            counters = self.files_done, self.total_files, self.bytes_done, self.total_bytes, self.listing_done
+            present = self.files_present
+        in_flight = sorted(self._in_flight(), key=lambda file: (-file.size, file.path))
+        return Snapshot(*counters, seconds=self.elapsed, in_flight=tuple(in_flight), files_present=present)
+
+    def _report_periodically(self, reporter: Reporter) -> None:
+        wait = reporter.first
+        while not self._stopped.wait(wait):
+            reporter.report(self.snapshot())
+            wait = reporter.interval
+
+
+class ProgressEvents:
+    """The structured `progress` log event, for log collectors: exact numbers; while the listing goes on, the files
+    listed so far and no percentage or ETA."""
+
+    def __init__(self, log: Any, interval: float) -> None:
+        self._log = log
+        self.interval = self.first = interval
+
+    def report(self, snapshot: Snapshot) -> None:
+        rate_mb_s = round(snapshot.rate / 1e6, 1)
+        if not snapshot.listing_done:
+            self._log.info(
+                "progress",
+                files_done=snapshot.files_done,
+                listed_so_far=snapshot.files,
+                bytes=snapshot.bytes_done,
+                rate_mb_s=rate_mb_s,
+                listing="in progress",
+            )
+            return
+        eta, percent = snapshot.eta, snapshot.percent
         self._log.info(
             "progress",
-            files=f"{files}/{total_files}",
-            bytes=done,
-            total_bytes=total_bytes,
-            percent=round(100 * done / total_bytes, 1) if total_bytes else 100.0,
-            rate_mb_s=round(rate / 1e6, 1),
+            files=f"{snapshot.files_done}/{snapshot.files}",
+            bytes=snapshot.bytes_done,
+            total_bytes=snapshot.bytes,
+            percent=None if percent is None else round(percent, 1),
+            rate_mb_s=rate_mb_s,
             eta_s=None if eta is None else round(eta, 1),
-            listing="done" if self.listing_done else "in progress",
+            listing="done",
         )
+
+    def close(self, snapshot: Snapshot, failed: bool) -> None:
+        """Nothing: the run's last log line says how it ended."""

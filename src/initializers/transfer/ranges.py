@@ -101,6 +101,7 @@ class PartSink:
                 while remaining:
                     count = os.pwrite(fd, remaining, position)
                     remaining, position = remaining[count:], position + count
+                self._target.landed += len(data)
         except OSError as exc:  # a local disk failure: not the source's fault, never worth a retry
             raise disk_error(exc, self._target.file.path) from None
         if self._digest is not None:
@@ -116,6 +117,8 @@ class PartSink:
 
     def rewind(self) -> None:
         self._progress.add_bytes(-self.written)
+        with self._target.write_lock:
+            self._target.landed -= self.written
         self.written = 0
         self._digest = self._target.verifier.part_digest(self._length)
 

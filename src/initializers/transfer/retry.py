@@ -14,6 +14,7 @@ A run's TIMEOUT bounds all of it: the deadline interrupts a wait like any other.
 from __future__ import annotations
 
 import random
+import re
 import ssl
 import time
 from collections.abc import Callable
@@ -127,9 +128,7 @@ def retrying(
             else:
                 failures += 1
                 if failures == ATTEMPTS:
-                    raise FetchError(
-                        f"cannot {verb} {where}: giving up after {failures} attempts: {_reason(exc)}"
-                    ) from None
+                    raise FetchError(f"cannot {verb} {where} after {failures} attempts: {_reason(exc)}") from None
                 wait = _backoff(failures)
             _log.info("waiting to retry", request=f"{verb} {where}", reason=_reason(exc), wait_s=round(wait, 2))
             clock.sleep(wait)
@@ -140,4 +139,14 @@ def _backoff(failures: int) -> float:
 
 
 def _reason(exc: BaseException) -> str:
-    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+    """A failure as a message says it: its own words without the errno tag (`[Errno 111] Connection refused`), or,
+    when it has none, its kind in words (`ConnectionResetError` -> `connection reset`), never a class name."""
+    text = _ERRNO.sub("", str(exc)).strip()
+    if text:
+        return text
+    words = re.sub(r"(?<=[a-z])(?=[A-Z])", " ", type(exc).__name__).lower().split()
+    return " ".join(words[:-1] if len(words) > 1 and words[-1] in ("error", "exception") else words)
+
+
+#: The errno tag Python puts before an OSError's words, wherever a library left it in its message.
+_ERRNO = re.compile(r"\[Errno -?\d+\]\s*")

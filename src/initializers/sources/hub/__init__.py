@@ -9,17 +9,24 @@ from typing import Any
 
 from initializers.config.contract import Config, Kind
 from initializers.config.registry import SourcePlugin, register
-from initializers.config.uris import HfLocation
+from initializers.config.signing import SigningOptions
+from initializers.sources.hub.location import HfLocation, is_hub_page
 from initializers.sources.hub.options import HubOptions
 
 
-def _open(uri: str, config: Config, kind: Kind, staging: str) -> Any:
+def _open(uri: str, config: Config, kind: Kind) -> Any:
     from initializers.sources.hub.source import HfSource
 
-    return HfSource.from_config(uri, config, kind, staging)
+    return HfSource.from_config(uri, config, kind)
 
 
-#: huggingface_hub's own, and the CA certificates its client and our downloads read.
-_ALSO_READS = ("HF_ENDPOINT", "HF_HUB_DOWNLOAD_TIMEOUT", "SSL_CERT_FILE", "SSL_CERT_DIR")
+#: huggingface_hub's own (the token file `hf auth login` saves among them), and the CA certificates its client and our
+#: downloads read.
+_ALSO_READS = ("HF_ENDPOINT", "HF_HUB_DOWNLOAD_TIMEOUT", "HF_TOKEN_PATH", "HF_HOME", "SSL_CERT_FILE", "SSL_CERT_DIR")
 
-register(SourcePlugin("hf", (HubOptions,), HfLocation.parse, _open, also_reads=_ALSO_READS), Config.shared_settings())
+register(
+    SourcePlugin(
+        "hf", (HubOptions, SigningOptions), HfLocation.parse, _open, also_reads=_ALSO_READS, claims=is_hub_page
+    ),
+    Config.shared_settings(),
+)

@@ -33,11 +33,11 @@ def gated(repo: str) -> str:
 def not_found(repo: str) -> str:
     return (
         f"{repo} was not found or is not accessible: check the name and the repo type; for a private repo set "
-        "ACCESS_TOKEN (or HF_TOKEN) to a token with read access"
+        "ACCESS_TOKEN (or HF_TOKEN) to a token with read access, or log in with hf auth login"
     )
 
 
-BAD_TOKEN = "the Hub rejected the token: check ACCESS_TOKEN (or HF_TOKEN)"
+BAD_TOKEN = "the Hub rejected the token: check ACCESS_TOKEN (or HF_TOKEN, or the one hf auth login saved)"
 #: Where both Hub paths take their CA certificates from: Python's default context here, httpx's for huggingface_hub.
 HUB_TRUST = "SSL_CERT_FILE (or SSL_CERT_DIR)"
 

@@ -4,7 +4,8 @@ The revision is resolved to one commit up front, so every file comes from the sa
 gives each file's size and digest (sha256 for LFS files, the git blob id otherwise); each file is then
 fetched from its resolve URL, in parallel ranges when the server honours Range, else in one GET, and the
 engine checks the digest before the file takes its final name (huggingface_hub itself only checks sizes).
-`HF_HOME` points under `.initializer/`, so nothing needs a writable HOME.
+huggingface_hub keeps nothing on disk (the listing is its API's, the bytes are ours), so nothing needs a writable
+HOME; of its home (HF_HOME) it reads only the token `hf auth login` saved, used when none is configured.
 """
 
 from __future__ import annotations
@@ -19,10 +20,11 @@ from initializers.common import logs
 from initializers.common.errors import ConfigError, FetchError
 from initializers.common.remote_file import Checksum, RemoteFile
 from initializers.config.contract import Config, Kind
-from initializers.config.uris import HfLocation
 from initializers.sources.base import Storage
+from initializers.sources.hub import library
 from initializers.sources.hub.get import BAD_TOKEN, HUB_TRUST, HubGetter, gated, hub_transient, not_found
 from initializers.sources.hub.guard import HubGuard
+from initializers.sources.hub.location import HfLocation
 from initializers.sources.hub.options import HubOptions
 from initializers.transfer.checksums import GIT_SHA1
 from initializers.transfer.range_sizes import PART_SIZE, comes_whole
@@ -34,27 +36,22 @@ _log = logs.get_logger("initializers.hf")
 
 
 class HfSource(Storage):
-    def __init__(self, location: HfLocation, config: Config, kind: Kind, staging: str) -> None:
+    def __init__(self, location: HfLocation, config: Config, kind: Kind) -> None:
         self.location = location
         self.repo_type = kind.name  # "dataset" or "model": the program decides what the repo is
         options = config.options(HubOptions)
         self.revision = location.revision or options.revision or "main"
-        self._token: str | bool = options.access_token or False  # False: never a token stored on this machine
-        # Read by huggingface_hub at import time; users' own values win.
-        os.environ.setdefault("HF_HOME", os.path.join(staging, "home"))
-        os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
+        huggingface_hub = library.huggingface_hub()
         import httpx2  # huggingface_hub's HTTP client: its transport errors are the network failures
-        import huggingface_hub  # deferred: its import reads the variables above
 
+        token = options.access_token or _saved_token(huggingface_hub)
         self._hub = huggingface_hub
         self._transport_errors = httpx2.TransportError
         self._too_many_redirects = httpx2.TooManyRedirects
-        self._api = huggingface_hub.HfApi(token=self._token)
+        self._api = huggingface_hub.HfApi(token=token or False)  # False: no token of huggingface_hub's own choosing
         self._guard = HubGuard(huggingface_hub.constants.ENDPOINT, config.read_timeout)
         self._guard.install(huggingface_hub.get_session())
-        self._getter = HubGetter(
-            huggingface_hub.constants.ENDPOINT, options.access_token, self._repo, config.read_timeout
-        )
+        self._getter = HubGetter(huggingface_hub.constants.ENDPOINT, token, self._repo, config.read_timeout)
         self.throttle = self._getter.throttle  # the listing's requests and the downloads pause together
         self.round_trips = self._getter.round_trips
         self.commit: str | None = None
@@ -63,8 +60,8 @@ class HfSource(Storage):
         self._takes_ranges: bool | None = None
 
     @classmethod
-    def from_config(cls, uri: str, config: Config, kind: Kind, staging: str) -> HfSource:
-        return cls(HfLocation.parse(uri), config, kind, staging)
+    def from_config(cls, uri: str, config: Config, kind: Kind) -> HfSource:
+        return cls(HfLocation.parse(uri, kind), config, kind)
 
     def describe(self) -> dict[str, Any]:
         return {
@@ -83,7 +80,7 @@ class HfSource(Storage):
             self.commit = commit
             return self._entries()
 
-        entries = self._retrying(f"listing {self.location}", resolve_and_list)
+        entries = self._retrying(str(self.location), resolve_and_list)
         yield from (_remote_file(entry, self._server) for entry in entries)
 
     def part_size_for(self, file: RemoteFile) -> int | None:
@@ -194,7 +191,7 @@ class HfSource(Storage):
         except (errors.LocalEntryNotFoundError, self._transport_errors) as exc:
             if untrusted_certificate(exc):
                 raise  # the retry policy words it, naming HUB_TRUST
-            raise Retriable(f"cannot reach the Hub at {self._hub.constants.ENDPOINT}: {exc}") from None
+            raise Retriable(f"{self._server} does not answer ({exc})") from None
         except self._too_many_redirects:
             raise FetchError(f"{self._server}: more than 20 redirects answering for {repo}") from None
         except (TypeError, ValueError, KeyError, AttributeError) as exc:
@@ -210,6 +207,23 @@ class HfSource(Storage):
     def _server(self) -> str:
         """The server, as messages name it."""
         return f"the Hub at {self._hub.constants.ENDPOINT}"
+
+
+def _saved_token(hub: Any) -> str | None:
+    """With ACCESS_TOKEN and HF_TOKEN unset, the token huggingface_hub finds itself, as `hf download` would use it:
+    the one `hf auth login` saved (at HF_TOKEN_PATH, else under HF_HOME); logged by where it came from, never
+    shown, and hidden wherever it might appear. None when there is none, or its file cannot be read."""
+    try:
+        token = hub.get_token()
+    except OSError as exc:
+        _log.info("no saved token", reason=f"{hub.constants.HF_TOKEN_PATH}: {exc.strerror or exc}")
+        return None
+    if token:
+        logs.hide(token)
+        oidc = bool(os.environ.get("HF_OIDC_RESOURCE"))  # huggingface_hub's first way, when asked for
+        file = f"huggingface_hub's token file {hub.constants.HF_TOKEN_PATH}"
+        _log.info("hub token", source="huggingface_hub's OIDC exchange (HF_OIDC_RESOURCE)" if oidc else file)
+    return token or None
 
 
 #: A git commit id, as the Hub names commits (sha1; sha256 repositories have longer ones).

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from initializers.config.contract import Config
+from initializers.config.contract import Config, Kind
 from initializers.config.registry import SourcePlugin, register
 from initializers.config.uris import CacheLocation
 from initializers.sources.iceberg.options import CacheOptions
@@ -22,7 +22,7 @@ _REFUSES = {
 }
 
 
-def _open(uri: str, config: Config, *_: Any) -> Any:
+def _open(uri: str, config: Config, _kind: Kind) -> Any:
     from initializers.sources.iceberg.source import IcebergSource
 
     return IcebergSource.from_config(uri, config)
@@ -32,7 +32,7 @@ register(
     SourcePlugin(
         "cache",
         (CacheOptions, AwsOptions),
-        CacheLocation.parse,
+        lambda uri, _kind: CacheLocation.parse(uri),
         _open,
         splits_plan=False,
         refuses=_REFUSES,

@@ -24,6 +24,10 @@ class KubeflowCacheCluster:
     readiness_period_seconds: str | None = setting_field("READINESS_PERIOD_SECONDS", _RECORDED_ONLY)
     readiness_timeout_seconds: str | None = setting_field("READINESS_TIMEOUT_SECONDS", _RECORDED_ONLY)
     readiness_failure_threshold: str | None = setting_field("READINESS_FAILURE_THRESHOLD", _RECORDED_ONLY)
+    cache_ready_timeout_seconds: str | None = setting_field(
+        "CACHE_READY_TIMEOUT_SECONDS",
+        "Kubeflow's bound on waiting for its cache cluster; accepted and recorded: no cluster is started or awaited.",
+    )
 
 
 @dataclass(frozen=True)

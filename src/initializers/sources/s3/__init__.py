@@ -6,13 +6,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from initializers.config.contract import Config
+from initializers.config.contract import Config, Kind
 from initializers.config.registry import SourcePlugin, register
+from initializers.config.signing import SigningOptions
 from initializers.config.uris import S3Location
 from initializers.sources.s3.options import AwsOptions
 
 
-def _open(uri: str, config: Config, *_: Any) -> Any:
+def _open(uri: str, config: Config, _kind: Kind) -> Any:
     from initializers.sources.s3.source import S3Source
 
     return S3Source.from_config(uri, config)
@@ -22,4 +23,9 @@ def _open(uri: str, config: Config, *_: Any) -> Any:
 ALSO_READS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE", "AWS_REGION",
               "AWS_DEFAULT_REGION", "AWS_CA_BUNDLE", "AWS_WEB_IDENTITY_TOKEN_FILE", "AWS_ROLE_ARN")  # fmt: skip
 
-register(SourcePlugin("s3", (AwsOptions,), S3Location.parse, _open, also_reads=ALSO_READS), Config.shared_settings())
+register(
+    SourcePlugin(
+        "s3", (AwsOptions, SigningOptions), lambda uri, _kind: S3Location.parse(uri), _open, also_reads=ALSO_READS
+    ),
+    Config.shared_settings(),
+)

@@ -1,0 +1,77 @@
+"""`make serve`: the playground's servers (devkit/playground.py) on the README's ports until Ctrl-C.
+
+It prints the `export` lines a user pastes into another shell before trying the README's snippets. The servers'
+data lives in one temp folder, removed when they stop (Ctrl-C, SIGTERM or SIGHUP). Ports in use are refused with
+exit 1 naming them, rather than moved: the README names them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import shutil
+import signal
+import sys
+import tempfile
+from dataclasses import astuple
+from pathlib import Path
+from types import FrameType
+
+from devkit import playground
+from devkit.playground import DOCUMENTED_PORTS, Ports
+from devkit.ports import is_free
+
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+class Stopped(Exception):
+    """A stop signal arrived."""
+
+
+def taken(ports: Ports) -> list[int]:
+    return [port for port in astuple(ports) if not is_free(port)]
+
+
+def export_lines(variables: dict[str, str]) -> list[str]:
+    """What a user pastes: the programs of this venv on PATH, then the variables, quoted for the shell."""
+    venv_bin = Path(sys.executable).parent  # not resolved: the venv's python is a link to the system's
+    return [f'export PATH={shlex.quote(str(venv_bin))}:"$PATH"'] + [
+        f"export {name}={shlex.quote(value)}" for name, value in variables.items()
+    ]
+
+
+def _stop(signum: int, _frame: FrameType | None) -> None:
+    for stop_signal in STOP_SIGNALS:  # a second Ctrl-C must not cut the clean-up short
+        signal.signal(stop_signal, signal.SIG_IGN)
+    raise Stopped(signal.Signals(signum).name)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="make serve", description=__doc__.splitlines()[0])
+    parser.add_argument("--any-ports", action="store_true", help="free ports instead of the README's (for tests)")
+    ports = None if parser.parse_args(argv).any_ports else DOCUMENTED_PORTS
+    if ports and (busy := taken(ports)):
+        print(f"make serve: port {', '.join(map(str, busy))} of 127.0.0.1 is in use (the playground needs "
+              f"{', '.join(map(str, astuple(ports)))}): stop what listens there, maybe another `make serve`",
+              file=sys.stderr)  # fmt: skip
+        return 1
+    for stop_signal in STOP_SIGNALS:
+        signal.signal(stop_signal, _stop)
+    root = Path(tempfile.mkdtemp(prefix="initializers-serve-"))
+    print(f"starting the playground's servers and seeding them (data in {root}) ...", flush=True)
+    try:
+        with playground.running(root, ports) as servers:
+            print("\n".join(["", *servers.sources(), "", "paste these lines into another shell:"]))
+            print("\n".join(export_lines(servers.variables())))
+            print("\nthen try the README's snippets. Ctrl-C stops the servers and removes their data.", flush=True)
+            while True:
+                signal.pause()
+    except Stopped as stop:
+        print(f"stopped by {stop}", flush=True)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,73 @@
+"""Near misses of the contract's variable names (`OUTPUT_PAHT` for `OUTPUT_PATH`), told apart from the many other
+variables a pod's environment holds.
+
+A variable counts as a misspelling of one of ours only when it has our names' shape and differs from one of them in
+a single word, by a slip of the keys: the same words in the same order, one of them one letter added, dropped,
+changed or two swapped (two such slips in a word of 8 letters or more). In a word of 3 letters, an abbreviation,
+the slip must keep the first letter: `STORAGE_URL` is a slip of `STORAGE_URI`, but `HEAD_GPU` is another resource
+than `HEAD_CPU`. Never one of another tool (`AWS_*`, `HF_*`, ...), nor the variables Kubernetes sets for each
+service in the namespace (`FOO_SERVICE_HOST`, `FOO_PORT_443_TCP`, ...), nor a name with lower case letters.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+
+#: Variables of other tools (boto3, huggingface_hub, the system) are never misspellings of ours.
+FOREIGN_PREFIXES = ("AWS_", "HF_", "HUGGINGFACE_", "KUBERNETES_", "PYTHON", "LC_", "XDG_")
+#: What Kubernetes sets for every service of the namespace: FOO_SERVICE_HOST, FOO_SERVICE_PORT[_NAME], FOO_PORT,
+#: FOO_PORT_443_TCP[_PROTO|_PORT|_ADDR].
+_SERVICE_VARIABLE = re.compile(r"\w+_(?:SERVICE_HOST|SERVICE_PORT(?:_\w+)?|PORT(?:_\d+_(?:TCP|UDP|SCTP)(?:_\w+)?)?)")
+_OUR_SHAPE = re.compile(r"[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)*")
+#: Words up to `_ABBREVIATION` letters keep their first letter through a slip; from `_LONG_WORD` letters on, two.
+_ABBREVIATION, _LONG_WORD = 3, 8
+
+
+def misspelt(env: Iterable[str], known: Iterable[str]) -> dict[str, str]:
+    """{given: meant} for each variable of `env` that is a near miss of one of the `known` ones."""
+    ours = {name: name.split("_") for name in known}
+    found = {}
+    for name in env:
+        if name in ours or not _OUR_SHAPE.fullmatch(name):
+            continue
+        if name.startswith(FOREIGN_PREFIXES) or _SERVICE_VARIABLE.fullmatch(name):
+            continue
+        words = name.split("_")
+        meant = next((known_name for known_name, its in ours.items() if _one_word_slipped(words, its)), None)
+        if meant is not None:
+            found[name] = meant
+    return found
+
+
+def message(found: Mapping[str, str]) -> str:
+    """The sentence naming each misspelt variable and the one it was meant to be."""
+    return "; ".join(
+        f"{given} is not a variable these programs read; did you mean {meant}?" for given, meant in found.items()
+    )
+
+
+def _one_word_slipped(words: list[str], ours: list[str]) -> bool:
+    differing = [(given, our) for given, our in zip(words, ours, strict=False) if given != our]
+    if len(words) != len(ours) or len(differing) != 1:
+        return False
+    given, our = differing[0]
+    if min(len(given), len(our)) <= _ABBREVIATION and given[:1] != our[:1]:
+        return False
+    return _slips(given, our) <= (2 if len(our) >= _LONG_WORD else 1)
+
+
+def _slips(a: str, b: str) -> int:
+    """Letters added, dropped or changed, and neighbours swapped, that turn `a` into `b` (optimal string alignment
+    distance)."""
+    previous2: list[int] = []
+    previous = list(range(len(b) + 1))
+    for i in range(1, len(a) + 1):
+        current = [i] + [0] * len(b)
+        for j in range(1, len(b) + 1):
+            cost = 0 if a[i - 1] == b[j - 1] else 1
+            current[j] = min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + cost)
+            if i > 1 and j > 1 and a[i - 1] == b[j - 2] and a[i - 2] == b[j - 1]:
+                current[j] = min(current[j], previous2[j - 2] + 1)
+        previous2, previous = previous, current
+    return previous[len(b)]

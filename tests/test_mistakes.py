@@ -1,0 +1,99 @@
+"""A newcomer's mistakes are one clear sentence and exit 2, before anything is written: a misspelt variable, words
+given as arguments; and the environment a cluster gives a pod is never taken for one."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import initializers.sources  # noqa: F401 - registers every source: their variables are part of the schema
+from devkit.hubserver import HubServer
+from devkit.programs import run_program
+from initializers.config.contract import Config
+from initializers.config.misspellings import misspelt
+
+OURS = [name for _, setting in Config.settings() for name in (setting.env, *setting.fallback_env)]
+
+#: What a pod's environment holds besides ours: Kubernetes' service variables (for services named like our
+#: variables, too), what images, GPUs, Kubeflow's trainer and the system set, and Kubeflow's cache-cluster siblings.
+CLUSTER_ENV = {
+    "KUBERNETES_SERVICE_HOST": "10.0.0.1", "KUBERNETES_PORT_443_TCP_ADDR": "10.0.0.1",
+    "OUTPUT_SERVICE_HOST": "10.0.0.7", "OUTPUT_SERVICE_PORT": "80", "OUTPUT_SERVICE_PORT_HTTP": "80",
+    "OUTPUT_PORT": "tcp://10.0.0.7:80", "OUTPUT_PORT_80_TCP": "tcp://10.0.0.7:80", "OUTPUT_PORT_80_TCP_PROTO": "tcp",
+    "REGION_PORT": "tcp://10.0.0.8:80", "STORAGE_SERVICE_HOST": "10.0.0.9", "STORAGE_PORT_9000_TCP_PORT": "9000",
+    "HOSTNAME": "trainjob-node-0", "HOME": "/root", "TERM": "xterm", "VERSION": "1", "POD_NAME": "p",
+    "POD_NAMESPACE": "ns", "NODE_NAME": "n", "HOST_IP": "10.1.0.1", "MASTER_ADDR": "m", "MASTER_PORT": "29500",
+    "WORLD_SIZE": "2", "RANK": "0", "LOCAL_RANK": "0", "PET_NNODES": "2", "PET_NODE_RANK": "0", "JOB_NAME": "j",
+    "NVIDIA_VISIBLE_DEVICES": "all", "CUDA_VERSION": "12.4", "LD_LIBRARY_PATH": "/usr/lib", "DATASET_PATH": "/d",
+    "MODEL_PATH": "/m", "MIN_WORKERS": "1", "HEAD_GPU": "1", "WORKER_GPU": "1", "TPU_NAME": "t", "GPG_KEY": "k",
+    "REQUESTS_CA_BUNDLE": "/ca.pem", "HF_HUB_OFFLINE": "0", "AWS_PROFILE": "p", "PYTHONUNBUFFERED": "1",
+}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("given", "meant"),
+    [
+        ("OUTPUT_PAHT", "OUTPUT_PATH"),  # two letters swapped
+        ("STORAGE_URL", "STORAGE_URI"),  # one changed, in an abbreviation
+        ("STORGE_URI", "STORAGE_URI"),  # one dropped
+        ("IGNORE_PATTERN", "IGNORE_PATTERNS"),
+        ("ACESS_TOKEN", "ACCESS_TOKEN"),
+        ("SECRET_ACCES_KEY", "SECRET_ACCESS_KEY"),
+        ("MAX_WORKER", "MAX_WORKERS"),
+        ("REGOIN", "REGION"),
+        ("REVISONS", "REVISION"),  # two slips in a long word
+        ("DRY_RUNN", "DRY_RUN"),
+    ],
+)
+def test_a_slip_of_the_keys_in_one_of_our_names_is_found(given: str, meant: str):
+    assert misspelt([given], OURS) == {given: meant}
+
+
+def test_a_clusters_variables_are_never_taken_for_misspellings():
+    assert misspelt(CLUSTER_ENV, OURS) == {}
+    # Nor names that differ from ours by more than a slip, or in their shape: they are someone else's.
+    assert misspelt(["OUTPT_PAHT", "OUTPUTPATH", "LOGLEVEL", "output_paht", "OUTPUT_PATH_X"], OURS) == {}
+
+
+def test_a_misspelt_variable_is_refused_naming_both(tmp_path: Path):
+    output = tmp_path / "out"
+    result = run_program("dataset", {"STORAGE_URI": "hf://org/ds", "OUTPUT_PAHT": str(output)})
+    assert result.code == 2
+    assert result.last["error"] == "OUTPUT_PAHT is not a variable these programs read; did you mean OUTPUT_PATH?"
+    assert not output.exists()
+
+
+def test_a_pod_environment_runs_as_it_is(tmp_path: Path):
+    with HubServer() as hub:
+        hub.add_repo("org/ds", {"train.jsonl": b"{}\n"}, repo_type="dataset")
+        env = {**CLUSTER_ENV, "HF_ENDPOINT": hub.endpoint, "STORAGE_URI": "hf://org/ds", "OUTPUT_PATH": str(tmp_path)}
+        result = run_program("dataset", env)
+    assert result.code == 0, result.last
+    assert (tmp_path / "train.jsonl").read_bytes() == b"{}\n"
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (
+            ["hf://org/name", "./x"],
+            "the model-initializer takes no positional arguments (got hf://org/name ./x): set "
+            "STORAGE_URI=hf://org/name OUTPUT_PATH=./x, or give --storage-uri hf://org/name --output-path ./x",
+        ),
+        (
+            ["--dry-run", "s3://b/my data"],
+            "the model-initializer takes no positional arguments (got 's3://b/my data'): set "
+            "STORAGE_URI='s3://b/my data', or give --storage-uri 's3://b/my data'",
+        ),
+        (
+            ["download", "org/name"],
+            "the model-initializer takes no positional arguments (got download org/name): give the source as "
+            "STORAGE_URI=... (or --storage-uri ...) and the destination as OUTPUT_PATH=... (or --output-path)",
+        ),
+    ],
+)
+def test_words_given_as_arguments_are_refused_with_the_form_to_use(args: list[str], message: str, tmp_path: Path):
+    result = run_program("model", {"OUTPUT_PATH": str(tmp_path / "out")}, *args)
+    assert result.code == 2 and result.last["error"] == message
+    assert not (tmp_path / "out").exists()

@@ -1,0 +1,189 @@
+"""The README's snippets, taken from the README itself, run against `make serve` as a user runs them.
+
+Convention (stated in the README's "Try it"): each `sh`, `bash` or `python` block is preceded by
+`<!-- playground: makes PATH ... -->` (run here, in one folder for all, in the README's order; each PATH must exist
+after it) or `<!-- not run: REASON -->`. Each runnable block runs in bash after the `export` lines `make serve` printed,
+pasted as a user pastes them (a `python` block as `python FILE` there, the venv's python being first on that PATH).
+"""
+
+from __future__ import annotations
+
+import re
+import signal
+import socket
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from devkit.playground import DOCUMENTED_PORTS
+from devkit.serve import taken
+
+ROOT = Path(__file__).resolve().parents[1]
+README = ROOT / "README.md"
+SNIPPET_LANGUAGES = frozenset({"sh", "bash", "python"})
+_FENCE = re.compile(r"^```(\w*)$")
+_PLAYGROUND = re.compile(r"^<!-- playground(?:: makes (?P<makes>.+?))? -->$")
+_NOT_RUN = re.compile(r"^<!-- not run: (?P<reason>\S.*?) -->$")
+#: A hang guard for one snippet, far above what any takes (about a second each here); never a performance bound.
+SNIPPET_TIMEOUT = 300
+
+
+@dataclass(frozen=True)
+class Block:
+    line: int  # of the opening fence, 1-based
+    language: str
+    code: str
+    marker: str  # the line before the opening fence
+
+
+def blocks(text: str) -> Iterator[Block]:
+    """Every fenced block of `text`, with the line just before it."""
+    lines = text.splitlines()
+    index = 0
+    while index < len(lines):
+        opening = _FENCE.match(lines[index])
+        if opening is None:
+            index += 1
+            continue
+        end = lines.index("```", index + 1)
+        yield Block(index + 1, opening[1], "\n".join(lines[index + 1 : end]) + "\n", lines[index - 1] if index else "")
+        index = end + 1
+
+
+def snippets(text: str) -> list[Block]:
+    return [block for block in blocks(text) if block.language in SNIPPET_LANGUAGES]
+
+
+def runnable(text: str) -> list[tuple[Block, list[str]]]:
+    """The blocks marked `playground`, with the paths each says it leaves."""
+    found = []
+    for block in snippets(text):
+        if marked := _PLAYGROUND.match(block.marker):
+            found.append((block, (marked["makes"] or "").split()))
+    return found
+
+
+def test_every_snippet_is_marked_as_run_against_the_playground_or_not_run_with_a_reason() -> None:
+    text = README.read_text()
+    unmarked = [
+        f"README.md:{block.line}: a ```{block.language} block without a playground or not-run marker"
+        for block in snippets(text)
+        if not (_PLAYGROUND.match(block.marker) or _NOT_RUN.match(block.marker))
+    ]
+    assert not unmarked, "\n".join(unmarked)
+    assert {block.language for block, _ in runnable(text)} == {"sh", "python"}
+
+
+def test_the_marker_convention_is_read_as_written() -> None:
+    text = (
+        "intro\n<!-- playground: makes a/b c -->\n```sh\necho hi\n```\n\n```\nsome output\n```\n"
+        "<!-- not run: needs a cluster -->\n```python\nprint(1)\n```\n```bash\nls\n```\n"
+    )
+    assert [(b.line, b.language, b.code) for b in blocks(text)] == [
+        (3, "sh", "echo hi\n"), (7, "", "some output\n"), (11, "python", "print(1)\n"), (14, "bash", "ls\n")
+    ]  # fmt: skip
+    assert [(block.code, makes) for block, makes in runnable(text)] == [("echo hi\n", ["a/b", "c"])]
+    assert [block.marker for block in snippets(text)] == [
+        "<!-- playground: makes a/b c -->", "<!-- not run: needs a cluster -->", "```"
+    ]  # fmt: skip
+
+
+@dataclass
+class Serve:
+    process: subprocess.Popen[str]
+    exports: list[str]  # the lines it printed to paste
+    data: Path  # the folder it said holds its servers' data
+
+    def variable(self, name: str) -> str:
+        return next(line.split("=", 1)[1] for line in self.exports if line.startswith(f"export {name}="))
+
+
+def _start_serve(flags: list[str]) -> Serve:
+    """`make serve`'s program, read up to its last line before Ctrl-C; it fails the test if it exits before."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "devkit.serve", *flags], cwd=ROOT, stdout=subprocess.PIPE, text=True
+    )
+    assert process.stdout is not None
+    printed = []
+    for line in process.stdout:
+        printed.append(line.rstrip("\n"))
+        if "Ctrl-C" in line:
+            break
+    else:
+        pytest.fail(f"make serve exited with {process.wait()} before serving:\n" + "\n".join(printed))
+    data = Path(re.search(r"data in (\S+?)\)", printed[0])[1])  # type: ignore[index]
+    return Serve(process, [line for line in printed if line.startswith("export ")], data)
+
+
+def _descendants(pid: int) -> set[int]:
+    """The processes under `pid`, from each one's parent in /proc/PID/stat (the second field after the name)."""
+    parents = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            parents[int(stat.parent.name)] = int(stat.read_text().rpartition(")")[2].split()[1])
+        except (OSError, ValueError):
+            continue  # gone meanwhile
+    found, frontier = set(), {pid}
+    while frontier:
+        frontier = {child for child, parent in parents.items() if parent in frontier} - found
+        found |= frontier
+    return found
+
+
+@pytest.mark.slow  # real servers and a dozen program runs
+def test_every_playground_snippet_runs_against_make_serve_and_leaves_its_files(tmp_path: Path) -> None:
+    text = README.read_text()
+    # The README's ports when they are free, as `make serve` takes them; else free ones, written into the snippets.
+    serve = _start_serve([] if not taken(DOCUMENTED_PORTS) else ["--any-ports"])
+    try:
+        children = _descendants(serve.process.pid)
+        assert children, "SeaweedFS runs as make serve's child"
+        ports = {
+            f"http://127.0.0.1:{DOCUMENTED_PORTS.s3}": serve.variable("ENDPOINT"),
+            f"http://127.0.0.1:{DOCUMENTED_PORTS.hub}": serve.variable("HF_ENDPOINT"),
+        }
+        shown = [block for block in blocks(text) if block.code.startswith("export PATH=")]
+        assert [[line.split("=")[0] for line in block.code.splitlines()] for block in shown] == [
+            [line.split("=")[0] for line in serve.exports]
+        ], "the README shows the lines make serve prints"
+        user = tmp_path / "user"
+        user.mkdir()
+        env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": str(tmp_path), "LANG": "C.UTF-8"}
+        for number, (block, makes) in enumerate(runnable(text)):
+            code = block.code
+            for documented, actual in ports.items():
+                code = code.replace(documented, actual)
+            if block.language == "python":
+                (tmp_path / f"snippet-{number}.py").write_text(code)
+                code = f"python {tmp_path / f'snippet-{number}.py'}\n"
+            script = "\n".join([*serve.exports, "set -eo pipefail", code])
+            done = subprocess.run(
+                ["bash", "-c", script], cwd=user, env=env, capture_output=True, text=True, timeout=SNIPPET_TIMEOUT
+            )
+            assert done.returncode == 0, f"README.md:{block.line} failed:\n{block.code}\n{done.stdout}{done.stderr}"
+            missing = [path for path in makes if not (user / path).exists()]
+            assert not missing, f"README.md:{block.line} left no {missing}:\n{block.code}\n{done.stdout}"
+    finally:
+        serve.process.send_signal(signal.SIGINT)  # Ctrl-C
+        code = serve.process.wait()
+    assert code == 0
+    assert "stopped by SIGINT" in serve.process.stdout.read()  # type: ignore[union-attr]
+    assert not serve.data.exists(), "the servers' data is removed"
+    assert not [pid for pid in children if Path(f"/proc/{pid}").exists()], "no server outlives make serve"
+
+
+def test_make_serve_refuses_a_documented_port_in_use_naming_it() -> None:
+    with socket.socket() as holder:
+        try:
+            holder.bind(("127.0.0.1", DOCUMENTED_PORTS.hub))
+            holder.listen()
+        except OSError:
+            pass  # something else holds it already: the refusal is the same
+        done = subprocess.run([sys.executable, "-m", "devkit.serve"], cwd=ROOT, capture_output=True, text=True)
+    assert done.returncode == 1 and not done.stdout, done.stdout
+    assert f"port {DOCUMENTED_PORTS.hub}" in done.stderr or f", {DOCUMENTED_PORTS.hub}" in done.stderr, done.stderr
+    assert "in use" in done.stderr
