@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install test test-quick stress lint format demo serve clean images deploy-check bench bench-install bench-s3 bench-hf bench-iceberg bench-startup bench-network bench-scale bench-durability bench-shards bench-cache-server bench-signing
+.PHONY: install test test-quick stress lint format demo serve clean images deploy-check bench bench-install bench-s3 bench-hf bench-iceberg bench-startup bench-network bench-scale bench-scale-1m bench-durability bench-shards bench-cache-server bench-signing
 
 OLAH := .venvs/olah
 
@@ -102,6 +102,11 @@ bench-network: bench-install
 
 bench-scale: bench-install
 	$(PY) -m bench.scale
+
+# A million objects (seeded in about ten minutes, then one round): each row is appended to bench/results.md as it is
+# measured, so it can run in the background (nohup make bench-scale-1m > bench-scale-1m.log 2>&1 &).
+bench-scale-1m: bench-install
+	BENCH_SCALE_OBJECTS=1000000 $(PY) -m bench.scale --append
 
 bench-durability: install
 	$(PY) -m bench.durability

@@ -23,6 +23,10 @@ TIME = "/usr/bin/time"
 #: a part of the work timed alone.
 RERUN = "re-run"
 SECONDS_ONLY = "(seconds, median of 3)"
+#: Rounds per data set unless BENCH_ROUNDS says otherwise: three keep `make bench` within 30 minutes here, and
+#: their median is the middle one; sets whose spread is narrow run fewer (see the suites).
+ROUNDS = 3
+_DROP_CACHES = Path("/proc/sys/vm/drop_caches")
 #: A contender: given an empty output folder, the command and environment that fill it.
 Contender = Callable[[Path], tuple[list[str], dict[str, str]]]
 
@@ -37,7 +41,7 @@ class Sample:
 def settings() -> tuple[int, Path, bool]:
     """BENCH_ROUNDS, BENCH_OUT (the output filesystem) and BENCH_QUICK (fewer rounds, smaller sets)."""
     quick = os.environ.get("BENCH_QUICK", "") not in ("", "0")
-    rounds = int(os.environ.get("BENCH_ROUNDS", "1" if quick else "5"))
+    rounds = int(os.environ.get("BENCH_ROUNDS", "1" if quick else str(ROUNDS)))
     out_root = Path(os.environ.get("BENCH_OUT", "/dev/shm/initializers-bench"))  # tmpfs, as the goals name it
     out_root.mkdir(parents=True, exist_ok=True)
     return rounds, out_root, quick
@@ -90,13 +94,18 @@ def measure(
     unit: str = "MB",
     discarding: Collection[str] = (),
     timed: dict[str, Contender] | None = None,
+    cold: bool = False,
+    finished: Callable[[str, Sample], None] | None = None,
 ) -> dict[str, list[Sample]]:
     """Every contender once per round, in a rotating order; then `rerun` again on its complete output, and the
     `timed` commands (a part of the work, such as a listing alone) for their seconds.
 
     `total` is the work in bytes (or another `unit` of a million things, e.g. rows), and `found` counts it in an
     output, so a contender that leaves anything out fails the benchmark instead of looking fast. Contenders in
-    `discarding` write nothing (a ceiling) and must fail themselves when they received less.
+    `discarding` write nothing (a ceiling) and must fail themselves when they received less. Before each contender
+    the last one's output is removed and every filesystem synced, so that none pays for another's writeback; `cold`
+    (outputs on a disk): the page cache is dropped too, so that each starts from the same cache. `finished` hears of
+    every sample as it is taken (a long suite's rows, written as they come).
     """
     samples: dict[str, list[Sample]] = {name: [] for name in contenders}
     names = list(contenders)
@@ -105,13 +114,14 @@ def measure(
         shift = round_index % len(names)
         for name in names[shift:] + names[:shift]:
             shutil.rmtree(out, ignore_errors=True)
-            os.sync()
-            time.sleep(1.0)  # let the filesystem journal settle after the deletion
+            settle(cold)
             command, env = contenders[name](out)
             sample = run_once(command, env, out_root)
             if name not in discarding and found(out) != total:
                 raise RuntimeError(f"{name} delivered {found(out)} of {total}")
             samples[name].append(sample)
+            if finished is not None:
+                finished(name, sample)
             print(
                 f"  {label} round {round_index + 1} {name:<22} {total / sample.seconds / 1e6:8.1f} {unit}/s"
                 f"  cpu {sample.cpu:5.2f} s  rss {sample.rss_mb:6.1f} MB",
@@ -123,10 +133,34 @@ def measure(
         return [Sample(statistics.median(run_once(command, env, out_root).seconds for _ in range(3)), 0, 0)]
 
     run_once(*contenders[rerun](out), out_root)  # `out` holds the last round's last contender: make it ours, complete
-    samples[f"{rerun} {RERUN}"] = median_of_three(contenders[rerun])
-    for name, contender in (timed or {}).items():
-        samples[f"{name} {SECONDS_ONLY}"] = median_of_three(contender)
+    settle(cold)
+    seconds_only = {f"{rerun} {RERUN}": contenders[rerun]}
+    seconds_only.update((f"{name} {SECONDS_ONLY}", contender) for name, contender in (timed or {}).items())
+    for name, contender in seconds_only.items():
+        samples[name] = median_of_three(contender)
+        if finished is not None:
+            finished(name, samples[name][0])
     return samples
+
+
+def settle(cold: bool) -> None:
+    """Every filesystem synced, and the journal given a second after a deletion; `cold`: the page cache dropped
+    too, which needs root (`page_cache_note` says whether it could be)."""
+    os.sync()
+    if cold and can_drop_page_cache():
+        _DROP_CACHES.write_text("3")
+    time.sleep(1.0)
+
+
+def can_drop_page_cache() -> bool:
+    return os.access(_DROP_CACHES, os.W_OK)
+
+
+def page_cache_note() -> str:
+    """What the ext4 tables' readers need to know about the cache between contenders."""
+    if can_drop_page_cache():
+        return "between contenders on ext4, every filesystem was synced and the page cache dropped"
+    return "between contenders on ext4, every filesystem was synced; the page cache could not be dropped (not root)"
 
 
 @dataclass

@@ -1,18 +1,23 @@
 """A real network's terms, emulated: every connection pays a round trip and is capped in rate.
 
-S3 sets through `devkit.netem` in front of SeaweedFS, every tool at its defaults (this tool, s5cmd, rclone,
-`aws s3 cp`), at each round trip (5, 20 and 80 ms: a region's own S3, a neighbouring one, another continent or a
-proxy) and each per-connection cap (8 and 32 MB/s, as S3 serves one request); the Hub with the emulator in front of
-its CDN origin only (as the Hub's CDN caps each connection), this tool vs `hf download`, at 20 ms and 8 MB/s. Run
-with `make bench-network` (BENCH_ROUNDS, BENCH_OUT; BENCH_RTTS_MS and BENCH_RATES_MB to choose other terms, e.g.
-`BENCH_RTTS_MS=80 BENCH_RATES_MB=8`).
+S3 sets through `devkit.netem` in front of SeaweedFS, every tool at its defaults, at each round trip (5, 20, 50 and
+80 ms: a region's own S3, a neighbouring one, further, another continent or a proxy): the small objects (N3) at 4 and
+8 MB/s per connection against s5cmd, the fastest peer for them; the large-object set with small files beside (N2) at
+8 MB/s against s5cmd, rclone and `aws s3 cp`; the one large object (N1) at 20 ms only, as its ratio barely moves with
+the round trip. The Hub with the emulator in front of its CDN origin only (as the Hub's CDN caps each connection),
+this tool vs `hf download`, at 20 ms and 8 MB/s. The large sets run at most `LARGE_ROUNDS` rounds: their spread was
+within 5% in past runs, and each round of them takes the longest. Run with `make bench-network` (BENCH_ROUNDS,
+BENCH_OUT; BENCH_RTTS_MS and BENCH_RATES_MB to choose other terms for the small objects, e.g. `BENCH_RTTS_MS=80
+BENCH_RATES_MB=8`; BENCH_SETS to pick sets, e.g. `BENCH_SETS=N3` for the small objects only, NH names the Hub's).
 """
 
 from __future__ import annotations
 
+import itertools
 import os
 from functools import partial
 from pathlib import Path
+from typing import NamedTuple
 
 from bench import hf, s3
 from bench.harness import Result, measure, run_alone
@@ -23,8 +28,12 @@ from devkit.seaweed import ACCESS_KEY, SECRET_KEY, SeaweedFS
 
 RTT = 0.02  # the Hub's terms
 RATE = 8e6
-RTTS = tuple(float(ms) / 1000 for ms in os.environ.get("BENCH_RTTS_MS", "5,20,80").split(","))
-RATES = tuple(float(mb) * 1e6 for mb in os.environ.get("BENCH_RATES_MB", "8,32").split(","))
+RTTS = tuple(float(ms) / 1000 for ms in os.environ.get("BENCH_RTTS_MS", "5,20,50,80").split(","))
+#: Per-connection caps for the small objects; the large sets run at `RATE`.
+RATES = tuple(float(mb) * 1e6 for mb in os.environ.get("BENCH_RATES_MB", "4,8").split(","))
+SETS_CHOSEN = os.environ.get("BENCH_SETS", "N1,N2,N3,NH").split(",")
+#: The most rounds of the large sets (see the module's note).
+LARGE_ROUNDS = 2
 
 SETS = {
     "N1": DataSet("N1: one 256 MiB object", "net-1", [("blob.bin", 256 * MiB)]),
@@ -62,26 +71,50 @@ def rclone(server: _Behind, dataset: DataSet, out: Path) -> tuple[list[str], dic
 
 
 CONTENDERS = {"initializers": s3.ours, "s5cmd": s3.s5cmd, "rclone copy": rclone, "aws s3 cp": s3.awscli}
+#: The small objects are measured against s5cmd alone: the goal names it, and the others take several times longer.
+SMALL_CONTENDERS = ("initializers", "s5cmd")
+
+
+class Measurement(NamedTuple):
+    key: str  # of SETS
+    dataset: DataSet
+    rtt: float
+    rate: float
+    most_rounds: int | None
+
+
+def plan(quick: bool) -> list[Measurement]:
+    """Every measurement of the chosen sets, those at the same terms together (one emulator each)."""
+    if quick:
+        return [Measurement(key, data, RTTS[-1], RATE, None) for key, data in QUICK_SETS.items() if key in SETS_CHOSEN]
+    wanted = [("N1", rtt, RATE, LARGE_ROUNDS) for rtt in RTTS if rtt == RTT]
+    wanted += [("N2", rtt, RATE, LARGE_ROUNDS) for rtt in RTTS]
+    wanted += [("N3", rtt, rate, None) for rtt in RTTS for rate in RATES]
+    chosen = [Measurement(key, SETS[key], rtt, rate, most) for key, rtt, rate, most in wanted if key in SETS_CHOSEN]
+    return sorted(chosen, key=lambda m: (m.rtt, m.rate))
 
 
 def s3_suite(rounds: int, out_root: Path, quick: bool) -> list[Result]:
-    """Every set at every round trip and cap: seeded once, then measured behind an emulator per pair of terms."""
-    results = []
-    sets = (QUICK_SETS if quick else SETS).values()
-    terms = [(RTTS[-1], RATES[0])] if quick else [(rtt, rate) for rtt in RTTS for rate in RATES]
+    """Every chosen set at its terms: seeded once, then measured behind an emulator per pair of terms."""
+    results: list[Result] = []
+    measurements = plan(quick)
+    if not measurements:
+        return results
     with SeaweedFS.start() as server:
-        for dataset in sets:
+        for dataset in {m.key: m.dataset for m in measurements}.values():
             print(f"seeding {dataset.name} ...", flush=True)
             s3.seed(server, dataset, out_root)
-        for rtt, rate in terms:
+        for (rtt, rate), group in itertools.groupby(measurements, key=lambda m: (m.rtt, m.rate)):
             with NetworkEmulator(server.endpoint, rtt=rtt, rate=rate) as emulator:
                 behind = _Behind(server, emulator)
-                for dataset in sets:
-                    contenders = {name: partial(make, behind, dataset) for name, make in CONTENDERS.items()}
-                    label = f"{dataset.name[:2]} {rtt * 1000:.0f} ms {rate / 1e6:.0f} MB/s"
-                    samples = measure(label, contenders, dataset.total, out_root, rounds, "initializers")
-                    title = f"Network {dataset.name} ({terms_of(rtt, rate)})"
-                    results.append(Result(title, dataset.total, samples, peer="s5cmd"))
+                for m in group:
+                    names = SMALL_CONTENDERS if m.key == "N3" else CONTENDERS
+                    contenders = {name: partial(CONTENDERS[name], behind, m.dataset) for name in names}
+                    label = f"{m.key} {rtt * 1000:.0f} ms {rate / 1e6:.0f} MB/s"
+                    most = min(rounds, m.most_rounds or rounds)
+                    samples = measure(label, contenders, m.dataset.total, out_root, most, "initializers")
+                    title = f"Network {m.dataset.name} ({terms_of(rtt, rate)})"
+                    results.append(Result(title, m.dataset.total, samples, peer="s5cmd"))
     return results
 
 
@@ -108,7 +141,8 @@ def hub_suite(rounds: int, out_root: Path, quick: bool) -> list[Result]:
 
 
 def suite(rounds: int, out_root: Path, quick: bool) -> list[Result]:
-    return s3_suite(rounds, out_root, quick) + hub_suite(rounds, out_root, quick)
+    hub = hub_suite(rounds, out_root, quick) if "NH" in SETS_CHOSEN else []
+    return s3_suite(rounds, out_root, quick) + hub
 
 
 if __name__ == "__main__":

@@ -57,7 +57,8 @@ class Traffic:
     listings, injected objects, fault replies) and upstream bodies without a Content-Length are not counted.
     `requests` includes faulted requests; `refused` counts connections and requests reset because of `Relay.refuse`,
     which `requests` leaves out. `object_gets_at_once` is the most object GETs (listings excluded) under way at once,
-    each from its request's arrival until its answer was sent.
+    each from its request's arrival until its answer was sent; `object_gets_on_arrival` says how many were under way
+    as each arrived, and `object_gets_arrived_at` when (seconds after the first object GET arrived).
     """
 
     requests: list[tuple[str, str]] = field(default_factory=list)  # (method, path)
@@ -68,7 +69,15 @@ class Traffic:
     object_gets_at_once: int = 0
     #: How many object GETs were under way as each one arrived (itself included), in arrival order.
     object_gets_on_arrival: list[int] = field(default_factory=list)
+    object_gets_arrived_at: list[float] = field(default_factory=list)
+    first_object_get_at: float = 0.0  # time.monotonic() of the first object GET's arrival (0: none yet)
     lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def object_gets_at_once_within(self, seconds: float) -> int:
+        """The most object GETs under way at once as one arrived within `seconds` of the first (0: none arrived)."""
+        with self.lock:
+            pairs = zip(self.object_gets_arrived_at, self.object_gets_on_arrival, strict=True)
+            return max((count for at, count in pairs if at <= seconds), default=0)
 
     def object_gets(self) -> list[str]:
         """Paths of GETs that fetched object bytes (listings excluded)."""
@@ -84,6 +93,9 @@ class Traffic:
             self.object_gets_now += 1
             self.object_gets_at_once = max(self.object_gets_at_once, self.object_gets_now)
             self.object_gets_on_arrival.append(self.object_gets_now)
+            now = time.monotonic()
+            self.first_object_get_at = self.first_object_get_at or now
+            self.object_gets_arrived_at.append(now - self.first_object_get_at)
         try:
             yield
         finally:
@@ -251,6 +263,9 @@ class Relay:
             self.traffic.body_bytes = 0
             self.traffic.refused = 0
             self.traffic.object_gets_at_once = self.traffic.object_gets_now
+            self.traffic.object_gets_on_arrival.clear()
+            self.traffic.object_gets_arrived_at.clear()
+            self.traffic.first_object_get_at = 0.0
 
     def add_fault(self, fault: F) -> F:
         """Strike matching requests from now on; returns the fault, whose `hits` tests can assert on."""

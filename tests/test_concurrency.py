@@ -2,8 +2,17 @@
 
 from __future__ import annotations
 
-from initializers.transfer.concurrency import BASE_REQUESTS, NO_REQUESTS, Latency, Ramp
+from devkit.driven_clock import DrivenClock
+from initializers.transfer.concurrency import (
+    BASE_REQUESTS,
+    NO_REQUESTS,
+    REQUESTS_PER_SECOND,
+    Latency,
+    Ramp,
+    RoundTrips,
+)
 from initializers.transfer.range_sizes import MAX_PART_SIZE, PART_SIZE
+from initializers.transfer.throttle import Throttle
 
 
 def feed(ramp: Ramp, throughput_of: dict[int, float], windows: int, cpu_share: float = 0.2) -> list[int]:
@@ -208,3 +217,52 @@ def test_requests_that_lower_throughput_once_doubled_are_brought_back_for_good()
     assert ramp.workers == BASE_REQUESTS
     ramp.observe(20e6, 0.3, ROUND_TRIP)
     assert ramp.workers == BASE_REQUESTS
+
+
+def round_trips_of(*seconds: float) -> RoundTrips:
+    measured = RoundTrips()
+    for each in seconds:
+        measured.add(each)
+    return measured
+
+
+def test_the_first_small_file_requests_follow_the_round_trip_the_listing_measured():
+    # Little's law: REQUESTS_PER_SECOND kept going over each request's two round trips on a new connection.
+    assert Ramp(8, 64, 256, round_trips=round_trips_of(0.08, 0.05)).follow_round_trip() == 100
+    assert Ramp(8, 64, 256, round_trips=round_trips_of(0.05)).workers == 8  # nothing started: part-sized tasks
+    ramp = Ramp(8, 64, 256, round_trips=round_trips_of(0.05))
+    ramp.follow_round_trip()
+    ramp.task_started(64 * KiB)  # the first task of a listing of small files: all the requests at once
+    assert ramp.workers == 100 == 2 * REQUESTS_PER_SECOND * 0.05
+    # Loopback: a round trip of a fraction of a millisecond leaves the base; none measured, likewise.
+    assert Ramp(8, 64, 256, round_trips=round_trips_of(0.0003)).follow_round_trip() == BASE_REQUESTS
+    assert Ramp(8, 64, 256, round_trips=RoundTrips()).follow_round_trip() == BASE_REQUESTS
+
+
+def test_the_round_trip_never_takes_requests_past_their_cap_nor_streams_past_theirs():
+    assert Ramp(8, 64, 256, round_trips=round_trips_of(0.2)).follow_round_trip() == 256  # 400 called for
+    assert Ramp(8, 100, round_trips=round_trips_of(0.2)).follow_round_trip() == 100  # MAX_WORKERS=100 caps both
+    ramp = Ramp(8, 64, 256)
+    assert feed(ramp, {8: 1.0, 16: 2.0, 32: 4.0, 64: 8.0}, 5)[-1] == 64  # streams: their own cap
+
+
+def test_a_shorter_round_trip_lowers_what_the_round_trip_raised_and_nothing_else():
+    measured = round_trips_of(0.1)  # a loaded server's listing page: its own work looks like a round trip
+    ramp = Ramp(8, 64, 256, round_trips=measured)
+    assert ramp.follow_round_trip() == 200
+    measured.add(0.04)  # a GET answered sooner
+    assert ramp.follow_round_trip() == 80
+    measured.add(0.001)  # loopback after all
+    assert ramp.follow_round_trip() == BASE_REQUESTS
+    doubled = small_files(Ramp(8, 256, round_trips=round_trips_of(0.001)))
+    doubled.follow_round_trip()
+    doubled.observe(1e6, 0.1, ROUND_TRIP)  # latency-bound: a doubling, which the round trip does not undo
+    assert doubled.requests == 2 * BASE_REQUESTS and doubled.follow_round_trip() == 2 * BASE_REQUESTS
+
+
+def test_after_throttling_the_round_trip_no_longer_raises_requests():
+    throttle = Throttle(DrivenClock())
+    ramp = Ramp(8, 64, 256, throttle=throttle, round_trips=round_trips_of(0.1))
+    throttle.throttled(None)
+    ramp.observe(100e6, 0.1)  # halved from the base: the server set the pace, not the round trip's 256
+    assert ramp.requests == BASE_REQUESTS // 2 and ramp.follow_round_trip() == BASE_REQUESTS // 2

@@ -182,7 +182,13 @@ def _list_and_fetch(
             log.info("resuming", files=len(partials), already_here=sum(partial.kept_bytes for partial in partials))
         selection = Selection(config, kind, log, keep=signing.relative_path() if signing else None)
         planned: Returning[list[RemoteFile], Selected] = Returning(_planned(source, selection, index, state.share, log))
-        ramp = Ramp(source.default_workers, config.max_workers or source.max_workers, throttle=source.throttle)
+        ramp = Ramp(
+            source.default_workers,
+            config.max_workers or source.max_workers,
+            config.max_workers or source.max_requests or source.max_workers,
+            throttle=source.throttle,
+            round_trips=source.round_trips,
+        )
         bandwidth = TokenBucket(config.max_bandwidth) if config.max_bandwidth else None
         factory = source.task_factory(ramp, bandwidth)
         engine = waiting.transfers = Engine(factory, state.temps, state.journal, ramp, progress)
@@ -192,7 +198,8 @@ def _list_and_fetch(
             first = next(listing, None)  # `Fetching`, once a file needs fetching; None: none does
             if isinstance(first, Fetching):
                 state.remove_manifest()  # before the first transfer: a changed file must not look complete
-                log.info("fetching", already_done=first.already_done, workers=ramp.workers, max_workers=ramp.cap)
+                log.info("fetching", already_done=first.already_done, workers=ramp.workers, max_workers=ramp.cap,
+                     max_requests=ramp.request_cap)  # fmt: skip
             engine.fetch(cast(Iterator[RemoteFile], listing), stop.check)  # files only, after the one `Fetching`
         finally:
             listing_ended = listing.close()

@@ -127,8 +127,8 @@ class Config:
     )
     max_workers: int | None = setting_field(
         "MAX_WORKERS",
-        "Most parallel transfers, at most 256 [default: per source, S3 and Hub: 64, from 8 streams up while it "
-        "pays; small files 64 at once, more up to the cap while round trips dominate].",
+        "Most parallel transfers, at most 256 [default: per source, S3 and Hub: 64 streams, from 8 up while it "
+        "pays, and 256 small-file requests: 64 at once, more from the first over a long round trip].",
         WORKERS,
     )
     read_timeout: float = setting_field(

@@ -14,7 +14,7 @@ from typing import Any
 
 from initializers.common.remote_file import RemoteFile
 from initializers.transfer.bandwidth import TokenBucket
-from initializers.transfer.concurrency import Ramp
+from initializers.transfer.concurrency import Ramp, RoundTrips
 from initializers.transfer.engine import TaskFactory
 from initializers.transfer.making import MadeGroups
 from initializers.transfer.range_sizes import PART_SIZE
@@ -31,12 +31,18 @@ class Source(ABC):
     #: The most parallel transfers when MAX_WORKERS is not set: enough to fill a link of capped connections, and as
     #: many small-file requests as do well before more threads cost more CPU than the round trips they hide.
     max_workers: int = 64
+    #: The most small-file requests at once when MAX_WORKERS is not set (None: `max_workers`): over a long round trip
+    #: each waits on the network, not the CPU, and only more of them in flight raise throughput (see `concurrency`).
+    max_requests: int | None = None
     #: A glob of top-level folders whose whole content the source defines (the cache source's shards): files
     #: there that the plan no longer lists are stale and get removed. None: files beside the plan are left alone.
     owned_folders: str | None = None
     #: The pause its requests share while its server throttles them, which the concurrency ramp follows (None: the
     #: source reads through a library that paces itself, as pyarrow does).
     throttle: Throttle | None = None
+    #: The round trips its requests have shown, which the concurrency ramp starts small-file requests from (None: the
+    #: source measures none).
+    round_trips: RoundTrips | None = None
 
     @abstractmethod
     def list_files(self) -> Iterator[RemoteFile]:
@@ -60,6 +66,8 @@ class Source(ABC):
 
 class Storage(Source):
     """Files stored as they are, read by byte ranges (S3, the Hub)."""
+
+    max_requests = 256  # as many as s5cmd runs by default
 
     def task_factory(self, ramp: Ramp, bandwidth: TokenBucket | None) -> TaskFactory:
         """Ranges of the stored files, under the MAX_BANDWIDTH cap."""

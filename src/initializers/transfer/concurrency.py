@@ -9,14 +9,19 @@ of small-file requests) for the next window.
 
 A stream is a part's worth of bytes. Tasks smaller than that (small files) are bound by round trips, not
 bytes: as many more of them run at once as would move a part's bytes together, up to `requests`. That ceiling
-starts at `BASE_REQUESTS` and doubles toward the cap while the requests are latency-bound (waiting for their first
+starts at `BASE_REQUESTS`, or higher from the first request when the round trips already measured (the listing's,
+then the first GETs') call for more: by Little's law, keeping the CPU's rate of small requests going over a round
+trip takes that rate times the seconds each request spends on the network in flight, up to the cap
+(`follow_round_trip`). It then doubles toward the cap while the requests are latency-bound (waiting for their first
 byte takes most of their time) and the CPU has room: a long round trip leaves each request's connection idle, and
 only more of them in flight raise throughput. A busy server makes requests wait too, and more of them would only
 queue there (costing us threads): that shows as requests taking longer once more are in flight (on a round trip
 they take as long as before). More threads can also cost us more CPU than the waits they hide: that shows as
 throughput falling. Either undoes the doubling, and the ceiling stays. Neither needs any of the new requests to
 have finished, which over a long round trip takes longer than a window (a throughput rise would). Where the CPU is
-the limit (loopback) the ceiling stays put. Only a cap above `BASE_REQUESTS` lets it grow.
+the limit (loopback) the ceiling stays put, and so does the round trip's share: a loopback round trip is a fraction
+of a millisecond (a listing page's answer, the server's work included, can look longer; the first GETs correct it).
+Only a cap above `BASE_REQUESTS` lets it grow.
 
 The ramp also sizes the ranges of large files from the rate one connection achieved: capped connections get
 `PART_SIZE` ranges, so a file spreads over many of them; fast ones get larger ranges, up to `MAX_PART_SIZE`,
@@ -25,6 +30,7 @@ so that fewer requests carry the same bytes (less CPU for us and for the server)
 
 from __future__ import annotations
 
+import math
 import threading
 from dataclasses import dataclass
 from typing import NamedTuple
@@ -44,6 +50,14 @@ _BUSY_CPU = 0.5
 _PROBE_EVERY = 8
 #: Small-file requests in flight before any latency is measured: as many as a CPU-bound run does well with.
 BASE_REQUESTS = 64
+#: Small-file requests one process completes per second where its CPU is the limit: the rate `follow_round_trip`
+#: keeps going over a round trip. At 64 KiB objects a request costs us about a millisecond of CPU (14-17 CPU s per
+#: GB through the emulator, on these machines); more requests in flight than this rate calls for only cost CPU
+#: (1000 x 64 KiB at RTT 50 ms: 256 at once took 20% more CPU than 64, and were slower on a loaded machine).
+REQUESTS_PER_SECOND = 1000
+#: Round trips the first request on a connection spends on the network: opening it, then the request itself. The
+#: first wave of requests opens its connections, so the start is sized for it.
+_FIRST_REQUEST_ROUND_TRIPS = 2
 #: Share of a request's time spent waiting for its first byte above which requests are latency-bound.
 _LATENCY_BOUND = 0.5
 #: A doubling of the small-file requests is undone when a request then takes this much longer: they queue somewhere.
@@ -92,15 +106,37 @@ class RequestTimes:
         return latency or NO_REQUESTS
 
 
+class RoundTrips:
+    """The shortest round trip a source's requests have shown so far: the network's share of a request's time, which
+    no number of requests in flight shortens. The source's HTTP client adds every request's wait for its answer;
+    the ramp reads it. Thread-safe."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._shortest: float | None = None
+
+    def add(self, seconds: float) -> None:
+        with self._lock:
+            if self._shortest is None or seconds < self._shortest:
+                self._shortest = seconds
+
+    @property
+    def shortest(self) -> float | None:
+        """Seconds; None before any request was answered."""
+        with self._lock:
+            return self._shortest
+
+
 @dataclass
 class Ramp:
     """The limit for each window, from the throughput, CPU share and latency measured in the one before."""
 
     limit: int  # streams
-    cap: int  # transfers
+    cap: int  # streams at once, and small-file requests unless `request_cap` says otherwise
+    request_cap: int = 0  # the most small-file requests at once (0: `cap`)
     _trial: tuple[int, float] | None = None  # (limit, throughput) before the doubling being tried
     _windows_to_probe: int = 1
-    _task_bytes: float = PART_SIZE  # running mean of the sizes of the tasks started
+    _task_bytes: float = 0.0  # running mean of the sizes of the tasks started, from the first one's (0: none yet)
     part_size: int = PART_SIZE  # the range size a connection's measured rate calls for, in whole MiB
     requests: int = BASE_REQUESTS  # the most small-file requests at once: grows while they are latency-bound
     _requests_trial: tuple[int, float, float] | None = None  # (requests, request seconds, throughput) before it
@@ -108,23 +144,44 @@ class Ramp:
     #: The source's fleet pause: its throttled answers halve what runs at once.
     throttle: Throttle | None = None
     _throttled_once: bool = False  # since then, growth is one step per calm window, never a doubling
+    #: The source's round trips as measured so far (None: the source measures none), which `requests` starts from.
+    round_trips: RoundTrips | None = None
+    _requests_from_round_trip: bool = False  # `requests` is what the round trip last called for, unchanged since
 
     def __post_init__(self) -> None:
         self.limit = max(1, min(self.limit, self.cap))
-        self.requests = min(self.requests, self.cap)
+        self.request_cap = self.request_cap or self.cap
+        self.requests = min(self.requests, self.request_cap)
 
     @property
     def workers(self) -> int:
         """Transfers to run at once: `limit` streams, each as many tasks as move a part's bytes together, small
         ones up to `requests` in all."""
-        return min(self.cap, max(self.limit, min(self.limit * self._per_stream(), self.requests)))
+        return max(self.limit, min(self.limit * self._per_stream(), self.requests))
+
+    def follow_round_trip(self) -> int:
+        """Raise `requests` to as many as keep `REQUESTS_PER_SECOND` going over the shortest round trip measured so
+        far, each request on a new connection (Little's law), within the cap; returns `requests`. Called before the
+        first request and every window: the listing's round trips size the first wave, and the first GETs' correct
+        it, down too while nothing else has changed it (a listing page's answer includes the server's work on it,
+        which a loaded loopback server can make look like a round trip). Never after throttling, or once a doubling
+        showed requests queueing: the server set the pace."""
+        shortest = self.round_trips.shortest if self.round_trips is not None else None
+        if shortest is None or self._throttled_once or self._requests_settled:
+            return self.requests
+        wanted = min(self.request_cap, math.ceil(REQUESTS_PER_SECOND * shortest * _FIRST_REQUEST_ROUND_TRIPS))
+        without = min(BASE_REQUESTS, self.request_cap) if self._requests_from_round_trip else self.requests
+        self.requests, self._requests_from_round_trip = max(without, wanted), wanted > without
+        return self.requests
 
     def _per_stream(self) -> int:
-        return max(1, round(PART_SIZE / max(self._task_bytes, 1.0)))
+        """Tasks per stream: one before any started (they are taken to be a part each)."""
+        return max(1, round(PART_SIZE / max(self._task_bytes or PART_SIZE, 1.0)))
 
     def task_started(self, size: int) -> None:
-        """A task of `size` bytes was handed to a transfer: it moves the running mean that sizes `workers`."""
-        self._task_bytes += (size - self._task_bytes) / _TASK_HORIZON
+        """A task of `size` bytes was handed to a transfer: it moves the running mean that sizes `workers`. The first
+        sets it, so that a listing of small files calls for all its requests from the first task on."""
+        self._task_bytes += (size - self._task_bytes) / (_TASK_HORIZON if self._task_bytes else 1)
 
     def observe(self, throughput: float, cpu_share: float, latency: Latency = NO_REQUESTS) -> int:
         """Throughput (bytes per second), CPU share (cores) and the requests' latency in the window just ended;
@@ -137,6 +194,7 @@ class Ramp:
             return self._halve()
         if self._throttled_once:
             return self._add_one(cpu_share)
+        self.follow_round_trip()
         self._follow_latency(throughput, cpu_share, latency)
         if self._trial is not None:
             limit_before, throughput_before = self._trial
@@ -161,7 +219,7 @@ class Ramp:
             self._requests_trial = None
             if latency.request_seconds >= seconds_before * _QUEUEING or throughput * _WORTH_KEEPING < throughput_before:
                 self.requests, self._requests_settled = requests_before, True
-        bound_by_requests = self.limit * self._per_stream() > self.requests < self.cap
+        bound_by_requests = self.limit * self._per_stream() > self.requests < self.request_cap
         if (
             bound_by_requests
             and not self._requests_settled
@@ -170,7 +228,7 @@ class Ramp:
             and cpu_share < _BUSY_CPU
         ):
             self._requests_trial = (self.requests, latency.request_seconds, throughput)
-            self.requests = min(self.cap, self.requests * 2)
+            self.requests, self._requests_from_round_trip = min(self.request_cap, self.requests * 2), False
 
     def _halve(self) -> int:
         self._throttled_once = True
@@ -180,7 +238,7 @@ class Ramp:
 
     def _add_one(self, cpu_share: float) -> int:
         if cpu_share < _BUSY_CPU:
-            self.limit, self.requests = min(self.cap, self.limit + 1), min(self.cap, self.requests + 1)
+            self.limit, self.requests = min(self.cap, self.limit + 1), min(self.request_cap, self.requests + 1)
         return self.limit
 
     def _double(self, throughput: float, cpu_share: float) -> int:

@@ -261,6 +261,7 @@ class Engine:
 
     def _run_threads(self, tasks: Iterator[Task], check_stop: Callable[[], None]) -> None:
         """Keep `ramp.workers` threads pulling tasks, re-deciding the limit every window, until the tasks run out."""
+        self._ramp.follow_round_trip()  # the listing's round trips size the first wave of small-file requests
         self._start_threads(tasks)
         before = (self.clock.monotonic(), time.process_time(), self.progress.bytes_done)
         records_synced = before[0]

@@ -18,6 +18,7 @@ from initializers import __version__
 from initializers.common.clock import Clock, SystemClock
 from initializers.common.errors import FetchError
 from initializers.sources.http.http1 import Connection, Proxy, Response
+from initializers.transfer.concurrency import RoundTrips
 from initializers.transfer.retry import Retriable, retry_after, retrying
 from initializers.transfer.sink import Sink
 from initializers.transfer.throttle import Throttle
@@ -58,10 +59,18 @@ class HttpGetter:
         self._interrupted = False
         #: The pause every request through this getter keeps while its server throttles them.
         self.throttle = Throttle(self._clock)
+        #: The shortest round trip its requests have shown: what the concurrency ramp starts small-file requests from.
+        self.round_trips = RoundTrips()
 
     def send(self, scheme: str, netloc: str, target: str, headers: dict[str, str]) -> Response:
-        """`GET target` on this thread's connection to the origin; the response head, its body still to read."""
-        return self._connection(scheme, netloc).get(target, headers)
+        """`GET target` on this thread's connection to the origin; the response head, its body still to read. The wait
+        for the head, per round trip it took (opening the connection included), is a round trip's sample."""
+        connection = self._connection(scheme, netloc)
+        round_trips = 1 + connection.round_trips_to_open
+        started = self._clock.monotonic()
+        response = connection.get(target, headers)
+        self.round_trips.add((self._clock.monotonic() - started) / round_trips)
+        return response
 
     def retrying(self, verb: str, where: str, attempt: Callable[[], _T]) -> _T:
         """`attempt()` under the retry policy, each retry on fresh connections; a certificate that does not verify

@@ -202,6 +202,14 @@ class Connection:
         self._window_waited = 0.0
         self._window_bytes = 0
 
+    @property
+    def round_trips_to_open(self) -> int:
+        """Round trips the next request spends opening this connection: none when it is open; else the TCP
+        handshake, a proxy's CONNECT under TLS, and the TLS handshake (one, as TLS 1.3 takes)."""
+        if self._sock is not None:
+            return 0
+        return 1 + (self._tls is not None) * (1 + (self._proxy is not None))
+
     def get(self, target: str, headers: dict[str, str]) -> Response:
         if self._sock is None:
             self._connect()

@@ -59,6 +59,7 @@ class HubGetter:
         self._http = HttpGetter(ssl.create_default_context, timeout, HUB_TRUST, clock)
         #: The pause its requests share while the server throttles them (`throttle.Throttle`).
         self.throttle = self._http.throttle
+        self.round_trips = self._http.round_trips  # the ramp's measure of the network's round trip
         self._headers = {"user-agent": USER_AGENT, "accept-encoding": "identity"}
 
     def get(self, url: str, size: int, offset: int, length: int, where: str, sink: Sink) -> None:

@@ -66,6 +66,7 @@ class S3Source(Storage):
             requester_pays=config.options(AwsOptions).request_payer == "requester",
         )
         self.throttle = self._getter.throttle  # listing pages and object GETs pause together
+        self.round_trips = self._getter.round_trips  # the listing's pages measure it before the first GET
 
     @property
     def region(self) -> str:
