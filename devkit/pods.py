@@ -7,6 +7,9 @@ made here, as the piece of Kubernetes that would do it does it, and nothing else
 - Jobs: `job_pods` makes a Job's pods as its controller does (an Indexed Job's with the completion-index
   annotation and JOB_COMPLETION_INDEX); `Pods.play` runs them together, as `parallelism` = `completions` has it.
 - Secrets: `Pods.secret` stores a Secret's data as podman keeps one for `secretKeyRef` (JSON of base64 values).
+- ConfigMaps: podman 4.3 mounts a `configMap` volume from a ConfigMap given to `kube play --configmap`, as the
+  named volume of the ConfigMap's name (each key a file), kept after the pod; `Pods.config_map` gives one to
+  every play, and its volume is removed with the pods.
 - Native sidecars (an init container with `restartPolicy: Always`): started beside the main containers, which
   wait for the sidecar's `startupProbe` (tcpSocket) as the kubelet would; the pod is stopped once they have ended,
   as the kubelet ends sidecars, so the sidecar's own exit on SIGTERM is seen.
@@ -17,7 +20,7 @@ made here, as the piece of Kubernetes that would do it does it, and nothing else
   kept after them; here each pod's gets a name of its own, removed with the pod.
 - The network: each pod has its own namespace through slirp4netns (its own loopback, as a pod's), which shows
   the host's loopback, where the test servers listen, at HOST_LOOPBACK.
-Podman's names are the machine's, so every pod, volume and secret gets a suffix of the test's own.
+Podman's names are the machine's, so every pod, volume, secret and ConfigMap gets a suffix of the test's own.
 """
 
 from __future__ import annotations
@@ -176,7 +179,7 @@ class Played:
 
 
 class Pods:
-    """One test's pods, secrets and volumes, under names of its own, all removed by `close`."""
+    """One test's pods, secrets, ConfigMaps and volumes, under names of its own, all removed by `close`."""
 
     def __init__(self) -> None:
         self.suffix = uuid.uuid4().hex[:8]
@@ -185,6 +188,7 @@ class Pods:
         self._pods: list[str] = []
         self._volumes: list[str] = []
         self._secrets: list[str] = []
+        self._config_maps: list[Path] = []  # each play's `--configmap` files
         self._sidecars: dict[str, list[str]] = {}  # by pod
 
     def __enter__(self) -> Pods:
@@ -208,6 +212,23 @@ class Pods:
         file.unlink()
         self._secrets.append(name)
 
+    def config_map(self, manifest: Mapping[str, Any], values: Mapping[str, str]) -> None:
+        """A ConfigMap, `values` in place of its data's keys (a ValueError for a key it has not: no misspelt key
+        papered over), given to every later play; podman makes it the named volume a `configMap` volume mounts."""
+        unknown = set(values) - set(manifest.get("data", {}))
+        if unknown:
+            raise ValueError(f"ConfigMap {manifest['metadata']['name']} has no key {sorted(unknown)}")
+        name = self.name(manifest["metadata"]["name"])
+        made = {
+            **manifest,
+            "metadata": {**manifest["metadata"], "name": name},
+            "data": {**manifest.get("data", {}), **values},
+        }
+        file = self.folder / f"{name}.configmap.yaml"
+        file.write_text(json.dumps(made))
+        self._config_maps.append(file)
+        self._volumes.append(name)
+
     def claim(self, manifest: Mapping[str, Any]) -> None:
         """A PersistentVolumeClaim as the named volume podman mounts for it: one volume every pod here shares, as
         ReadWriteMany would have it."""
@@ -217,8 +238,11 @@ class Pods:
 
     def volume_folder(self, claim: str) -> Path:
         """Where a claim's volume lives on this host (rootful podman), to check what the pods left in it."""
-        found = _podman("volume", "inspect", "--format", "{{.Mountpoint}}", self.name(claim))
-        return Path(found.stdout.strip())
+        return _mountpoint(self.name(claim))
+
+    def empty_dir_folder(self, pod: str, volume: str) -> Path:
+        """Where a pod's emptyDir `volume` (named as `playable` renames it) lives on this host, likewise."""
+        return _mountpoint(f"{self.name(pod)}-{volume}")
 
     def playable(
         self,
@@ -237,6 +261,8 @@ class Pods:
         for volume in spec.get("volumes", []):
             if "persistentVolumeClaim" in volume:
                 volume["persistentVolumeClaim"]["claimName"] = self.name(volume["persistentVolumeClaim"]["claimName"])
+            if "configMap" in volume:
+                volume["configMap"]["name"] = self.name(volume["configMap"]["name"])
             if "emptyDir" in volume:
                 renamed[volume["name"]] = volume["name"] = f"{name}-{volume['name']}"
                 self._volumes.append(volume["name"])
@@ -286,7 +312,8 @@ class Pods:
             file = self.folder / f"{name}.yaml"
             file.write_text(json.dumps(pod))  # JSON is YAML, and podman reads it as written
             self._pods.append(name)
-            argv = [images.engine(), "kube", "play", f"--network={NETWORK}", str(file)]
+            config_maps = [f"--configmap={config_map}" for config_map in self._config_maps]
+            argv = [images.engine(), "kube", "play", f"--network={NETWORK}", *config_maps, str(file)]
             started.append(subprocess.Popen(argv, env=images.engine_env(), stdout=subprocess.PIPE,
                                             stderr=subprocess.PIPE, text=True))  # fmt: skip
         played = []
@@ -327,6 +354,11 @@ def _startup_probe(sidecar: Mapping[str, Any]) -> tuple[int, int, int]:
     if isinstance(port, str):
         (port,) = [p["containerPort"] for p in sidecar.get("ports", []) if p.get("name") == port]
     return port, probe.get("periodSeconds", 10), probe.get("failureThreshold", 3)
+
+
+def _mountpoint(volume: str) -> Path:
+    found = _podman("volume", "inspect", "--format", "{{.Mountpoint}}", volume)
+    return Path(found.stdout.strip())
 
 
 def _podman(*words: str, check: bool = True) -> subprocess.CompletedProcess[str]:

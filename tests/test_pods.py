@@ -5,9 +5,10 @@ pod's exit, its containers' exit codes and their termination messages are checke
 
 What a test changes in a manifest (devkit/pods.py does it, as the piece of Kubernetes it stands for would): a Job
 becomes its pods; `docker.io/library/python:3.11-slim`, out of reach here, becomes the dataset image; the Secret's
-placeholders become the test servers' keys; endpoints point at the loopback servers (ENDPOINT where a manifest
-names one, HF_ENDPOINT added; cache examples get the S3 credentials a cluster's IRSA would give, and METADATA_LOC
-the test table's). Everything else runs as written: commands, env names, mounts, users, read-only roots.
+placeholders become the test servers' keys, the ConfigMap's public key the test publisher's; endpoints point at the
+loopback servers (ENDPOINT where a manifest names one, HF_ENDPOINT added; cache examples get the S3 credentials a
+cluster's IRSA would give, and METADATA_LOC the test table's). Everything else runs as written: commands, env
+names, mounts, users, read-only roots.
 
 Fields podman 4.3 cannot play, and how each is checked instead:
 - Job `completions`, `parallelism`, `completionMode: Indexed`: `job_pods` makes the pods the Job controller
@@ -22,6 +23,9 @@ Fields podman 4.3 cannot play, and how each is checked instead:
 - `emptyDir`: podman 4.3 plays it as the named volume of that name, shared by every pod and kept; each pod's is
   renamed to one of its own and removed after it.
 - `kind: Secret`: stored as podman's secret, read through `secretKeyRef` as written.
+- `kind: ConfigMap` and a `configMap` volume: podman plays them when the ConfigMap is given to `kube play
+  --configmap`, as a named volume of the ConfigMap's name (each key a file) kept after the pod; renamed to one of
+  the test's own and removed after it.
 - `kind: PersistentVolumeClaim` (`ReadWriteMany`, `storageClassName: nfs-client`, size): a named volume the
   pods share on one host; the POSIX lock that NFS would carry across nodes is taken on a local filesystem.
 - `fsGroup`: podman does not apply it; the images' /workspace (group 0, group-writable) is what the volumes start
@@ -34,6 +38,7 @@ Fields podman 4.3 cannot play, and how each is checked instead:
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import tempfile
 from collections.abc import Iterator
@@ -47,6 +52,7 @@ from devkit.hubserver import HubServer
 from devkit.iceberg import simple_table, sql_catalog
 from devkit.pods import DEPLOY, PYTHON_IMAGE, Played, Pods, job_pods, load, pod_from_host, runtime_pods
 from devkit.seaweed import SeaweedFS
+from devkit.signing import key_pair, signed_model
 from initializers.kubeflow import sdk, specs
 
 MODEL_REPO = "sentence-transformers/all-MiniLM-L6-v2"
@@ -59,7 +65,7 @@ IMAGENET = {f"imagenet/train/n{i:04d}.tar": os.urandom((i % 5 + 1) * 48 * 1024) 
 TABLE_ROWS = 2000
 #: The manifests these tests play; a new one in deploy/ must be played here too.
 PLAYED = {"job.yaml", "secret.yaml", "shared-initializer.yaml", "indexed-job.yaml", "cache-shards.yaml",
-          "cache-flight.yaml", "cluster-training-runtime.yaml"}  # fmt: skip
+          "cache-flight.yaml", "cluster-training-runtime.yaml", "signed-model.yaml"}  # fmt: skip
 
 
 def digests(files: dict[str, bytes], strip: str = "") -> dict[str, str]:
@@ -275,3 +281,41 @@ def test_the_cluster_training_runtimes_initializers_run_a_trainjob(
     assert [job.containers[name].message.split(",")[0] for job, name in zip(played, trainjob, strict=True)] == [
         "done: 3 files"
     ] * 2
+
+
+def test_signed_model_lands_only_while_its_signature_verifies(pods: Pods, seaweed: SeaweedFS, s3: Any, tmp_path: Path):
+    """signed-model.yaml with the test publisher's key in its ConfigMap: the signed model lands, its manifest records
+    the verdict and the trainer lists it; once one weight byte is flipped in S3, the init container fails naming the
+    digest mismatch, leaves no manifest and no weights, and the trainer never starts."""
+    keys = key_pair(tmp_path / "keys")
+    files = signed_model(tmp_path / "publisher", keys, MODEL)
+    if "models" not in {b["Name"] for b in s3.list_buckets()["Buckets"]}:
+        s3.create_bucket(Bucket="models")
+    for key, body in files.items():
+        s3.put_object(Bucket="models", Key=f"my-model/{key}", Body=body)  # where the manifest's STORAGE_URI points
+    the_secret(pods, seaweed)
+    config_map, job = load("signed-model.yaml")
+    pods.config_map(config_map, {"signer.pub": keys.public.read_text()})
+    (pod,) = job_pods(job)
+    endpoint = {"model-initializer": {"ENDPOINT": pod_from_host(seaweed.endpoint)}}
+    (played,) = succeeded(pods.play(pods.playable(pod, endpoint)))
+    trainer = played.containers["trainer"]
+    assert played.containers["model-initializer"].message.startswith(f"done: {len(files)} files, ")
+    assert read_under(trainer.read(), "/workspace/model") == digests(files)
+    assert str(sorted([".initializer", *files])) in trainer.log  # its own command's listing
+    landed = pods.empty_dir_folder(pod["metadata"]["name"], "initializer") / "model"
+    signature = json.loads((landed / ".initializer" / "manifest.json").read_text())["signature"]
+    assert signature["verdict"] == "verified" and signature["mode"] == "enforce" and signature["method"] == "key"
+
+    weights = bytearray(files["model.safetensors"])
+    weights[len(weights) // 2] ^= 0x01
+    s3.put_object(Bucket="models", Key="my-model/model.safetensors", Body=bytes(weights))
+    tampered = pod | {"metadata": {**pod["metadata"], "name": f"{pod['metadata']['name']}-tampered"}}
+    (failed,) = pods.play(pods.playable(tampered, endpoint))
+    assert failed.play_code != 0 and not failed.succeeded
+    initializer = failed.containers["model-initializer"]
+    assert initializer.exit_code == 1 and initializer.message.startswith("failed (exit 1): "), failed
+    assert "digest mismatch: model.safetensors is not the file the publisher signed" in initializer.message
+    assert failed.containers["trainer"].status == "created", "the trainer never started"
+    left = pods.empty_dir_folder(tampered["metadata"]["name"], "initializer") / "model"
+    assert not (left / ".initializer" / "manifest.json").exists() and not (left / "model.safetensors").exists()
