@@ -84,7 +84,8 @@ $(PEERS)/.installed: Makefile
 bench-install: install $(PEERS)/.installed
 	test -x /usr/bin/time || (apt-get update -qq && apt-get install -y -qq time)
 
-# Every suite side by side, then bench/results.md and bench/results.png; BENCH_QUICK=1 for a quick sanity run.
+# Every suite side by side, within 30 minutes here: bench/results.md's report, rewritten as each suite ends (the
+# sections below its marker kept), then bench/results.png; BENCH_QUICK=1 for a quick sanity run.
 bench: bench-install
 	$(PY) -m bench.all
 
@@ -103,7 +104,7 @@ bench-network: bench-install
 bench-scale: bench-install
 	$(PY) -m bench.scale
 
-# A million objects (seeded in about ten minutes, then one round): each row is appended to bench/results.md as it is
+# A million objects (seeded in 9-21 minutes, then one round): each row is appended to bench/results.md as it is
 # measured, so it can run in the background (nohup make bench-scale-1m > bench-scale-1m.log 2>&1 &).
 bench-scale-1m: bench-install
 	BENCH_SCALE_OBJECTS=1000000 $(PY) -m bench.scale --append

@@ -20,6 +20,9 @@ from bench import cache_server, hf, iceberg, memory, network, s3, scale, startup
 from bench.harness import SECONDS_ONLY, Result, page_cache_note, settings
 
 HERE = Path(__file__).resolve().parent
+RESULTS = HERE / "results.md"
+#: `make bench` owns results.md down to this line; what follows it (separate runs, the issues' figures) is kept.
+KEPT_BELOW = "<!-- make bench writes the report above this line and keeps what follows -->"
 CHART_PYTHON = s3.PEERS / "python"  # matplotlib lives with the peers, never in the product's environment
 
 
@@ -111,15 +114,20 @@ def render(
     seconds: float,
     memory_note: str,
     minutes: dict[str, float],
+    pending: list[str],
 ) -> str:
+    """The report; `pending` names the suites not run yet (it is written after each suite, so a stopped run keeps
+    what it measured)."""
     met = goals(results, boot)
+    spent = ", ".join(f"{name} {spent:.0f}" for name, spent in minutes.items())
+    so_far = f"; not run yet: {', '.join(pending)}" if pending else ""
     lines = [
         "# Benchmark results",
         "",
         f"`make bench` on {platform.node() or 'this machine'}: {os.cpu_count()} cores, {platform.python_version()}, "
         f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; {rounds} interleaved rounds per data set, medians; "
         f"outputs written under {out_root} ({out_filesystem}) unless a table says ext4 (a loop device); the whole run "
-        f"took {seconds / 60:.0f} min ({', '.join(f'{name} {spent:.0f}' for name, spent in minutes.items())}); "
+        f"took {seconds / 60:.0f} min ({spent}){so_far}; "
         f"{page_cache_note()}. Servers on loopback, behind the network emulator where a table says so "
         "(SeaweedFS for S3 and Iceberg data, our "
         "Hub server); the machine is shared, so read the ratios, not the absolute figures. Peak RSS by GNU time."
@@ -156,6 +164,7 @@ def chart(results: dict[str, list[Result]], target: Path) -> None:
 
 def main() -> None:
     rounds, out_root, quick = settings()
+    write = not quick or os.environ.get("BENCH_WRITE") == "1"
     started = time.monotonic()
     minutes: dict[str, float] = {}
     out_filesystem = volumes.filesystem(out_root)
@@ -175,13 +184,21 @@ def main() -> None:
             results[name] = run()
             minutes[name] = (time.monotonic() - suite_started) / 60
             print(f"{name}: {minutes[name]:.1f} min", flush=True)
+            report = render(results, boot, rounds, out_root, out_filesystem, time.monotonic() - started, memory_note,
+                            minutes, [later for later in suites if later not in results])  # fmt: skip
+            if write:
+                write_report(report)
     shutil.rmtree(out_root, ignore_errors=True)
-    report = render(results, boot, rounds, out_root, out_filesystem, time.monotonic() - started, memory_note, minutes)
     print("\n" + report)
-    if not quick or os.environ.get("BENCH_WRITE") == "1":
-        (HERE / "results.md").write_text(report)
+    if write:
         chart(results, HERE / "results.png")
-        print(f"written: {HERE / 'results.md'}, {HERE / 'results.png'}")
+        print(f"written: {RESULTS}, {HERE / 'results.png'}")
+
+
+def write_report(report: str) -> None:
+    """The report over results.md's own part, what follows `KEPT_BELOW` kept."""
+    _, _, kept = RESULTS.read_text().partition(KEPT_BELOW) if RESULTS.exists() else ("", "", "")
+    RESULTS.write_text(f"{report}\n\n{KEPT_BELOW}{kept}")
 
 
 if __name__ == "__main__":

@@ -97,8 +97,9 @@ def measure(
     cold: bool = False,
     finished: Callable[[str, Sample], None] | None = None,
 ) -> dict[str, list[Sample]]:
-    """Every contender once per round, in a rotating order; then `rerun` again on its complete output, and the
-    `timed` commands (a part of the work, such as a listing alone) for their seconds.
+    """Every contender once per round, in a rotating order but for `rerun` last in the last round; then `rerun`
+    again on its complete output, and the `timed` commands (a part of the work, such as a listing alone) for their
+    seconds.
 
     `total` is the work in bytes (or another `unit` of a million things, e.g. rows), and `found` counts it in an
     output, so a contender that leaves anything out fails the benchmark instead of looking fast. Contenders in
@@ -112,7 +113,11 @@ def measure(
     out = out_root / "out"
     for round_index in range(rounds):
         shift = round_index % len(names)
-        for name in names[shift:] + names[:shift]:
+        order = names[shift:] + names[:shift]
+        if round_index == rounds - 1:  # its output is what the re-run goes over: no run of it again to make it so
+            order.remove(rerun)
+            order.append(rerun)
+        for name in order:
             shutil.rmtree(out, ignore_errors=True)
             settle(cold)
             command, env = contenders[name](out)
@@ -132,7 +137,6 @@ def measure(
         command, env = contender(out)
         return [Sample(statistics.median(run_once(command, env, out_root).seconds for _ in range(3)), 0, 0)]
 
-    run_once(*contenders[rerun](out), out_root)  # `out` holds the last round's last contender: make it ours, complete
     settle(cold)
     seconds_only = {f"{rerun} {RERUN}": contenders[rerun]}
     seconds_only.update((f"{name} {SECONDS_ONLY}", contender) for name, contender in (timed or {}).items())
