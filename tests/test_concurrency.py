@@ -266,39 +266,3 @@ def test_after_throttling_the_round_trip_no_longer_raises_requests():
     throttle.throttled(None)
     ramp.observe(100e6, 0.1)  # halved from the base: the server set the pace, not the round trip's 256
     assert ramp.requests == BASE_REQUESTS // 2 and ramp.follow_round_trip() == BASE_REQUESTS // 2
-
-
-def started_by_a_round_trip(seconds: float) -> Ramp:
-    """Small files, their requests started from a round trip of `seconds` measured before the first GET."""
-    ramp = small_files(Ramp(8, 64, 256, round_trips=round_trips_of(seconds)))
-    ramp.follow_round_trip()
-    return ramp
-
-
-def test_a_loaded_servers_answers_taken_for_a_round_trip_are_halved_once_and_for_good():
-    # Loopback, a busy server: its answers took 64 ms, so the start was 128; half of them deliver as much.
-    ramp = started_by_a_round_trip(0.064)
-    seen = []
-    for _ in range(8):
-        ramp.observe(20e6, 0.4, Latency(0.95, 0.064 * ramp.requests / BASE_REQUESTS))
-        seen.append(ramp.requests)
-    assert seen == [128, BASE_REQUESTS] + [BASE_REQUESTS] * 6  # judged after a window of the start's steady state
-
-
-def test_a_start_the_network_needs_is_put_back_when_halving_lowers_throughput():
-    # RTT 50 ms: throughput follows the requests in flight, whichever way they change.
-    ramp = started_by_a_round_trip(0.05)
-    assert ramp.requests == 100
-    seen = []
-    for _ in range(5):
-        ramp.observe(ramp.requests * 0.3e6, 0.2, Latency(0.8, 0.1))
-        seen.append(ramp.requests)
-    assert seen[:3] == [100, BASE_REQUESTS, 100]  # tried at half, put back
-    assert seen[-1] > 100  # and still latency-bound: the doublings carry on
-
-
-def test_a_start_at_the_base_is_never_halved():
-    ramp = started_by_a_round_trip(0.0003)  # loopback
-    for _ in range(6):
-        ramp.observe(20e6, 0.9, Latency(0.95, 0.01))  # the CPU busy: no doubling either
-    assert ramp.requests == BASE_REQUESTS

@@ -20,10 +20,8 @@ they take as long as before). More threads can also cost us more CPU than the wa
 throughput falling. Either undoes the doubling, and the ceiling stays. Neither needs any of the new requests to
 have finished, which over a long round trip takes longer than a window (a throughput rise would). Where the CPU is
 the limit (loopback) the ceiling stays put, and so does the round trip's share: a loopback round trip is a fraction
-of a millisecond (a listing page's answer, the server's work included, can look longer; the first GETs correct it,
-unless they queue at that server behind the first wave, so a start above the base is halved once after a window of
-its steady state, and kept at half unless throughput fell: `_check_start`). Only a cap above `BASE_REQUESTS` lets it
-grow.
+of a millisecond (a listing page's answer, the server's work included, can look longer; the first GETs correct it).
+Only a cap above `BASE_REQUESTS` lets it grow.
 
 The ramp also sizes the ranges of large files from the rate one connection achieved: capped connections get
 `PART_SIZE` ranges, so a file spreads over many of them; fast ones get larger ranges, up to `MAX_PART_SIZE`,
@@ -149,8 +147,6 @@ class Ramp:
     #: The source's round trips as measured so far (None: the source measures none), which `requests` starts from.
     round_trips: RoundTrips | None = None
     _requests_from_round_trip: bool = False  # `requests` is what the round trip last called for, unchanged since
-    _windows_delivering: int = 0  # windows in a row that delivered bytes: the second is the first a start is judged by
-    _start_checked: bool = False  # a start above the base was halved once, to see whether the network needs it
 
     def __post_init__(self) -> None:
         self.limit = max(1, min(self.limit, self.cap))
@@ -171,7 +167,7 @@ class Ramp:
         which a loaded loopback server can make look like a round trip). Never after throttling, or once a doubling
         showed requests queueing: the server set the pace."""
         shortest = self.round_trips.shortest if self.round_trips is not None else None
-        if shortest is None or self._throttled_once or self._requests_settled or self._requests_trial is not None:
+        if shortest is None or self._throttled_once or self._requests_settled:
             return self.requests
         wanted = min(self.request_cap, math.ceil(REQUESTS_PER_SECOND * shortest * _FIRST_REQUEST_ROUND_TRIPS))
         without = min(BASE_REQUESTS, self.request_cap) if self._requests_from_round_trip else self.requests
@@ -215,23 +211,14 @@ class Ramp:
 
     def _follow_latency(self, throughput: float, cpu_share: float, latency: Latency) -> None:
         """Double `requests` while small files are latency-bound, the CPU has room and the last doubling neither made
-        requests queue nor lowered throughput; halve once a start the round trip raised (`_check_start`)."""
-        self._windows_delivering = self._windows_delivering + 1 if throughput > 0 else 0
+        requests queue nor lowered throughput."""
         if self._requests_trial is not None:
-            if not latency.request_seconds:  # none finished: nothing to judge the change by yet
+            if not latency.request_seconds:  # none finished: nothing to judge the doubling by yet
                 return
             requests_before, seconds_before, throughput_before = self._requests_trial
             self._requests_trial = None
-            if self.requests < requests_before:  # the start, halved
-                if throughput * _WORTH_KEEPING < throughput_before:  # the network needed them all
-                    self.requests = requests_before
-                else:  # a server's queue, not the network's round trip: the half does as well, for fewer threads
-                    self._requests_settled = True
-                return
             if latency.request_seconds >= seconds_before * _QUEUEING or throughput * _WORTH_KEEPING < throughput_before:
                 self.requests, self._requests_settled = requests_before, True
-        if self._check_start(throughput, latency):
-            return
         bound_by_requests = self.limit * self._per_stream() > self.requests < self.request_cap
         if (
             bound_by_requests
@@ -242,19 +229,6 @@ class Ramp:
         ):
             self._requests_trial = (self.requests, latency.request_seconds, throughput)
             self.requests, self._requests_from_round_trip = min(self.request_cap, self.requests * 2), False
-
-    def _check_start(self, throughput: float, latency: Latency) -> bool:
-        """Halve, once, a start above the base that the round trip called for, after a window of its steady state:
-        a loaded server's answers (its listing pages, GETs queued behind the first wave) look like a round trip
-        and would keep as many threads waiting on it. The next window keeps the half unless throughput fell. True
-        while the start is being judged: no doubling meanwhile."""
-        if self._start_checked or not self._requests_from_round_trip or self.requests <= BASE_REQUESTS:
-            return False
-        if self._windows_delivering >= 2 and latency.request_seconds:
-            self._start_checked = True
-            self._requests_trial = (self.requests, latency.request_seconds, throughput)
-            self.requests, self._requests_from_round_trip = max(BASE_REQUESTS, self.requests // 2), False
-        return True
 
     def _halve(self) -> int:
         self._throttled_once = True
