@@ -108,8 +108,8 @@ class Journal:
         self._destination.unlink(self.path)
 
     def close(self) -> None:
-        """The lines still waiting written, under the appends' lock: no flush ever writes to a descriptor closed, or
-        reused, under it."""
+        """Under the appends' lock: a transfer thread that outlived a stop's grace never writes to a descriptor
+        closed, or reused, under it (its append fails instead)."""
         with self._lock:
             if self._fd >= 0:
                 with contextlib.suppress(OSError):  # lines that cannot be written are files fetched again
