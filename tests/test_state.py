@@ -388,14 +388,3 @@ def test_a_set_with_a_file_changed_since_its_share_finished_is_refused(tmp_path:
     refused = pytest.raises(FetchError, match=f"but {theirs.path} is not on disk as one of them left it")
     with refused, states[1].session(quiet), shares.completing(states[1], indexes[1], described, Log()):
         pass
-
-
-def test_recorded_lines_reach_the_file_together_at_a_flush(state: StateDir) -> None:
-    """A crash before the flush costs the re-run those files again; it never trusts a line that was not written."""
-    first, second = DoneFile("a.bin", 1, "v1", 11), DoneFile("b.bin", 2, "v2", 22)
-    state.journal.restart([])
-    state.journal.record_done(first)
-    state.journal.record_done(second)
-    assert list(journal_entries(state.journal.path)) == [], "as a process killed now would leave it"
-    state.journal.flush()
-    assert list(journal_entries(state.journal.path)) == [first, second]

@@ -1,11 +1,10 @@
 """The journal of finished files, and the checkpoints that say which of them are on stable storage.
 
-Each file is journaled once it has reached its final path, its line written with the others of the moment in one
-append (`flush`, every quarter second) rather than a write per file under a lock every transfer thread takes.
-Durability is claimed in checkpoints: one syncfs of the destination's filesystem (not a sync per file), then a
-marker saying which journal lines it covers. A re-run trusts the lines a marker covers, and the others only on the
-machine and boot that wrote them (whose page cache still holds their bytes): after a node crash, files finished
-since the last checkpoint are fetched again rather than trusted with possibly unwritten blocks.
+Each file is journaled as it reaches its final path; durability is claimed in checkpoints: one syncfs of the
+destination's filesystem (not a sync per file), then a marker saying which journal lines it covers. A re-run
+trusts the lines a marker covers, and the others only on the machine and boot that wrote them (whose page cache
+still holds their bytes): after a node crash, files finished since the last checkpoint are fetched again rather
+than trusted with possibly unwritten blocks.
 """
 
 from __future__ import annotations
@@ -32,8 +31,7 @@ class Journal:
         self._destination = destination
         self._folder = folder
         self._fd = -1
-        self._lock = threading.Lock()  # the lines waiting, appends, and a checkpoint's reading of how far they reach
-        self._waiting: list[bytes] = []  # lines recorded since the last flush
+        self._lock = threading.Lock()  # appends, and a checkpoint's reading of how far they reach
         self._unsynced = False  # lines written since the last checkpoint
         #: Files this run recorded (`record_done`): files that landed.
         self.recorded = 0
@@ -43,11 +41,7 @@ class Journal:
         return self._folder / JOURNAL
 
     def files(self) -> Iterator[DoneFile]:
-        """Files the journal records as finished, oldest first (those recorded since the last flush too); lines a
-        crash cut short are skipped."""
-        with self._lock:
-            if self._fd >= 0:
-                self._flush()
+        """Files the journal records as finished, oldest first; lines a crash cut short are skipped."""
         return journal_entries(self.path)
 
     def restart(self, finished: Iterable[DoneFile]) -> None:
@@ -60,37 +54,21 @@ class Journal:
         with self._destination.folder(self._folder) as folder:
             self._fd = os.open(JOURNAL, os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=folder)
         with self._lock:
-            self._waiting.clear()  # recorded for the journal this one replaces
             os.write(self._fd, self._synced_marker())
 
     def record_done(self, done: DoneFile) -> None:
-        """Journal a file that has reached its final path, at the next `flush` (a crash before it costs the re-run
-        that file again, never a file trusted that is not whole)."""
+        """Journal a file that has reached its final path. One O_APPEND write, so a crash leaves whole lines or a
+        cut-off last line, which `files` skips."""
         line = (done.to_json() + "\n").encode()
         with self._lock:
-            self._waiting.append(line)
+            os.write(self._fd, line)
+            self._unsynced = True
             self.recorded += 1
-
-    def flush(self) -> None:
-        """Write the lines recorded since the last flush. O_APPEND writes, so a crash leaves whole lines or a cut-off
-        last line, which `files` skips."""
-        with self._lock:
-            self._flush()
-
-    def _flush(self) -> None:
-        if not self._waiting:
-            return
-        lines = memoryview(b"".join(self._waiting))
-        self._waiting.clear()
-        while lines:
-            lines = lines[os.write(self._fd, lines) :]
-        self._unsynced = True
 
     def checkpoint(self) -> None:
         """Flush the destination's filesystem, then mark the journal lines written before the flush began as
         standing for bytes on stable storage."""
         with self._lock:
-            self._flush()
             if not self._unsynced:
                 return
             self._unsynced = False
@@ -112,8 +90,6 @@ class Journal:
         closed, or reused, under it (its append fails instead)."""
         with self._lock:
             if self._fd >= 0:
-                with contextlib.suppress(OSError):  # lines that cannot be written are files fetched again
-                    self._flush()
                 os.close(self._fd)
                 self._fd = -1
 

@@ -31,10 +31,9 @@ from initializers.transfer.concurrency import WINDOW_SECONDS, Ramp, RequestTimes
 from initializers.transfer.progress import InFlight, Progress
 
 _STOP_GRACE_SECONDS = 2.0  # how long a stopped run waits for transfer threads to notice before cleaning up
-#: How often finished files (the journal) and what the partials' records say landed are put on stable storage, by
-#: one syncfs: a node crash loses at most this much progress, and a syncfs this often costs little (ranges start their
-#: own writeback as they land), where one every window (as before) made ext4 commit its journal four times a second.
-_CHECKPOINT_SECONDS = 2.0
+#: How often what the partials' records say landed is put on stable storage: a node crash loses at most this much
+#: of a partial's progress, and one syncfs this often costs little (ranges start their own writeback as they land).
+_RECORDS_SYNC_SECONDS = 2.0
 _log = logs.get_logger("initializers.transfer.engine")
 
 
@@ -265,7 +264,7 @@ class Engine:
         self._ramp.follow_round_trip()  # the listing's round trips size the first wave of small-file requests
         self._start_threads(tasks)
         before = (self.clock.monotonic(), time.process_time(), self.progress.bytes_done)
-        checkpointed = before[0]
+        records_synced = before[0]
         while any(thread.is_alive() for thread in self._threads):
             self._wake.wait(max(0.0, before[0] + WINDOW_SECONDS - self.clock.monotonic()))
             check_stop()
@@ -282,11 +281,9 @@ class Engine:
                                part_mib=self._ramp.part_size >> 20, mb_s=round(throughput / 1e6, 1),
                                cpu_share=round(cpu_share, 2))  # fmt: skip
                 before = now
-                if now[0] - checkpointed < _CHECKPOINT_SECONDS:
-                    self._checkpoint(sync=False)
-                else:
-                    checkpointed = now[0]
-                    self._checkpoint()
+                self._checkpoint()
+                if now[0] - records_synced >= _RECORDS_SYNC_SECONDS:
+                    records_synced = now[0]
                     try:
                         self._temps.checkpoint()
                     except OSError as exc:
@@ -308,14 +305,10 @@ class Engine:
                 self._threads.append(thread)
             thread.start()
 
-    def _checkpoint(self, sync: bool = True) -> None:
-        """Journal the files finished since the last call; `sync`: claim them too, once their bytes are on stable
-        storage."""
+    def _checkpoint(self) -> None:
+        """Claim the files finished since the last checkpoint, once their bytes are on stable storage."""
         try:
-            if sync:
-                self._journal.checkpoint()
-            else:
-                self._journal.flush()
+            self._journal.checkpoint()
         except OSError as exc:
             raise disk_error(exc) from None
 
