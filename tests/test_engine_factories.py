@@ -197,4 +197,9 @@ def test_a_stop_landing_while_a_transfer_thread_starts_still_stops_cleanly(
     state = StateDir(str(tmp_path / "out"))
     with pytest.raises(KeyboardInterrupt):
         run(tmp_path, StoredRanges(Stored(bodies), Ramp(4, 4)), files)
-    assert not state.tmp.exists(), "no file landed: OUTPUT_PATH is left as found, no temporary in it"
+    # The first thread may finish a file before the signal lands (a busy machine); either way no temporary is left.
+    landed = sorted(path.name for path in (tmp_path / "out").glob("*.bin"))
+    if landed:
+        assert not any(state.tmp.iterdir()), f"{landed} landed and stay; no temporary beside them"
+    else:
+        assert not state.tmp.exists(), "no file landed: OUTPUT_PATH is left as found, no temporary in it"
