@@ -6,8 +6,8 @@ S3 sets through `devkit.netem` in front of SeaweedFS, every tool at its defaults
 8 MB/s against s5cmd, rclone and `aws s3 cp`; the one large object (N1) at 20 ms only, as its ratio barely moves with
 the round trip. The Hub with the emulator in front of its CDN origin only (as the Hub's CDN caps each connection),
 this tool vs `hf download`, at 20 ms and 8 MB/s, one round (`HUB_ROUNDS`). The large sets run at most `LARGE_ROUNDS`
-rounds: in the last full run two rounds of each were within 2% of each other for this tool and 7% for the best peer,
-at ratios of 2.2-2.6x, and each round of them takes the longest. Run with `make bench-network` (BENCH_ROUNDS,
+rounds: their rounds agree closely and their ratios stand well clear of the goal (bench/results.md), and each round of
+them takes the longest. Run with `make bench-network` (BENCH_ROUNDS,
 BENCH_OUT; BENCH_RTTS_MS and BENCH_RATES_MB to choose other terms for the small objects, e.g. `BENCH_RTTS_MS=80
 BENCH_RATES_MB=8`; BENCH_SETS to pick sets, e.g. `BENCH_SETS=N3` for the small objects only, NH names the Hub's).
 """
@@ -35,8 +35,8 @@ RATES = tuple(float(mb) * 1e6 for mb in os.environ.get("BENCH_RATES_MB", "4,8").
 SETS_CHOSEN = os.environ.get("BENCH_SETS", "N1,N2,N3,NH").split(",")
 #: The most rounds of the large sets (see the module's note).
 LARGE_ROUNDS = 1
-#: The Hub's set runs once: `hf download` holds one connection, so it takes over two minutes at `RATE` (8.0 MB/s in
-#: every past round, ours 158-175 MB/s), and its ratio stands far from the goal either way.
+#: The Hub's set runs once: `hf download` holds one connection, so a round of it takes minutes at `RATE`, and its
+#: ratio stands far from the goal either way (bench/results.md).
 HUB_ROUNDS = 1
 
 SETS = {
