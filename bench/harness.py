@@ -98,8 +98,8 @@ def measure(
     finished: Callable[[str, Sample], None] | None = None,
 ) -> dict[str, list[Sample]]:
     """Every contender once per round, in a rotating order but for `rerun` last in the last round; then `rerun`
-    again on its complete output, and the `timed` commands (a part of the work, such as a listing alone) for their
-    seconds.
+    again on its complete output, and the `timed` commands (a part of the work, such as a listing alone), in turns,
+    for their median seconds.
 
     `total` is the work in bytes (or another `unit` of a million things, e.g. rows), and `found` counts it in an
     output, so a contender that leaves anything out fails the benchmark instead of looking fast. Contenders in
@@ -112,8 +112,7 @@ def measure(
     names = list(contenders)
     out = out_root / "out"
     for round_index in range(rounds):
-        shift = round_index % len(names)
-        order = names[shift:] + names[:shift]
+        order = _rotated(names, round_index)
         if round_index == rounds - 1:  # its output is what the re-run goes over: no run of it again to make it so
             order.remove(rerun)
             order.append(rerun)
@@ -133,18 +132,31 @@ def measure(
                 flush=True,
             )
 
-    def median_of_three(contender: Contender) -> list[Sample]:
-        command, env = contender(out)
-        return [Sample(statistics.median(run_once(command, env, out_root).seconds for _ in range(3)), 0, 0)]
-
     settle(cold)
     seconds_only = {f"{rerun} {RERUN}": contenders[rerun]}
     seconds_only.update((f"{name} {SECONDS_ONLY}", contender) for name, contender in (timed or {}).items())
-    for name, contender in seconds_only.items():
-        samples[name] = median_of_three(contender)
+    for name, seconds in _in_turns(seconds_only, out, out_root).items():
+        samples[name] = [Sample(statistics.median(seconds), 0, 0)]
         if finished is not None:
             finished(name, samples[name][0])
     return samples
+
+
+def _in_turns(contenders: dict[str, Contender], out: Path, scratch: Path, turns: int = 3) -> dict[str, list[float]]:
+    """The seconds of each contender, run `turns` times in turns, in a rotating order: side by side, as the rounds
+    are, rather than one contender's runs after the other's on a machine that changes."""
+    seconds: dict[str, list[float]] = {name: [] for name in contenders}
+    names = list(contenders)
+    for turn in range(turns):
+        for name in _rotated(names, turn):
+            command, env = contenders[name](out)
+            seconds[name].append(run_once(command, env, scratch).seconds)
+    return seconds
+
+
+def _rotated(names: list[str], turn: int) -> list[str]:
+    shift = turn % len(names)
+    return names[shift:] + names[:shift]
 
 
 def settle(cold: bool) -> None:
