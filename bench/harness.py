@@ -202,7 +202,7 @@ class Result:
 
 
 def table(title: str, total: int, samples: dict[str, list[Sample]], peer: str, unit: str = "MB") -> str:
-    per, per_amount, digits = ("GB", 1e9, 0) if unit == "MB" else (unit, 1e6, 2)  # CPU s per GB, or per M rows
+    per, per_amount = ("GB", 1e9) if unit == "MB" else (unit, 1e6)  # CPU s per GB, or per M rows
     lines = [
         f"### {title} ({total / 1e6:.0f} {unit})",
         "",
@@ -210,6 +210,7 @@ def table(title: str, total: int, samples: dict[str, list[Sample]], peer: str, u
         "|---|---|---|---|---|",
     ]
     reference = statistics.median(total / s.seconds for s in samples[peer])
+    digits = 2 if unit != "MB" else 0 if reference >= 10e6 else 1  # tiny files move a few MB/s: their tenths count
     for name, runs in samples.items():
         if name.endswith(RERUN):
             lines.append(f"| {name} (complete output, nothing to fetch) | {runs[0].seconds:.2f} s | | | |")
