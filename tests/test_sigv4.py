@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from botocore.auth import S3SigV4Auth
@@ -17,12 +17,12 @@ WHEN = datetime(2026, 11, 29, 12, 30, 45, tzinfo=UTC)
 
 
 def botocore_authorization(
-    url: str, headers: dict[str, str], token: str | None, monkeypatch: pytest.MonkeyPatch
+    url: str, headers: dict[str, str], token: str | None, monkeypatch: pytest.MonkeyPatch, when: datetime = WHEN
 ) -> str:
     # botocore sends UNSIGNED-PAYLOAD only over https with payload signing off; the scheme itself is not signed.
     request = AWSRequest(method="GET", url=url, headers=headers)
     request.context["client_config"] = Config(s3={"payload_signing_enabled": False})
-    monkeypatch.setattr("botocore.auth.get_current_datetime", lambda: WHEN.replace(tzinfo=None))  # a fixed clock
+    monkeypatch.setattr("botocore.auth.get_current_datetime", lambda: when.replace(tzinfo=None))  # a fixed clock
     S3SigV4Auth(Credentials("AKID", "SECRET", token), "s3", "eu-west-1").add_auth(request)
     return request.headers["Authorization"]
 
@@ -51,6 +51,19 @@ def test_listing_signature_matches_botocore(prefix: str, token: str | None, monk
     )
     url = f"https://127.0.0.1:8333/bucket/?{query}"
     assert ours["authorization"] == botocore_authorization(url, {}, token, monkeypatch)
+
+
+def test_one_signer_stamps_each_request_with_its_own_second(monkeypatch: pytest.MonkeyPatch):
+    """The signer keeps a second's x-amz-date for the requests within it: a request in the next second, or back in
+    an earlier one, is stamped and signed as botocore signs it then."""
+    signer = GetSigner("eu-west-1")
+    credentials = SigningCredentials("AKID", "SECRET")
+    later = WHEN.replace(microsecond=999_999)
+    for when in (WHEN, later, later + timedelta(microseconds=1), WHEN):
+        headers = signer.headers(credentials, "127.0.0.1:8333", "/bucket/a", {}, when)
+        assert headers["x-amz-date"] == when.strftime("%Y%m%dT%H%M%SZ")
+        url = "https://127.0.0.1:8333/bucket/a"
+        assert headers["authorization"] == botocore_authorization(url, {}, None, monkeypatch, when)
 
 
 def test_credentials_repr_hides_the_secret():

@@ -116,6 +116,9 @@ class RoundTrips:
         self._shortest: float | None = None
 
     def add(self, seconds: float) -> None:
+        shortest = self._shortest
+        if shortest is not None and seconds >= shortest:  # most requests: nothing to change, and no lock taken
+            return  # (the value only ever falls, so one read that says "not shorter" stays true)
         with self._lock:
             if self._shortest is None or seconds < self._shortest:
                 self._shortest = seconds

@@ -52,6 +52,7 @@ class GetSigner:
     def __init__(self, region: str) -> None:
         self.region = region
         self._cached: tuple[str, str, bytes] | None = None  # (secret, date, key)
+        self._stamp: tuple[int, str] = (-1, "")  # (a second since the epoch, its x-amz-date): one strftime a second
 
     def headers(
         self,
@@ -67,7 +68,7 @@ class GetSigner:
         `path` must already be percent-encoded exactly as sent; S3 does not normalise or re-encode it.
         `query` is a `canonical_query`, sent as it is.
         """
-        amz_date = now.strftime("%Y%m%dT%H%M%SZ")
+        amz_date = self._amz_date(now)
         date = amz_date[:8]
         headers = {"host": host, "x-amz-content-sha256": UNSIGNED_PAYLOAD, "x-amz-date": amz_date}
         if credentials.token:
@@ -86,6 +87,15 @@ class GetSigner:
             f"SignedHeaders={signed}, Signature={signature}"
         )
         return headers
+
+    def _amz_date(self, now: datetime) -> str:
+        """`now` as x-amz-date, formatted once a second: strftime is a third of a request's signing."""
+        second = int(now.timestamp())
+        stamped, amz_date = self._stamp  # one tuple, swapped whole: the transfer threads share one signer
+        if second != stamped:
+            amz_date = now.strftime("%Y%m%dT%H%M%SZ")
+            self._stamp = (second, amz_date)
+        return amz_date
 
     def _key(self, secret: str, date: str) -> bytes:
         cached = self._cached
