@@ -46,3 +46,15 @@ def test_the_ramp_halves_on_throttling_then_grows_one_step_per_calm_window() -> 
     assert ramp.observe(100e6, 0.9, busy) == 9  # the CPU is the limit: no growth
     throttle.throttled(None)
     assert ramp.observe(100e6, 0.1, busy) == 4 and ramp.requests == 10
+
+
+def test_windows_paused_by_the_throttling_add_nothing_back() -> None:
+    """A Retry-After of seconds pauses the fleet for many windows: none delivers, none is calm; growth resumes one
+    step per window once answers come again."""
+    throttle = Throttle(DrivenClock())
+    ramp = Ramp(16, 64, throttle=throttle)
+    throttle.throttled(30.0)
+    assert ramp.observe(100e6, 0.1) == 8 and ramp.requests == 32
+    for _ in range(120):  # 30 s of windows in the pause: nothing delivered
+        assert ramp.observe(0.0, 0.0) == 8 and ramp.requests == 32
+    assert ramp.observe(100e6, 0.1) == 9 and ramp.requests == 33

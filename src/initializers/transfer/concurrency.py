@@ -189,14 +189,16 @@ class Ramp:
     def observe(self, throughput: float, cpu_share: float, latency: Latency = NO_REQUESTS) -> int:
         """Throughput (bytes per second), CPU share (cores) and the requests' latency in the window just ended;
         returns the new limit. Throttled answers in the window halve streams and small-file requests; from then on
-        each calm window adds one of each (additive increase, multiplicative decrease: the server set the pace)."""
+        each calm window adds one of each (additive increase, multiplicative decrease: the server set the pace). A
+        window in which nothing was delivered (the fleet paused, a Retry-After of seconds) is not calm: it shows
+        nothing of the server's pace, and a long pause must not add back all that the throttling took."""
         if throughput > 0:  # a window with nothing delivered (a listing, the first bytes) says nothing of the rate
             per_transfer = int(throughput / self.workers * _PART_SECONDS)
             self.part_size = min(MAX_PART_SIZE, max(PART_SIZE, per_transfer >> 20 << 20))
         if self.throttle is not None and self.throttle.take_events():
             return self._halve()
         if self._throttled_once:
-            return self._add_one(cpu_share)
+            return self._add_one(cpu_share) if throughput > 0 else self.limit  # a window with no answer is no calm
         self.follow_round_trip()
         self._follow_latency(throughput, cpu_share, latency)
         if self._trial is not None:
