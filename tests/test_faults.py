@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import statistics
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -136,20 +137,25 @@ def test_s3_throttling_a_third_of_requests_backs_the_whole_fleet_off(
     seaweed: SeaweedFS, s3: Any, bucket: str, tmp_path: Path
 ):
     """SlowDown (no Retry-After) to every third object GET: the run completes, each refused GET is asked once more
-    (no more requests than that), and fewer requests are under way at once as the throttling goes on."""
+    (no more requests than that), the ramp halves the transfers (its debug log), and fewer requests are under way at
+    once as the throttling goes on (at the relay)."""
     for key, body in FLEET.items():
         s3.put_object(Bucket=bucket, Key=f"fleet/{key}", Body=body)
     output = tmp_path / "out"
     with Relay(seaweed.endpoint) as relay:
         slow_down = relay.add_fault(StatusFault(status=503, times=None, every=3, match=f"/{bucket}/fleet/"))
         env = {**seaweed.env(), "ENDPOINT": relay.endpoint, "STORAGE_URI": f"s3://{bucket}/fleet"}
-        result = run_program("dataset", {**env, "OUTPUT_PATH": str(output)}, timeout=HANG_CEILING_SECONDS)
+        result = run_program(
+            "dataset", {**env, "OUTPUT_PATH": str(output), "LOG_LEVEL": "debug"}, timeout=HANG_CEILING_SECONDS
+        )
     assert result.code == 0, result.stdout
     assert tree(output) == FLEET and completed(output)
+    assert any(event["streams"] < event["was"] for event in result.named("streams")), "halved for the throttling"
     gets, on_arrival = relay.traffic.object_gets(), relay.traffic.object_gets_on_arrival
     assert slow_down.hits == len(gets) // 3 and len(gets) <= len(FLEET) * 3 // 2 + 1
+    # On average: on a loaded machine the first requests go out unevenly, so one peak says little.
     third = len(on_arrival) // 3
-    assert max(on_arrival[-third:]) < max(on_arrival[:third]), on_arrival
+    assert statistics.mean(on_arrival[-third:]) < statistics.mean(on_arrival[:third]), on_arrival
 
 
 def test_s3_throttling_without_end_is_bounded_by_timeout(
