@@ -198,7 +198,7 @@ class Ramp:
         if self.throttle is not None and self.throttle.take_events():
             return self._halve()
         if self._throttled_once:
-            return self._add_one(cpu_share) if throughput > 0 else self.limit  # a window with no answer is no calm
+            return self._add_one(throughput, cpu_share)
         self.follow_round_trip()
         self._follow_latency(throughput, cpu_share, latency)
         if self._trial is not None:
@@ -241,8 +241,10 @@ class Ramp:
         self.limit, self.requests = max(1, self.limit // 2), max(1, self.requests // 2)
         return self.limit
 
-    def _add_one(self, cpu_share: float) -> int:
-        if cpu_share < _BUSY_CPU:
+    def _add_one(self, throughput: float, cpu_share: float) -> int:
+        """One more stream and request after a calm window: one that delivered (a window the fleet's pause held
+        shows nothing of the server's pace) with the CPU to spare; as `_double`, growth needs both."""
+        if throughput > 0 and cpu_share < _BUSY_CPU:
             self.limit, self.requests = min(self.cap, self.limit + 1), min(self.request_cap, self.requests + 1)
         return self.limit
 
