@@ -140,6 +140,9 @@ class Ramp:
     _trial: tuple[int, float] | None = None  # (limit, throughput) before the doubling being tried
     _windows_to_probe: int = 1
     _task_bytes: float = 0.0  # running mean of the sizes of the tasks started, from the first one's (0: none yet)
+    #: Tasks per stream: as many as move a part's bytes together, by `_task_bytes` (one before any started, as if each
+    #: were a part); kept as the mean moves, since `workers` is read for every task.
+    _per_stream: int = 1
     part_size: int = PART_SIZE  # the range size a connection's measured rate calls for, in whole MiB
     requests: int = BASE_REQUESTS  # the most small-file requests at once: grows while they are latency-bound
     _requests_trial: tuple[int, float, float] | None = None  # (requests, request seconds, throughput) before it
@@ -160,7 +163,7 @@ class Ramp:
     def workers(self) -> int:
         """Transfers to run at once: `limit` streams, each as many tasks as move a part's bytes together, small
         ones up to `requests` in all."""
-        return max(self.limit, min(self.limit * self._per_stream(), self.requests))
+        return max(self.limit, min(self.limit * self._per_stream, self.requests))
 
     def follow_round_trip(self) -> int:
         """Raise `requests` to as many as keep `REQUESTS_PER_SECOND` going over the shortest round trip measured so
@@ -177,14 +180,11 @@ class Ramp:
         self.requests, self._requests_from_round_trip = max(without, wanted), wanted > without
         return self.requests
 
-    def _per_stream(self) -> int:
-        """Tasks per stream: one before any started (they are taken to be a part each)."""
-        return max(1, round(PART_SIZE / max(self._task_bytes or PART_SIZE, 1.0)))
-
     def task_started(self, size: int) -> None:
         """A task of `size` bytes was handed to a transfer: it moves the running mean that sizes `workers`. The first
         sets it, so that a listing of small files calls for all its requests from the first task on."""
         self._task_bytes += (size - self._task_bytes) / (_TASK_HORIZON if self._task_bytes else 1)
+        self._per_stream = max(1, round(PART_SIZE / max(self._task_bytes or PART_SIZE, 1.0)))
 
     def observe(self, throughput: float, cpu_share: float, latency: Latency = NO_REQUESTS) -> int:
         """Throughput (bytes per second), CPU share (cores) and the requests' latency in the window just ended;
@@ -224,7 +224,7 @@ class Ramp:
             self._requests_trial = None
             if latency.request_seconds >= seconds_before * _QUEUEING or throughput * _WORTH_KEEPING < throughput_before:
                 self.requests, self._requests_settled = requests_before, True
-        bound_by_requests = self.limit * self._per_stream() > self.requests < self.request_cap
+        bound_by_requests = self.limit * self._per_stream > self.requests < self.request_cap
         if (
             bound_by_requests
             and not self._requests_settled
