@@ -236,6 +236,42 @@ def test_a_removed_journal_is_gone_and_reads_as_empty(state: StateDir) -> None:
     state.journal.close()  # closing twice is harmless
 
 
+@pytest.mark.parametrize(
+    "done",
+    [
+        DoneFile("a.bin", 1, "v1", 11),
+        DoneFile('q"uo\\te/\u00e9t\u00e9 \U0001f600\n.bin', 0, "\"etag\"", -1, "md5", "ab" * 16),
+    ],
+)
+def test_a_journal_line_is_the_record_as_json_writes_it(done: DoneFile) -> None:
+    record = {"path": done.path, "size": done.size, "version": done.version, "mtime_ns": done.mtime_ns}
+    if done.algorithm is not None:
+        record.update(algorithm=done.algorithm, hexdigest=done.hexdigest)
+    assert done.to_json() == json.dumps(record)
+    assert DoneFile.from_record(json.loads(done.to_json())) == done
+
+
+def test_a_line_with_a_field_of_the_wrong_type_is_skipped_and_a_restart_writes_the_others_back(
+    state: StateDir,
+) -> None:
+    whole = DoneFile("a.bin", 1, "v1", 11)
+    state.journal.restart([whole])
+    state.journal.close()
+    damaged = [
+        {"path": "b.bin", "size": "2", "version": "v2", "mtime_ns": 22},
+        {"path": "c.bin", "size": True, "version": "v3", "mtime_ns": 33},
+        {"path": 4, "size": 4, "version": "v4", "mtime_ns": 44},
+        {"path": "e.bin", "size": 5, "version": "v5", "mtime_ns": 55, "algorithm": 5, "hexdigest": "x"},
+        {"path": "f.bin", "size": 6, "version": "v6"},
+        {"path": "g.bin", "size": 7, "version": "v7", "mtime_ns": 77, "extra": 1},
+    ]
+    with open(state.journal.path, "a") as journal:
+        journal.writelines(json.dumps(record) + "\n" for record in damaged)
+    assert list(state.journal.files()) == [whole]
+    state.journal.restart(state.journal.files())  # as a re-run does
+    assert list(state.journal.files()) == [whole]
+
+
 def test_a_journal_that_is_not_one_yields_nothing(tmp_path: Path) -> None:
     (tmp_path / "journal.jsonl").write_bytes(b"\x00\xff not json\n[1, 2]\n")
     assert list(journal_entries(tmp_path / "journal.jsonl")) == []

@@ -9,7 +9,6 @@ than trusted with possibly unwritten blocks.
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 import json
 import os
@@ -102,5 +101,9 @@ def journal_entries(path: Path) -> Iterator[DoneFile]:
         return
     with handle:
         for line in trusted_lines(handle):
-            with contextlib.suppress(ValueError, TypeError):  # the header and markers are no DoneFile
-                yield DoneFile(**json.loads(line))
+            try:
+                record = json.loads(line)
+            except ValueError:  # a line a crash cut short
+                continue
+            if (done := DoneFile.from_record(record)) is not None:  # not the header, a marker or a damaged line
+                yield done
