@@ -188,6 +188,24 @@ def test_model_without_safetensors_keeps_bin_weights_under_the_default_list(
     assert set(tree(tmp_path / "explicit")) == {"config.json", "flax.msgpack"}
 
 
+def test_small_objects_over_short_round_trips_go_through_the_lane_within_max_workers(
+    seaweed: SeaweedFS, s3: Any, bucket: str, tmp_path: Path
+):
+    """On loopback, most of 600 small objects are read by the lane (its debug log counts them), every byte lands,
+    and the requests at once, counted at a relay, never exceed MAX_WORKERS."""
+    objects = {f"tiny/{i:03d}.txt": os.urandom(100 + i) for i in range(600)}
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(lambda item: s3.put_object(Bucket=bucket, Key=item[0], Body=item[1]), objects.items()))
+    output = tmp_path / "out"
+    with Relay(seaweed.endpoint) as relay:
+        env = {**seaweed.env(), "ENDPOINT": relay.endpoint, "STORAGE_URI": f"s3://{bucket}/tiny"}
+        result = run_program("dataset", {**env, "OUTPUT_PATH": str(output), "LOG_LEVEL": "debug", "MAX_WORKERS": "12"})
+    assert result.code == 0, result.stdout
+    assert {f"tiny/{p.name}": p.read_bytes() for p in output.iterdir() if p.is_file()} == objects
+    assert sum(event["files"] for event in result.named("lane")) >= 300
+    assert max(relay.traffic.object_gets_on_arrival) <= 12
+
+
 def test_large_object_in_parallel_ranges_is_exact(seaweed: SeaweedFS, s3: Any, bucket: str, tmp_path: Path):
     body = os.urandom(40 * 1024 * 1024 + 12345)  # five 8 MiB ranges, the last one short
     s3.put_object(Bucket=bucket, Key="big/blob.bin", Body=body)

@@ -240,7 +240,7 @@ def test_a_removed_journal_is_gone_and_reads_as_empty(state: StateDir) -> None:
     "done",
     [
         DoneFile("a.bin", 1, "v1", 11),
-        DoneFile('q"uo\\te/\u00e9t\u00e9 \U0001f600\n.bin', 0, "\"etag\"", -1, "md5", "ab" * 16),
+        DoneFile('q"uo\\te/\u00e9t\u00e9 \U0001f600\n.bin', 0, '"etag"', -1, "md5", "ab" * 16),
     ],
 )
 def test_a_journal_line_is_the_record_as_json_writes_it(done: DoneFile) -> None:

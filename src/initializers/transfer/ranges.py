@@ -14,6 +14,7 @@ import contextlib
 import os
 import threading
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from functools import partial
 from typing import Protocol
 
@@ -26,23 +27,41 @@ from initializers.destination.stable_storage import start_writeback
 from initializers.transfer.bandwidth import TokenBucket
 from initializers.transfer.concurrency import Ramp
 from initializers.transfer.engine import Assembly, Cancelled, OpenFile, Task, disk_error
+from initializers.transfer.lane import Exchange, Lane
 from initializers.transfer.progress import Progress
-from initializers.transfer.range_sizes import comes_whole, range_size
-from initializers.transfer.retry import Retriable, retrying
+from initializers.transfer.range_sizes import PART_SIZE, comes_whole, range_size
+from initializers.transfer.retry import TRANSIENT, Retriable, retrying
 from initializers.transfer.sink import Sink
+from initializers.transfer.throttle import Throttle
 
 _log = logs.get_logger("initializers.transfer.engine")
 #: How often a range in flight records how far it got: a kill loses about this much of its transfer.
 _RECORD_SECONDS = 1.0
 
 
+#: Whole files this small go through the lane (`lane`) once round trips are short: their requests, not their bytes,
+#: cost the CPU.
+LANE_MOST_BYTES = 256 << 10
+#: The longest round trip the lane is used at: it opens its connections one at a time, which costs microseconds in a
+#: data centre but would hold up every request in flight over a long one, where threads open theirs at once (and the
+#: network, not the CPU, sets the pace).
+LANE_ROUND_TRIP_SECONDS = 0.005
+#: Files handed to the lane by one task.
+_LANE_BATCH = 64
+
+
 class Reader(Protocol):
     """What ranges are read from: a `Storage`."""
+
+    #: Seconds an answer read in the lane may go without a byte; None: no lane, a thread per request.
+    lane_timeout: float | None
 
     def part_size_for(self, file: RemoteFile) -> int | None:
         """The smallest range `file` is fetched in; None: in one range."""
 
     def read(self, file: RemoteFile, offset: int, length: int, sink: Sink) -> None: ...
+
+    def begin_read(self, file: RemoteFile, sink: Sink) -> Exchange: ...
 
     def interrupt(self) -> None: ...
 
@@ -133,6 +152,8 @@ class StoredRanges:
         self._bandwidth = bandwidth
 
     def tasks(self, files: Iterable[RemoteFile], assembly: Assembly) -> Iterator[Task]:
+        lane = self._lane(assembly)
+        batch: list[_LaneFile] = []
         for file in files:
             target = assembly.target(file)
             part = self._range_size(file)
@@ -140,6 +161,12 @@ class StoredRanges:
                 target.start_over()
             if not target.kept and comes_whole(file.size, part):
                 target.handed_out(last=True)
+                if lane is not None and self._for_lane(file):
+                    batch.append(_LaneFile(target))
+                    if len(batch) == _LANE_BATCH:
+                        yield _lane_task(lane, batch)
+                        batch = []
+                    continue
                 yield Task(file.size, partial(self._transfer_range, assembly, target, 0, file.size))
                 continue
             gaps = missing(target.kept, file.size) or [(file.size, 0)]  # all kept: one empty range finishes it
@@ -152,9 +179,30 @@ class StoredRanges:
                     offset += length
                     if offset >= end:
                         break
+        if batch and lane is not None:
+            yield _lane_task(lane, batch)
 
     def interrupt(self) -> None:
         self._reader.interrupt()
+
+    def _lane(self, assembly: Assembly) -> Lane[_LaneFile] | None:
+        """The lane small files take, when the source offers one and no MAX_BANDWIDTH cap paces reads."""
+        timeout = self._reader.lane_timeout
+        if timeout is None or self._bandwidth is not None:
+            return None
+        work = _LaneWork(self, self._reader, assembly, self._ramp.throttle)
+        return Lane(work, self._lane_width, timeout, assembly.cancel, assembly.clock)
+
+    def _lane_width(self) -> int:
+        """The lane's requests at once: the small-file requests the ramp allows, less one for each other transfer
+        thread (a range of a large file, a file waiting for short round trips), so that all together stay within it."""
+        ramp = self._ramp
+        return max(1, ramp.requests - ramp.workers + 1)
+
+    def _for_lane(self, file: RemoteFile) -> bool:
+        round_trips = self._ramp.round_trips
+        shortest = round_trips.shortest if round_trips is not None else None
+        return 0 < file.size <= LANE_MOST_BYTES and shortest is not None and shortest <= LANE_ROUND_TRIP_SECONDS
 
     def _range_size(self, file: RemoteFile) -> int | None:
         return range_size(self._reader.part_size_for(file), self._ramp.part_size)
@@ -221,3 +269,69 @@ def _open_once(assembly: Assembly, target: OpenFile, ranged: bool) -> None:
             return
         assembly.opened(target)
         assembly.open_temp(target, target.file.size if ranged else None)
+
+
+def _lane_task(lane: Lane[_LaneFile], batch: list[_LaneFile]) -> Task:
+    """Handing a batch to the lane, counted as a part's work: a few threads keep the lane fed, its requests in flight
+    are its own (`Ramp.requests`), and threads beyond those would only wait."""
+    return Task(PART_SIZE, partial(lane.take, batch))
+
+
+@dataclass
+class _LaneFile:
+    """A small file in the lane: its temporary, and once its request is sent, the sink it is read into."""
+
+    target: OpenFile
+    sink: PartSink | None = None
+    started: float = 0.0  # when its request was sent (clock.monotonic)
+
+
+class _LaneWork:
+    """What the lane does with a small file: one request for all of it, and the file finished as a range's last
+    part would finish it; a failed request is made again the threads' way, under the retry policy."""
+
+    def __init__(self, ranges: StoredRanges, reader: Reader, assembly: Assembly, throttle: Throttle | None) -> None:
+        self._ranges = ranges
+        self._reader = reader
+        self._assembly = assembly
+        self._throttle = throttle
+
+    def start(self, item: _LaneFile) -> Exchange:
+        if self._throttle is not None:
+            self._throttle.wait_turn()  # the fleet's pause holds the lane's requests back too
+        assembly, target = self._assembly, item.target
+        _open_once(assembly, target, ranged=False)
+        item.sink = PartSink(target, 0, target.file.size, assembly.progress, assembly.cancel, assembly.clock)
+        item.started = assembly.clock.monotonic()
+        return self._reader.begin_read(target.file, item.sink)
+
+    def done(self, item: _LaneFile, exchange: Exchange) -> None:
+        sink, size = item.sink, item.target.file.size
+        assert sink is not None, "started"
+        if sink.written != size:
+            self.failed(item, ConnectionError(f"the body ended {size - sink.written} bytes early"))
+            return
+        self._landed(item, sink)
+
+    def failed(self, item: _LaneFile, error: Exception) -> None:
+        """Ask again the threads' way, for the rest of the file after what the lane received, under the retry
+        policy: a failure that persists fails the run, as a thread's would."""
+        sink, file = item.sink, item.target.file
+        if not isinstance(error, TRANSIENT) or self._assembly.cancel.is_set() or sink is None:
+            raise error  # final (a refused answer, the disk's failure, a stop), or the temporary could not be opened
+        if isinstance(error, Retriable) and error.throttled and self._throttle is not None:
+            self._throttle.throttled(error.retry_after)  # the fleet pauses, and the ramp halves the lane's width
+        _log.debug("a request in the lane failed: asking again", path=file.path, error=str(error))
+        self._reader.read(file, 0, file.size, sink)
+        if sink.written != file.size:
+            raise FetchError(f"{file.locator}: received {sink.written} bytes of {file.size}; the source ended early")
+        self._landed(item, sink)
+
+    def _landed(self, item: _LaneFile, sink: PartSink) -> None:
+        """All of the file is in its temporary: record the request's times, and finish the file."""
+        assembly, target = self._assembly, item.target
+        sink.landed()
+        if sink.first_byte is not None:
+            assembly.request_times.add(sink.first_byte - item.started, assembly.clock.monotonic() - item.started)
+        if target.part_done():
+            self._ranges._finish_or_fetch_again(assembly, target)

@@ -46,6 +46,11 @@ class Retriable(Exception):
         self.retry_after = retry_after
 
 
+#: Failures of a request worth another attempt: the network's (resets, timeouts, framing) and the server's transient
+#: answers. Anything else (a refused answer, a local disk's failure) is final.
+TRANSIENT: tuple[type[Exception], ...] = (OSError, Retriable)
+
+
 def retry_after(value: str | None) -> float | None:
     """A `Retry-After` header's delay in seconds (it may be a number or an HTTP date); None if absent or unreadable."""
     if not value:
@@ -80,7 +85,7 @@ def retrying(
     interrupted: Callable[[], bool] = lambda: False,
     clock: Clock = _SYSTEM_CLOCK,
     trust: str | None = None,
-    transient: tuple[type[Exception], ...] = (OSError, Retriable),
+    transient: tuple[type[Exception], ...] = TRANSIENT,
     throttle: Throttle | None = None,
 ) -> _T:
     """`attempt()`, again after transient failures (`before_retry` first: e.g. drop connections in an unknown state);

@@ -17,7 +17,7 @@ from typing import TypeVar
 from initializers import __version__
 from initializers.common.clock import Clock, SystemClock
 from initializers.common.errors import FetchError
-from initializers.sources.http.http1 import Connection, Proxy, Response
+from initializers.sources.http.http1 import NOT_YET, Connection, Proxy, Response
 from initializers.transfer.concurrency import RoundTrips
 from initializers.transfer.retry import Retriable, retry_after, retrying
 from initializers.transfer.sink import Sink
@@ -55,6 +55,7 @@ class HttpGetter:
         self._timeout = timeout
         self._local = threading.local()
         self._connections: set[Connection] = set()
+        self._lane_idle: list[Connection] = []  # the lane's connections between requests (`begin`)
         self._lock = threading.Lock()
         self._interrupted = False
         #: The pause every request through this getter keeps while its server throttles them.
@@ -72,6 +73,41 @@ class HttpGetter:
         self.round_trips.add((self._clock.monotonic() - started) / round_trips)
         return response
 
+    def begin(
+        self,
+        scheme: str,
+        netloc: str,
+        target: str,
+        headers: dict[str, str],
+        accept: Callable[[Response], None],
+        sink: Sink,
+        wanted: int,
+        where: str,
+    ) -> HttpExchange:
+        """Send `GET target` on an idle connection of the lane's (opened if need be) and return it in flight, its
+        answer to be read without waiting: `accept` judges its head (raising for a failure), and up to `wanted` bytes
+        of its body go into `sink`."""
+        with self._lock:
+            connection = self._lane_idle.pop() if self._lane_idle else None
+        if connection is None:
+            tls = self._ssl_context() if scheme == "https" else None
+            connection = Connection(scheme, netloc, self._timeout, tls, Proxy.for_origin(scheme, netloc))
+            with self._lock:
+                self._connections.add(connection)
+        exchange = HttpExchange(self, connection, accept, sink, wanted, where)
+        try:
+            connection.send_get(target, headers)
+            connection.set_blocking(False)
+        except BaseException:
+            exchange.abandon()
+            raise
+        return exchange
+
+    def lane_done(self, connection: Connection) -> None:
+        """A lane's request is answered (or abandoned, its connection closed): the connection serves another."""
+        with self._lock:
+            self._lane_idle.append(connection)
+
     def retrying(self, verb: str, where: str, attempt: Callable[[], _T]) -> _T:
         """`attempt()` under the retry policy, each retry on fresh connections; a certificate that does not verify
         fails at once, naming the variable to set."""
@@ -86,12 +122,13 @@ class HttpGetter:
             throttle=self.throttle,
         )
 
-    def stream_body(self, response: Response, sink: Sink, wanted: int, where: str) -> None:
-        """The rest of the body into `sink`, `wanted` bytes at most: a
-        longer body (an endless one, a range longer than asked) is refused once it shows, its excess never written,
-        and not retried, since asking again would only fill the disk again. A shorter one is the caller's to judge."""
+    def stream_body(self, response: Response, sink: Sink, wanted: int, where: str, room: int | None = None) -> None:
+        """The rest of the body into `sink`, `wanted` bytes at most (`room` of them still to come, when some came
+        already): a longer body (an endless one, a range longer than asked) is refused once it shows, its excess
+        never written, and not retried, since asking again would only fill the disk again. A shorter one is the
+        caller's to judge. On a non-blocking connection, raises `NOT_YET` once nothing more has arrived."""
         buffer = self._buffer()
-        room = wanted
+        room = wanted if room is None else room
         while count := response.readinto(buffer[: min(len(buffer), room + 1)]):
             if count > room:
                 self.close_thread_connections()
@@ -136,3 +173,57 @@ class HttpGetter:
         if buffer is None:
             buffer = self._local.buffer = memoryview(mmap.mmap(-1, _BUFFER_SIZE))
         return buffer
+
+
+class HttpExchange:
+    """A GET in flight on a connection of the lane's, its answer read as it arrives, without waiting (a
+    `lane.Exchange`)."""
+
+    def __init__(
+        self,
+        getter: HttpGetter,
+        connection: Connection,
+        accept: Callable[[Response], None],
+        sink: Sink,
+        wanted: int,
+        where: str,
+    ) -> None:
+        self._getter = getter
+        self._connection = connection
+        self._accept = accept
+        self._sink = sink
+        self._wanted = wanted
+        self._where = where
+        self._base = sink.written  # what the sink held before this request
+        self._response: Response | None = None
+        self._released = False
+
+    def fileno(self) -> int:
+        return self._connection.fileno()
+
+    def advance(self) -> bool:
+        if self._response is None:
+            try:
+                response = self._connection.read_head()
+            except NOT_YET:
+                return False
+            self._accept(response)
+            self._response = response
+            if response.length is None:  # chunked, or ended by the server closing: rare for an object; wait for it
+                self._connection.set_blocking(True)
+        room = self._wanted - (self._sink.written - self._base)
+        try:
+            self._getter.stream_body(self._response, self._sink, self._wanted, self._where, room)
+        except NOT_YET:
+            return False
+        self._release()
+        return True
+
+    def abandon(self) -> None:
+        self._connection.close()
+        self._release()
+
+    def _release(self) -> None:
+        if not self._released:
+            self._released = True
+            self._getter.lane_done(self._connection)

@@ -32,6 +32,10 @@ MIN_BYTES_PER_TIMEOUT = 64 * 1024
 _UNSENDABLE = re.compile("[\x00-\x08\x0a-\x1f\x7f]")
 
 
+#: What a read of a non-blocking connection raises when nothing more has arrived yet (TLS says it its own way).
+NOT_YET = (BlockingIOError, ssl.SSLWantReadError)
+
+
 class ProtocolError(ConnectionError):
     """The server broke HTTP/1.1 framing; the connection is unusable and the request may be retried."""
 
@@ -196,6 +200,7 @@ class Connection:
         self._timeout = timeout
         self._proxy = proxy
         self._sock: socket.socket | None = None
+        self._blocking = True
         self._pending = b""
         #: Seconds spent waiting on the socket for the current MIN_BYTES_PER_TIMEOUT window, and its bytes so far:
         #: only the server's time counts, not our own pauses between reads (MAX_BANDWIDTH, a slow disk).
@@ -211,6 +216,11 @@ class Connection:
         return 1 + (self._tls is not None) * (1 + (self._proxy is not None))
 
     def get(self, target: str, headers: dict[str, str]) -> Response:
+        self.send_get(target, headers)
+        return self.read_head()
+
+    def send_get(self, target: str, headers: dict[str, str]) -> None:
+        """Send `GET target`, connecting first if need be; its answer is `read_head`'s."""
         if self._sock is None:
             self._connect()
         if self._proxy is not None and self._tls is None:  # plain HTTP through a proxy: the absolute URL
@@ -218,7 +228,17 @@ class Connection:
             if self._proxy.authorization:
                 headers = {**headers, "proxy-authorization": self._proxy.authorization}
         self._send("GET", target, headers)
-        return self._read_head()
+
+    def fileno(self) -> int:
+        """The socket's, for a selector to say when an answer arrives (-1: not connected)."""
+        return self._sock.fileno() if self._sock is not None else -1
+
+    def set_blocking(self, blocking: bool) -> None:
+        """Non-blocking, reads raise `NOT_YET` when nothing has arrived yet (what did arrive is kept for the next
+        read); blocking (as connected), they wait up to the timeout."""
+        if self._sock is not None and blocking != self._blocking:
+            self._sock.settimeout(self._timeout if blocking else 0.0)
+            self._blocking = blocking
 
     def _send(self, method: str, target: str, headers: dict[str, str]) -> None:
         assert self._sock is not None
@@ -255,6 +275,7 @@ class Connection:
     def _connect(self) -> socket.socket:
         address = (self._proxy.host, self._proxy.port) if self._proxy else (self._host, self._port)
         sock = self._sock = socket.create_connection(address, timeout=min(CONNECT_TIMEOUT, self._timeout))
+        self._blocking = True
         sock.settimeout(self._timeout)
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         if self._tls is not None:
@@ -271,7 +292,7 @@ class Connection:
         if self._proxy.authorization:
             headers["proxy-authorization"] = self._proxy.authorization
         self._send("CONNECT", authority, headers)
-        response = self._read_head()
+        response = self.read_head()
         if response.status != 200:
             self.close()
             raise ProxyError(
@@ -280,19 +301,21 @@ class Connection:
             )
 
     def _read_until(self, delimiter: bytes, what: str) -> bytes:
-        """The bytes up to `delimiter` (consumed, not returned); what follows stays pending."""
-        data = self._pending
-        while (end := data.find(delimiter)) < 0:
-            if len(data) > _MAX_HEAD:
+        """The bytes up to `delimiter` (consumed, not returned); what follows stays pending, as does all that arrived
+        when a non-blocking read finds nothing more yet."""
+        while (end := self._pending.find(delimiter)) < 0:
+            if len(self._pending) > _MAX_HEAD:
                 raise ProtocolError(f"{what} longer than 64 KiB")
             chunk = self._recv(65536)
             if not chunk:
                 raise ProtocolError(f"connection closed inside {what}")
-            data += chunk
+            self._pending += chunk
+        data = self._pending
         self._pending = data[end + len(delimiter) :]
         return data[:end]
 
-    def _read_head(self) -> Response:
+    def read_head(self) -> Response:
+        """The answer's head, its body still to read."""
         head = self._read_until(b"\r\n\r\n", "a response head")
         lines = head.decode("latin-1").split("\r\n")
         parts = lines[0].split(" ", 2)

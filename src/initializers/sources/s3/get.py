@@ -16,12 +16,13 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from functools import partial
 from urllib.parse import quote, urlsplit
 
 from initializers.common import logs
 from initializers.common.errors import FetchError, changed_during_download
 from initializers.common.remote_file import Checksum
-from initializers.sources.http.getter import RETRIABLE_STATUS, USER_AGENT, HttpGetter, retriable
+from initializers.sources.http.getter import RETRIABLE_STATUS, USER_AGENT, HttpExchange, HttpGetter, retriable
 from initializers.sources.http.http1 import ProtocolError, Response
 from initializers.sources.s3.sigv4 import GetSigner, SigningCredentials, canonical_query
 from initializers.transfer.checksums import CRC32
@@ -134,6 +135,19 @@ class S3Getter:
         where = self._describe(request.key)
         self._http.retrying(request.operation.verb, where, lambda: self._get_once(download))
 
+    def begin(self, request: GetRequest, sink: Sink) -> HttpExchange:
+        """Send the request on a connection of the lane's and return it in flight (`HttpGetter.begin`): a failure
+        answer raises from its `advance`, as `get` would raise it on its first attempt."""
+        download = _Download(request, sink)
+        path, extra, start, end, ranged = self._object_request(download)
+        target, headers = self._signed(path, "", extra)
+        endpoint = self._endpoint
+        return self._http.begin(
+            endpoint.scheme, endpoint.netloc, target, headers,
+            partial(self._accept, request, sink, start=start, end=end, ranged=ranged),
+            sink, end + 1 - start, self._describe(request.key),
+        )  # fmt: skip
+
     def get_listing_page(self, query: dict[str, str], where: str) -> bytes:
         """The body of one ListObjectsV2 page of the bucket; `where` names what is listed, for messages."""
         return self._http.retrying(LIST.verb, where, lambda: self._get_listing_page_once(canonical_query(query), where))
@@ -152,6 +166,11 @@ class S3Getter:
 
     def _send(self, path: str, query: str, extra: dict[str, str]) -> Response:
         """Sign (unless anonymous) and send `GET path?query`, on this thread's connection."""
+        endpoint = self._endpoint
+        return self._http.send(endpoint.scheme, endpoint.netloc, *self._signed(path, query, extra))
+
+    def _signed(self, path: str, query: str, extra: dict[str, str]) -> tuple[str, dict[str, str]]:
+        """The target and headers of `GET path?query`, signed unless anonymous."""
         credentials = self._credentials()
         endpoint, signer, extra = self._endpoint, self._signer, {**self._common, **extra}
         headers = (
@@ -159,29 +178,41 @@ class S3Getter:
             if credentials
             else {"host": endpoint.netloc, **extra}
         )
-        target = f"{path}?{query}" if query else path
-        return self._http.send(endpoint.scheme, endpoint.netloc, target, headers)
+        return (f"{path}?{query}" if query else path), headers
 
-    def _get_once(self, download: _Download) -> None:
-        request, sink = download.request, download.sink
-        where = self._describe(request.key)
-        start = request.offset + sink.written
+    def _object_request(self, download: _Download) -> tuple[str, dict[str, str], int, int, bool]:
+        """The path and headers of a GET for the rest of `download`'s range (from what its sink holds), and that
+        rest: its first and last byte, and whether it is asked for as a range."""
+        request = download.request
+        start = request.offset + download.sink.written
         end = request.offset + request.length - 1
         extra = {"if-match": f'"{request.etag}"'} if request.etag else {}
         ranged = not (request.whole and start == 0)
         if ranged:
             extra["range"] = f"bytes={start}-{end}"
         extra["x-amz-checksum-mode"] = "ENABLED"  # the object's own checksum, when it was stored with one
-        response = self._send(self._endpoint.path(request.key), "", extra)
+        return self._endpoint.path(request.key), extra, start, end, ranged
+
+    def _get_once(self, download: _Download) -> None:
+        request, sink = download.request, download.sink
+        path, extra, start, end, ranged = self._object_request(download)
+        response = self._send(path, "", extra)
+        self._accept(request, sink, response, start=start, end=end, ranged=ranged)
+        self._http.stream_body(response, sink, end + 1 - start, self._describe(request.key))
+        if request.offset + sink.written <= end:
+            raise ProtocolError(f"the body ended {end + 1 - request.offset - sink.written} bytes early")
+
+    def _accept(
+        self, request: GetRequest, sink: Sink, response: Response, *, start: int, end: int, ranged: bool
+    ) -> None:
+        """Judge an object's answer before its body: S3's failure raised as what it means, a changed object or a
+        wrong range refused; the checksum it vouches for passed to `sink`."""
         if response.status not in (200, 206):
-            raise self._s3_failure(request.operation, where, response)
+            raise self._s3_failure(request.operation, self._describe(request.key), response)
         self._check_response(request, response, start, end, ranged)
         checksum = _vouched(response, request.etag or "", ranged)
         if checksum is not None:
             sink.vouch(checksum)
-        self._http.stream_body(response, sink, end + 1 - start, where)
-        if request.offset + sink.written <= end:
-            raise ProtocolError(f"the body ended {end + 1 - request.offset - sink.written} bytes early")
 
     def _check_response(self, request: GetRequest, response: Response, start: int, end: int, ranged: bool) -> None:
         etag = (response.header("etag") or "").strip('"')

@@ -1,0 +1,159 @@
+"""The lane: many requests in flight from one thread at a time, over real sockets (socket pairs stand for
+connections: the test is the server)."""
+
+from __future__ import annotations
+
+import socket
+import threading
+from collections import Counter
+
+import pytest
+
+from devkit.driven_clock import DrivenClock
+from initializers.common.clock import SystemClock
+from initializers.transfer.engine import Cancelled
+from initializers.transfer.lane import Lane
+
+EVENT_CEILING_SECONDS = 30.0
+ANSWER = b"x" * 3000
+
+
+class PairExchange:
+    """A request on a socket pair: complete once `ANSWER`'s bytes have been read from it."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.client, self.server = socket.socketpair()
+        self.client.setblocking(False)
+        self.received = 0
+        self.abandoned = False
+
+    def fileno(self) -> int:
+        return self.client.fileno()
+
+    def advance(self) -> bool:
+        while self.received < len(ANSWER):
+            try:
+                data = self.client.recv(65536)
+            except BlockingIOError:
+                return False
+            if not data:
+                raise ConnectionError(f"{self.name}: closed early")
+            self.received += len(data)
+        return True
+
+    def abandon(self) -> None:
+        self.abandoned = True
+        self.client.close()
+
+
+class Recorder:
+    """The lane's work: a socket pair per item, answered at once (in two sends) unless told otherwise, or hung up
+    on for the items `failing`; records what it saw."""
+
+    def __init__(self, answer_at_once: bool = True, failing: frozenset[str] = frozenset()) -> None:
+        self.answer_at_once = answer_at_once
+        self.failing = failing
+        self.lock = threading.Lock()
+        self.in_flight = 0
+        self.most_in_flight = 0
+        self.finished: Counter[str] = Counter()
+        self.failures: dict[str, Exception] = {}
+        self.started: list[PairExchange] = []
+        self.any_started = threading.Event()
+        self.any_failed = threading.Event()
+
+    def start(self, item: str) -> PairExchange:
+        exchange = PairExchange(item)
+        with self.lock:
+            self.in_flight += 1
+            self.most_in_flight = max(self.most_in_flight, self.in_flight)
+            self.started.append(exchange)
+        self.any_started.set()
+        if item in self.failing:
+            exchange.server.close()  # the server hangs up: the request fails
+        elif self.answer_at_once:
+            exchange.server.sendall(ANSWER[:1000])
+            exchange.server.sendall(ANSWER[1000:])
+        return exchange
+
+    def done(self, item: str, exchange: object) -> None:
+        with self.lock:
+            self.in_flight -= 1
+            self.finished[item] += 1
+
+    def failed(self, item: str, error: Exception) -> None:
+        with self.lock:
+            self.in_flight -= 1
+            self.failures[item] = error
+        self.any_failed.set()
+
+
+def test_items_handed_in_from_many_threads_are_each_done_once_with_no_more_in_flight_than_the_width() -> None:
+    work = Recorder(failing=frozenset({"t2-7"}))
+    lane = Lane(work, lambda: 5, 60.0, threading.Event(), SystemClock())
+
+    def hand_in(n: int) -> None:
+        for first in range(0, 50, 10):
+            lane.take([f"t{n}-{i}" for i in range(first, first + 10)])
+
+    threads = [threading.Thread(target=hand_in, args=(n,)) for n in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(EVENT_CEILING_SECONDS)
+    expected = {f"t{n}-{i}" for n in range(4) for i in range(50)} - {"t2-7"}
+    assert set(work.finished) == expected and set(work.finished.values()) == {1}
+    assert list(work.failures) == ["t2-7"] and isinstance(work.failures["t2-7"], ConnectionError)
+    assert 1 < work.most_in_flight <= 5
+    assert all(exchange.abandoned for exchange in work.started if exchange.name == "t2-7")
+
+
+def test_an_answer_that_does_not_come_fails_its_request_once_the_timeout_has_passed() -> None:
+    clock = DrivenClock()
+    work = Recorder(answer_at_once=False)
+    lane = Lane(work, lambda: 5, 30.0, threading.Event(), clock)
+    taker = threading.Thread(target=lane.take, args=(["silent"],))
+    taker.start()
+    assert work.any_started.wait(EVENT_CEILING_SECONDS)
+    clock.now += 29.0
+    assert not work.any_failed.wait(0.6), "failed before its timeout"  # the lane looks at least every 0.25 s
+    clock.now += 1.0
+    assert work.any_failed.wait(EVENT_CEILING_SECONDS)
+    taker.join(EVENT_CEILING_SECONDS)
+    assert isinstance(work.failures["silent"], TimeoutError) and work.started[0].abandoned
+
+
+def test_a_stop_ends_the_lane_with_what_was_in_flight_abandoned() -> None:
+    cancel = threading.Event()
+    work = Recorder(answer_at_once=False)
+    lane = Lane(work, lambda: 5, 60.0, cancel, SystemClock())
+    raised: list[BaseException] = []
+
+    def take() -> None:
+        try:
+            lane.take(["a", "b", "c"])
+        except BaseException as exc:
+            raised.append(exc)
+
+    taker = threading.Thread(target=take)
+    taker.start()
+    assert work.any_started.wait(EVENT_CEILING_SECONDS)
+    cancel.set()
+    taker.join(EVENT_CEILING_SECONDS)
+    assert not taker.is_alive() and len(raised) == 1 and isinstance(raised[0], Cancelled)
+    assert work.started and all(exchange.abandoned for exchange in work.started)
+    assert not work.finished and not work.failures
+
+
+def test_a_failure_the_work_raises_ends_the_lane_and_lets_another_thread_drive_it() -> None:
+    class Failing(Recorder):
+        def failed(self, item: str, error: Exception) -> None:
+            raise RuntimeError(f"{item}: permanent")
+
+    work = Failing(failing=frozenset({"bad"}))
+    lane = Lane(work, lambda: 1, 60.0, threading.Event(), SystemClock())
+    with pytest.raises(RuntimeError, match="bad: permanent"):
+        lane.take(["bad", "left"])
+    lane.take(["next"])  # the lane is free again: this thread drives it, and the one left waiting goes too
+    assert set(work.finished) == {"left", "next"}
