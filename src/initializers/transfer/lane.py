@@ -23,7 +23,7 @@ from initializers.common.clock import Clock
 from initializers.transfer.engine import Cancelled
 
 #: Files waiting for the lane at most: a thread handing in more waits until the lane takes some.
-_MOST_WAITING = 1024
+_MOST_WAITING = 256
 #: The longest the lane waits for answers before it looks whether the run is being stopped, and how often it looks
 #: for answers past their deadline.
 _POLL_SECONDS = 0.25

@@ -13,7 +13,7 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from functools import partial
 from typing import Protocol
@@ -190,7 +190,7 @@ class StoredRanges:
         timeout = self._reader.lane_timeout
         if timeout is None or self._bandwidth is not None:
             return None
-        work = _LaneWork(self, self._reader, assembly, self._ramp.throttle)
+        work = _LaneWork(self._reader, assembly, self._ramp.throttle, partial(self._part_done, assembly))
         return Lane(work, self._lane_width, timeout, assembly.cancel, assembly.clock)
 
     def _lane_width(self) -> int:
@@ -217,22 +217,18 @@ class StoredRanges:
                     start_writeback(target.fd, offset, length)
                 except OSError as exc:
                     raise disk_error(exc, target.file.path) from None
+        self._part_done(assembly, target)
+
+    def _part_done(self, assembly: Assembly, target: OpenFile) -> None:
+        """A part of `target` is done: the file is finished if it was the last."""
         if target.part_done():
             self._finish_or_fetch_again(assembly, target)
 
     def _read_range(self, assembly: Assembly, target: OpenFile, offset: int, length: int) -> None:
-        clock = assembly.clock
-        started = clock.monotonic()
-        sink = PartSink(target, offset, length, assembly.progress, assembly.cancel, clock)
+        started = assembly.clock.monotonic()
+        sink = PartSink(target, offset, length, assembly.progress, assembly.cancel, assembly.clock)
         self._reader.read(target.file, offset, length, self._bandwidth.metered(sink) if self._bandwidth else sink)
-        if sink.written != length:
-            raise FetchError(
-                f"{target.file.locator}: received {sink.written} bytes of range {offset}+{length}; "
-                "the source ended early"
-            )
-        sink.landed()
-        if sink.first_byte is not None:
-            assembly.request_times.add(sink.first_byte - started, clock.monotonic() - started)
+        _range_landed(assembly, target, sink, offset, length, started)
 
     def _finish_or_fetch_again(self, assembly: Assembly, target: OpenFile) -> None:
         """Finish the file; bytes that miss its checksum (corrupted on the way) are fetched again, whole, in this
@@ -271,6 +267,20 @@ def _open_once(assembly: Assembly, target: OpenFile, ranged: bool) -> None:
         assembly.open_temp(target, target.file.size if ranged else None)
 
 
+def _range_landed(
+    assembly: Assembly, target: OpenFile, sink: PartSink, offset: int, length: int, started: float
+) -> None:
+    """All of a range is in `sink` (FetchError when the source sent less): hand it to the verifier, and record its
+    request's times (`started`: when it was sent)."""
+    if sink.written != length:
+        raise FetchError(
+            f"{target.file.locator}: received {sink.written} bytes of range {offset}+{length}; the source ended early"
+        )
+    sink.landed()
+    if sink.first_byte is not None:
+        assembly.request_times.add(sink.first_byte - started, assembly.clock.monotonic() - started)
+
+
 def _lane_task(lane: Lane[_LaneFile], batch: list[_LaneFile]) -> Task:
     """Handing a batch to the lane, counted as a part's work: a few threads keep the lane fed, its requests in flight
     are its own (`Ramp.requests`), and threads beyond those would only wait."""
@@ -290,11 +300,14 @@ class _LaneWork:
     """What the lane does with a small file: one request for all of it, and the file finished as a range's last
     part would finish it; a failed request is made again the threads' way, under the retry policy."""
 
-    def __init__(self, ranges: StoredRanges, reader: Reader, assembly: Assembly, throttle: Throttle | None) -> None:
-        self._ranges = ranges
+    def __init__(
+        self, reader: Reader, assembly: Assembly, throttle: Throttle | None, part_done: Callable[[OpenFile], None]
+    ) -> None:
+        """`part_done`: what a range's thread does once its part is in (the file finished after its last)."""
         self._reader = reader
         self._assembly = assembly
         self._throttle = throttle
+        self._part_done = part_done
 
     def start(self, item: _LaneFile) -> Exchange:
         if self._throttle is not None:
@@ -323,15 +336,8 @@ class _LaneWork:
             self._throttle.throttled(error.retry_after)  # the fleet pauses, and the ramp halves the lane's width
         _log.debug("a request in the lane failed: asking again", path=file.path, error=str(error))
         self._reader.read(file, 0, file.size, sink)
-        if sink.written != file.size:
-            raise FetchError(f"{file.locator}: received {sink.written} bytes of {file.size}; the source ended early")
         self._landed(item, sink)
 
     def _landed(self, item: _LaneFile, sink: PartSink) -> None:
-        """All of the file is in its temporary: record the request's times, and finish the file."""
-        assembly, target = self._assembly, item.target
-        sink.landed()
-        if sink.first_byte is not None:
-            assembly.request_times.add(sink.first_byte - item.started, assembly.clock.monotonic() - item.started)
-        if target.part_done():
-            self._ranges._finish_or_fetch_again(assembly, target)
+        _range_landed(self._assembly, item.target, sink, 0, item.target.file.size, item.started)
+        self._part_done(item.target)
