@@ -42,10 +42,10 @@ _RECORD_SECONDS = 1.0
 #: Whole files this small go through the lane (`lane`) once round trips are short: their requests, not their bytes,
 #: cost the CPU.
 LANE_MOST_BYTES = 256 << 10
-#: The longest round trip the lane is used at: it opens its connections one at a time, which costs microseconds in a
-#: data centre but would hold up every request in flight over a long one, where threads open theirs at once (and the
-#: network, not the CPU, sets the pace).
-LANE_ROUND_TRIP_SECONDS = 0.005
+#: The longest round trip the lane is used at (an object store in the cluster, or on the node): it opens its
+#: connections one at a time, which costs microseconds there but would hold up every request in flight over a long
+#: one, where threads open theirs at once (and the network, not the CPU, sets the pace).
+LANE_ROUND_TRIP_SECONDS = 0.002
 #: Files handed to the lane by one task.
 _LANE_BATCH = 64
 
