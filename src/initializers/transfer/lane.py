@@ -154,9 +154,7 @@ class Lane(Generic[_Item]):
         try:
             complete = flight.exchange.advance()
         except Exception as exc:
-            selector.unregister(fd)
-            flight.exchange.abandon()
-            self._work.failed(flight.item, exc)
+            self._give_up(fd, flight, selector, exc)
             return
         if complete:
             selector.unregister(fd)
@@ -172,10 +170,13 @@ class Lane(Generic[_Item]):
         waiting = {key.fd for key, _events in selector.select(0)}
         for fd in late:
             if fd not in waiting:
-                flight = in_flight.pop(fd)
-                selector.unregister(fd)
-                flight.exchange.abandon()
-                self._work.failed(flight.item, TimeoutError(f"no answer in {self._timeout:g} s"))
+                self._give_up(fd, in_flight.pop(fd), selector, TimeoutError(f"no answer in {self._timeout:g} s"))
+
+    def _give_up(self, fd: int, flight: _InFlight[_Item], selector: selectors.BaseSelector, error: Exception) -> None:
+        """Stop watching a failed request, drop its connection, and let the work decide what becomes of its item."""
+        selector.unregister(fd)
+        flight.exchange.abandon()
+        self._work.failed(flight.item, error)
 
 
 class _InFlight(NamedTuple, Generic[_Item]):

@@ -90,10 +90,7 @@ class HttpGetter:
         with self._lock:
             connection = self._lane_idle.pop() if self._lane_idle else None
         if connection is None:
-            tls = self._ssl_context() if scheme == "https" else None
-            connection = Connection(scheme, netloc, self._timeout, tls, Proxy.for_origin(scheme, netloc))
-            with self._lock:
-                self._connections.add(connection)
+            connection = self._new_connection(scheme, netloc)
         exchange = HttpExchange(self, connection, accept, sink, wanted, where)
         try:
             connection.send_get(target, headers)
@@ -155,11 +152,16 @@ class HttpGetter:
         mine: dict[tuple[str, str], Connection] = self._local.__dict__.setdefault("connections", {})
         connection = mine.get((scheme, netloc))
         if connection is None:
-            tls = self._ssl_context() if scheme == "https" else None
-            proxy = Proxy.for_origin(scheme, netloc)
-            connection = mine[(scheme, netloc)] = Connection(scheme, netloc, self._timeout, tls, proxy)
-            with self._lock:
-                self._connections.add(connection)
+            connection = mine[(scheme, netloc)] = self._new_connection(scheme, netloc)
+        return connection
+
+    def _new_connection(self, scheme: str, netloc: str) -> Connection:
+        """A connection to the origin (opened on its first request), through the proxy the environment names, and
+        known to `interrupt` and `close`."""
+        tls = self._ssl_context() if scheme == "https" else None
+        connection = Connection(scheme, netloc, self._timeout, tls, Proxy.for_origin(scheme, netloc))
+        with self._lock:
+            self._connections.add(connection)
         return connection
 
     def close_thread_connections(self) -> None:
