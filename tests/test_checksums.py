@@ -67,32 +67,32 @@ def _ranges(data: bytes, cuts: list[int]) -> list[tuple[int, int]]:
 @given(st.binary(min_size=1, max_size=20_000), st.lists(st.integers(min_value=0), max_size=12), st.randoms())
 def test_ranges_landing_in_any_order_are_hashed_once_each_in_order(data: bytes, cuts: list[int], order: random.Random):
     file = _File(data)
-    digest = InOrderDigest(hashlib.md5(usedforsecurity=False), len(data), file.read)
+    digest = InOrderDigest(hashlib.md5(usedforsecurity=False), len(data))
     ranges = _ranges(data, cuts)
     order.shuffle(ranges)
     for offset, length in ranges:
-        digest.landed(offset, length)
+        digest.landed(offset, length, file.read)
     assert file.read_bytes == len(data)  # all hashed as they landed: none left for the end, none read twice
-    assert digest.hexdigest() == hashlib.md5(data, usedforsecurity=False).hexdigest()
+    assert digest.hexdigest(file.read) == hashlib.md5(data, usedforsecurity=False).hexdigest()
     assert file.read_bytes == len(data)
 
 
 def test_a_range_is_hashed_as_soon_as_the_gap_before_it_closes_and_a_gap_gives_no_digest():
     file = _File(b"aaaabbbbcccc")
-    digest = InOrderDigest(hashlib.sha256(), 12, file.read)
-    digest.landed(4, 4)
+    digest = InOrderDigest(hashlib.sha256(), 12)
+    digest.landed(4, 4, file.read)
     assert file.read_bytes == 0  # waits for the bytes before it
-    digest.landed(0, 4)
+    digest.landed(0, 4, file.read)
     assert file.read_bytes == 8  # both, once the first landed
-    assert digest.hexdigest() is None  # the last third never landed
-    digest.landed(8, 4)
-    assert digest.hexdigest() == hashlib.sha256(b"aaaabbbbcccc").hexdigest()
+    assert digest.hexdigest(file.read) is None  # the last third never landed
+    digest.landed(8, 4, file.read)
+    assert digest.hexdigest(file.read) == hashlib.sha256(b"aaaabbbbcccc").hexdigest()
 
 
 def test_ranges_landing_from_many_threads_at_once_give_the_files_digest():
     data = random.Random(7).randbytes(64 * 1024)
     file = _File(data)
-    digest = InOrderDigest(hashlib.md5(usedforsecurity=False), len(data), file.read)
+    digest = InOrderDigest(hashlib.md5(usedforsecurity=False), len(data))
     ranges = _ranges(data, list(range(0, len(data), 1024)))
     random.Random(8).shuffle(ranges)
     start = threading.Barrier(8)
@@ -100,14 +100,14 @@ def test_ranges_landing_from_many_threads_at_once_give_the_files_digest():
     def land(share: list[tuple[int, int]]) -> None:
         start.wait()
         for offset, length in share:
-            digest.landed(offset, length)
+            digest.landed(offset, length, file.read)
 
     threads = [threading.Thread(target=land, args=(ranges[number::8],)) for number in range(8)]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
-    assert digest.hexdigest() == hashlib.md5(data, usedforsecurity=False).hexdigest()
+    assert digest.hexdigest(file.read) == hashlib.md5(data, usedforsecurity=False).hexdigest()
     assert file.read_bytes == len(data)
 
 
@@ -118,41 +118,42 @@ SHA256 = Checksum("sha256", hashlib.sha256(DATA).hexdigest())
 UNREAD = "/nonexistent/f.bin"
 
 
-def verifier(listed: Checksum | None, file: _File | None = None) -> FileVerifier:
-    return FileVerifier(RemoteFile("f.bin", len(DATA), "v1", "bucket/f.bin", listed), (file or _File(DATA)).read)
+def verifier(listed: Checksum | None) -> FileVerifier:
+    return FileVerifier(RemoteFile("f.bin", len(DATA), "v1", "bucket/f.bin", listed))
 
 
-def feed(verifier: FileVerifier, offset: int, length: int) -> None:
-    """A part arriving: its bytes through the digest it is handed, then landed."""
+def feed(verifier: FileVerifier, offset: int, length: int, file: _File | None = None) -> None:
+    """A part arriving: its bytes through the digest it is handed, then landed (read back from `file` if hashed in
+    order)."""
     digest = verifier.part_digest(length)
     if digest is not None:
         digest.update(DATA[offset : offset + length])
-    verifier.landed(offset, length, digest)
+    verifier.landed(offset, length, digest, (file or _File(DATA)).read)
 
 
 @pytest.mark.parametrize("listed", [CRC, SHA256, Checksum("md5", hashlib.md5(DATA).hexdigest())])
 def test_a_file_in_one_part_is_checked_in_stream(listed: Checksum):
     check = verifier(listed)
     feed(check, 0, len(DATA))
-    check.finish_hashing()
+    check.finish_hashing(_File(DATA).read)
     assert check.verify(UNREAD) == listed
 
 
 def test_ranges_crcs_landing_out_of_order_combine_without_reading_the_file():
     file = _File(DATA)
-    check = verifier(CRC, file)
+    check = verifier(CRC)
     for offset in (6000, 0, 3000, 9000):
-        feed(check, offset, min(3000, len(DATA) - offset))
-    check.finish_hashing()
+        feed(check, offset, min(3000, len(DATA) - offset), file)
+    check.finish_hashing(file.read)
     assert check.verify(UNREAD) == CRC and file.read_bytes == 0
 
 
 def test_ranges_in_another_digest_are_hashed_in_order_as_they_land():
     file = _File(DATA)
-    check = verifier(SHA256, file)
+    check = verifier(SHA256)
     for offset in (5000, 0):
-        feed(check, offset, 5000)
-    check.finish_hashing()
+        feed(check, offset, 5000, file)
+    check.finish_hashing(file.read)
     assert check.verify(UNREAD) == SHA256 and file.read_bytes == len(DATA)
 
 
@@ -161,7 +162,7 @@ def test_a_gap_in_the_ranges_hashed_in_order_is_made_up_by_hashing_the_file(tmp_
     feed(check, 0, 4000)  # nothing to check against yet: hashed by nothing
     check.vouch(SHA256)  # a later answer vouches for the file
     feed(check, 4000, 6000)
-    check.finish_hashing()
+    check.finish_hashing(_File(DATA).read)
     path = tmp_path / "f.bin"
     path.write_bytes(DATA)
     assert check.verify(str(path)) == SHA256
@@ -185,7 +186,8 @@ def test_a_mismatch_is_retriable_and_a_reset_starts_the_check_over():
     check = verifier(None)
     check.vouch(CRC)
     feed(check, 0, 5000)
-    check.landed(5000, 5000, check.part_digest(5000))  # a range whose bytes never went through its digest
+    # A range whose bytes never went through its digest:
+    check.landed(5000, 5000, check.part_digest(5000), _File(DATA).read)
     with pytest.raises(ChecksumMismatch, match="crc32 checksum mismatch") as mismatch:
         check.verify(UNREAD)
     assert isinstance(mismatch.value, Retriable) and not mismatch.value.throttled

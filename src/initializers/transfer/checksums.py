@@ -102,37 +102,37 @@ def new_hasher(checksum: Checksum, size: int) -> Any:
 
 class InOrderDigest:
     """A digest of a file whose ranges land in any order and from many threads: the bytes are hashed from the
-    start as far as the landed ranges reach, read back by `read(offset, length)`, so the last range finds little or
-    nothing left to hash. Threads never wait for one another here, except `hexdigest` for the thread still hashing.
+    start as far as the landed ranges reach, read back by the `read(offset, length)` each call is handed (the digest
+    holds no reference to the file), so the last range finds little or nothing left to hash. Threads never wait for
+    one another here, except `hexdigest` for the thread still hashing.
     """
 
-    def __init__(self, hasher: Any, size: int, read: Callable[[int, int], bytes]) -> None:
+    def __init__(self, hasher: Any, size: int) -> None:
         self._hasher = hasher
         self._size = size
-        self._read = read
         self._hashed = 0  # the bytes from the start that went through the hasher
         self._waiting: dict[int, int] = {}  # offset -> length of landed ranges past a gap, guarded by `_lock`
         self._lock = threading.Lock()
         self._hashing = threading.Lock()  # held by the one thread feeding the hasher
 
-    def landed(self, offset: int, length: int) -> None:
+    def landed(self, offset: int, length: int, read: Callable[[int, int], bytes]) -> None:
         """The range's bytes are in the file: hash it, and whatever it joins up, unless another thread is at it."""
         with self._lock:
             self._waiting[offset] = length
-        self._advance(wait=False)
+        self._advance(read, wait=False)
 
-    def hexdigest(self) -> str | None:
+    def hexdigest(self, read: Callable[[int, int], bytes]) -> str | None:
         """The whole file's digest, once every range has landed; None while a gap remains."""
-        self._advance(wait=True)
+        self._advance(read, wait=True)
         return str(self._hasher.hexdigest()) if self._hashed == self._size else None
 
-    def _advance(self, wait: bool) -> None:
+    def _advance(self, read: Callable[[int, int], bytes], wait: bool) -> None:
         while self._hashing.acquire(blocking=wait):
             try:
                 while (length := self._next()) is not None:
                     position, end = self._hashed, self._hashed + length
                     while position < end:
-                        block = self._read(position, min(_BLOCK_BYTES, end - position))
+                        block = read(position, min(_BLOCK_BYTES, end - position))
                         if not block:
                             raise OSError(f"the file ended at byte {position} of {end}, while it was being hashed")
                         self._hasher.update(block)
@@ -154,14 +154,15 @@ class FileVerifier:
 
     The file must hash to the listing's checksum, else to the first one a response vouched for. Each part feeds the
     digest it is handed (`part_digest`): any, for the file in one part; a CRC-32, for a range (the ranges' CRCs
-    combine). Ranges in another algorithm are hashed in order once they land, read back by `read(offset, length)`.
+    combine). Ranges in another algorithm are hashed in order once they land, read back by the `read(offset, length)`
+    the caller hands in: the verifier holds no reference to the file it checks, which holds the verifier (a cycle would
+    keep every file's objects alive until the cyclic garbage collector ran: megabytes on a million small files).
     Whatever none of these covered is hashed from the file when it is verified: all of a `resumed` file (one that
     keeps bytes an earlier run wrote), whose ranges then feed no digest.
     """
 
-    def __init__(self, file: RemoteFile, read: Callable[[int, int], bytes], resumed: bool = False) -> None:
+    def __init__(self, file: RemoteFile, resumed: bool = False) -> None:
         self._file = file
-        self._read = read
         self._lock = threading.Lock()  # guards what is vouched for and the ranges' digests
         self.reset()
         self._resumed = resumed
@@ -197,32 +198,32 @@ class FileVerifier:
             return new_hasher(expected, size)
         return new_hasher(expected, length) if expected.algorithm == CRC32 else None
 
-    def landed(self, offset: int, length: int, digest: Any) -> None:
+    def landed(self, offset: int, length: int, digest: Any, read: Callable[[int, int], bytes]) -> None:
         """A part is in the file, its bytes fed to `digest` (None: to none): keep what it hashed to, or hash it in
-        order with the other ranges (OSError when it cannot be read back)."""
+        order with the other ranges, read back by `read` (OSError when it cannot be)."""
         size = self._file.size
         if digest is None:
             if self._expected is not None and length < size and not self._resumed:
-                self._hash_in_order(self._expected, offset, length)
+                self._hash_in_order(self._expected, offset, length, read)
         elif length == size:
             self._streamed = digest.hexdigest()
         else:
             with self._lock:
                 self._range_crcs[offset] = (length, int(digest.hexdigest(), 16))
 
-    def _hash_in_order(self, expected: Checksum, offset: int, length: int) -> None:
+    def _hash_in_order(self, expected: Checksum, offset: int, length: int, read: Callable[[int, int], bytes]) -> None:
         with self._lock:
             if self._in_order is None:
                 size = self._file.size
-                self._in_order = InOrderDigest(new_hasher(expected, size), size, self._read)
+                self._in_order = InOrderDigest(new_hasher(expected, size), size)
             in_order = self._in_order
-        in_order.landed(offset, length)
+        in_order.landed(offset, length, read)
 
-    def finish_hashing(self) -> None:
-        """Take the digest of the ranges hashed in order, waiting for a thread still at it: call it before what
-        `read` reads through closes."""
+    def finish_hashing(self, read: Callable[[int, int], bytes]) -> None:
+        """Take the digest of the ranges hashed in order (the rest read back by `read`), waiting for a thread still at
+        it: call it before what `read` reads through closes."""
         if self._in_order is not None:
-            self._streamed = self._in_order.hexdigest()
+            self._streamed = self._in_order.hexdigest(read)
 
     def verify(self, path: str) -> Checksum | None:
         """Check the complete file at `path` against what it must hash to, by the digests its parts fed or else by

@@ -71,7 +71,7 @@ class OpenFile:
     _all_handed_out: bool = field(default=False, init=False)  # the file's last part is among them
 
     def __post_init__(self) -> None:
-        self.verifier = FileVerifier(self.file, self._read_back, resumed=bool(self.kept))
+        self.verifier = FileVerifier(self.file, resumed=bool(self.kept))
         self.landed = sum(length for _offset, length in self.kept)
 
     def start_over(self) -> None:
@@ -100,7 +100,7 @@ class OpenFile:
             fd, self.fd = self.fd, -1
             os.close(fd)
 
-    def _read_back(self, offset: int, length: int) -> bytes:
+    def read_back(self, offset: int, length: int) -> bytes:
         """Bytes of the temporary, for the verifier to hash ranges in order (from the page cache)."""
         return os.pread(self.fd, length, offset)
 
@@ -232,7 +232,8 @@ class Engine:
     def finish(self, target: OpenFile) -> None:
         """Check the file's size, then its checksum, rename it into place and record it done."""
         file = target.file
-        target.verifier.finish_hashing()  # before the descriptor closes: a thread may still be reading through it
+        # Before the descriptor closes: a thread may still be reading through it.
+        target.verifier.finish_hashing(target.read_back)
         target.close()
         # Size and mtime survive the rename: one stat serves the checks and the journal.
         st = os.stat(target.temp, follow_symlinks=False)

@@ -95,7 +95,7 @@ class PartSink:
     def landed(self) -> None:
         """The part is complete: hand it to the verifier, and record it."""
         try:
-            self._target.verifier.landed(self._offset, self._length, self._digest)
+            self._target.verifier.landed(self._offset, self._length, self._digest, self._target.read_back)
             self._record()
         except OSError as exc:  # reading it back to hash it in order, or recording it
             raise disk_error(exc, self._target.file.path) from None
