@@ -6,7 +6,7 @@ synced between contenders: wall time, peak RSS, and this tool's re-run of the co
 s5cmd takes only to list the objects (a re-run must list them too, to see whether any changed). BENCH_SCALE_OBJECTS
 sets the count; at most `MOST_ROUNDS` rounds run (one: at this size one run's spread is small against the gaps the
 goals are about). Run with `make bench-scale`; `make bench-scale-1m` runs a million, seeded by one `s5cmd cp` of a
-local tree in about ten minutes, and appends each row to bench/results.md as it is measured, so that it can run in
+local tree (on a tmpfs of its own) in about ten minutes, and appends each row to bench/results.md as it is measured, so that it can run in
 the background for as long as it takes.
 """
 
@@ -46,7 +46,7 @@ def suite(rounds: int, out_root: Path, quick: bool, append_to: Path | None = Non
     with SeaweedFS.start() as server, volumes.ext4(disk_gb) as disk:
         started = time.monotonic()
         print(f"seeding {dataset.name} ...", flush=True)
-        s3.seed(server, dataset, disk)  # the tree of a million does not fit tmpfs comfortably: the disk holds it
+        s3.seed(server, dataset, disk)  # the disk holds the seed's tree when memory is short
         seeded = time.monotonic() - started
         print(f"seeded in {seeded / 60:.1f} min", flush=True)
         makers = {"initializers": s3.ours, "s5cmd": s3.s5cmd, s3.SYNCED: s3.s5cmd_synced}

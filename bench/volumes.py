@@ -37,6 +37,30 @@ def ext4(size_gb: int) -> Iterator[Path]:
         mount.rmdir()
 
 
+@contextlib.contextmanager
+def tmpfs(size_bytes: int) -> Iterator[Path]:
+    """A fresh tmpfs of at most `size_bytes`, mounted for the duration; unmounting it frees all it holds at once, with
+    no file-by-file removal; needs root."""
+    mount = Path(tempfile.mkdtemp(prefix="bench-tmpfs-"))
+    try:
+        subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size_bytes}", "tmpfs", str(mount)], check=True)
+        try:
+            yield mount
+        finally:
+            subprocess.run(["umount", str(mount)], check=False)
+    finally:
+        mount.rmdir()
+
+
+def memory_available() -> int:
+    """Bytes of memory the kernel says can be had without swapping (MemAvailable)."""
+    with open("/proc/meminfo") as meminfo:
+        for line in meminfo:
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
 def filesystem(path: Path) -> str:
     """The type of the filesystem holding `path` (tmpfs, ext2/ext3 for ext4, ...), as `stat -f` names it."""
     return subprocess.run(
