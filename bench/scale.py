@@ -6,8 +6,8 @@ synced between contenders: wall time, peak RSS, and this tool's re-run of the co
 s5cmd takes only to list the objects (a re-run must list them too, to see whether any changed). BENCH_SCALE_OBJECTS
 sets the count; at most `MOST_ROUNDS` rounds run (one: at this size one run's spread is small against the gaps the
 goals are about). Run with `make bench-scale`; `make bench-scale-1m` runs a million, seeded by one `s5cmd cp` of a
-local tree (on a tmpfs of its own) in about ten minutes, and appends each row to bench/results.md as it is measured, so that it can run in
-the background for as long as it takes.
+local tree (on a tmpfs of its own) in about ten minutes, and appends each row to bench/results.md as it is measured,
+so that it can run in the background for as long as it takes.
 """
 
 from __future__ import annotations
