@@ -16,10 +16,9 @@ from initializers.common.remote_file import RemoteFile
 from initializers.transfer.bandwidth import TokenBucket
 from initializers.transfer.concurrency import Ramp, RoundTrips
 from initializers.transfer.engine import TaskFactory
-from initializers.transfer.lane import Exchange
 from initializers.transfer.making import MadeGroups
 from initializers.transfer.range_sizes import PART_SIZE
-from initializers.transfer.ranges import StoredRanges
+from initializers.transfer.ranges import LaneReads, StoredRanges
 from initializers.transfer.sink import Sink
 from initializers.transfer.throttle import Throttle
 
@@ -69,9 +68,9 @@ class Storage(Source):
     """Files stored as they are, read by byte ranges (S3, the Hub)."""
 
     max_requests = 256  # as many as s5cmd runs by default
-    #: Seconds a small file's answer read in the lane may go without a byte (`begin_read`); None: the source reads
-    #: each file in a thread of its own.
-    lane_timeout: float | None = None
+    #: How small files are read in the lane, many requests kept in flight by one thread; None: the source reads each
+    #: file in a thread of its own.
+    lane_reads: LaneReads | None = None
 
     def task_factory(self, ramp: Ramp, bandwidth: TokenBucket | None) -> TaskFactory:
         """Ranges of the stored files, under the MAX_BANDWIDTH cap."""
@@ -85,11 +84,6 @@ class Storage(Source):
     @abstractmethod
     def read(self, file: RemoteFile, offset: int, length: int, sink: Sink) -> None:
         """Write bytes [offset, offset + length) of `file` into `sink`; raise FetchError on failure."""
-
-    def begin_read(self, file: RemoteFile, sink: Sink) -> Exchange:
-        """Ask for all of `file` and return the request in flight, its answer to be read into `sink` without
-        waiting, for one thread to keep many going (`lane`); only for a source with a `lane_timeout`."""
-        raise NotImplementedError(f"{type(self).__name__} reads each file in a thread of its own")
 
 
 class Maker(Source):

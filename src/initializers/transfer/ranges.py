@@ -16,7 +16,7 @@ import threading
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from functools import partial
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 from initializers.common import logs
 from initializers.common.clock import Clock
@@ -50,18 +50,24 @@ LANE_ROUND_TRIP_SECONDS = 0.002
 _LANE_BATCH = 64
 
 
+class LaneReads(NamedTuple):
+    """How a source reads small files in the lane: `begin(file, sink)` asks for all of `file` and returns the request
+    in flight, its answer to be read into `sink` without waiting; `timeout`: seconds an answer may go without a byte."""
+
+    begin: Callable[[RemoteFile, Sink], Exchange]
+    timeout: float
+
+
 class Reader(Protocol):
     """What ranges are read from: a `Storage`."""
 
-    #: Seconds an answer read in the lane may go without a byte; None: no lane, a thread per request.
-    lane_timeout: float | None
+    #: How the lane reads small files; None: no lane, a thread per request.
+    lane_reads: LaneReads | None
 
     def part_size_for(self, file: RemoteFile) -> int | None:
         """The smallest range `file` is fetched in; None: in one range."""
 
     def read(self, file: RemoteFile, offset: int, length: int, sink: Sink) -> None: ...
-
-    def begin_read(self, file: RemoteFile, sink: Sink) -> Exchange: ...
 
     def interrupt(self) -> None: ...
 
@@ -187,11 +193,11 @@ class StoredRanges:
 
     def _lane(self, assembly: Assembly) -> Lane[_LaneFile] | None:
         """The lane small files take, when the source offers one and no MAX_BANDWIDTH cap paces reads."""
-        timeout = self._reader.lane_timeout
-        if timeout is None or self._bandwidth is not None:
+        reads = self._reader.lane_reads
+        if reads is None or self._bandwidth is not None:
             return None
-        work = _LaneWork(self._reader, assembly, self._ramp.throttle, partial(self._part_done, assembly))
-        return Lane(work, self._lane_width, timeout, assembly.cancel, assembly.clock)
+        work = _LaneWork(self._reader, reads.begin, assembly, self._ramp.throttle, partial(self._part_done, assembly))
+        return Lane(work, self._lane_width, reads.timeout, assembly.cancel, assembly.clock)
 
     def _lane_width(self) -> int:
         """The lane's requests at once: the small-file requests the ramp allows, less one for each other transfer
@@ -301,10 +307,17 @@ class _LaneWork:
     part would finish it; a failed request is made again the threads' way, under the retry policy."""
 
     def __init__(
-        self, reader: Reader, assembly: Assembly, throttle: Throttle | None, part_done: Callable[[OpenFile], None]
+        self,
+        reader: Reader,
+        begin: Callable[[RemoteFile, Sink], Exchange],
+        assembly: Assembly,
+        throttle: Throttle | None,
+        part_done: Callable[[OpenFile], None],
     ) -> None:
-        """`part_done`: what a range's thread does once its part is in (the file finished after its last)."""
+        """`begin`: the source's lane request (`LaneReads.begin`); `reader`: how a failed one is asked again;
+        `part_done`: what a range's thread does once its part is in (the file finished after its last)."""
         self._reader = reader
+        self._begin = begin
         self._assembly = assembly
         self._throttle = throttle
         self._part_done = part_done
@@ -316,7 +329,7 @@ class _LaneWork:
         _open_once(assembly, target, ranged=False)
         item.sink = PartSink(target, 0, target.file.size, assembly.progress, assembly.cancel, assembly.clock)
         item.started = assembly.clock.monotonic()
-        return self._reader.begin_read(target.file, item.sink)
+        return self._begin(target.file, item.sink)
 
     def done(self, item: _LaneFile, exchange: Exchange) -> None:
         sink, size = item.sink, item.target.file.size

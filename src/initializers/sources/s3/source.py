@@ -33,6 +33,7 @@ from initializers.sources.s3.listing import (
 from initializers.sources.s3.options import AwsOptions
 from initializers.sources.s3.sigv4 import SigningCredentials
 from initializers.transfer.lane import Exchange
+from initializers.transfer.ranges import LaneReads
 from initializers.transfer.sink import Sink
 
 if TYPE_CHECKING:
@@ -68,7 +69,7 @@ class S3Source(Storage):
         )
         self.throttle = self._getter.throttle  # listing pages and object GETs pause together
         self.round_trips = self._getter.round_trips  # the listing's pages measure it before the first GET
-        self.lane_timeout = config.read_timeout
+        self.lane_reads = LaneReads(self._begin_read, config.read_timeout)
 
     @property
     def region(self) -> str:
@@ -179,7 +180,7 @@ class S3Source(Storage):
         whole = offset == 0 and length == file.size
         self._getter.get(GetRequest(file.locator, file.version, offset, length, whole), sink)
 
-    def begin_read(self, file: RemoteFile, sink: Sink) -> Exchange:
+    def _begin_read(self, file: RemoteFile, sink: Sink) -> Exchange:
         return self._getter.begin(GetRequest(file.locator, file.version, 0, file.size, whole=True), sink)
 
     def locate(self, key: str) -> None:
