@@ -104,7 +104,7 @@ bench-network: bench-install
 bench-scale: bench-install
 	$(PY) -m bench.scale
 
-# A million objects (seeded in 10-21 minutes on this shared machine, then one round): each row is appended to
+# A million objects (seeded in 8.5-21 minutes on this shared machine, then one round): each row is appended to
 # bench/results.md as it is measured, so it can run in the background
 # (nohup make bench-scale-1m > bench-scale-1m.log 2>&1 &).
 bench-scale-1m: bench-install
