@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import signal
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -97,6 +98,44 @@ def test_a_signal_ends_a_run_whose_listing_never_finishes(
     assert f"stopped by {signum.name} while waiting for" in result.last["error"]
     assert "Traceback" not in stderr
     assert looks_complete(Path(env["OUTPUT_PATH"])) == []
+
+
+def catches(pid: int, signum: signal.Signals) -> bool:
+    """Whether the process has a handler of its own for `signum` (its caught signals in /proc)."""
+    with open(f"/proc/{pid}/status") as status:
+        caught = next(int(line.split()[1], 16) for line in status if line.startswith("SigCgt:"))
+    return bool(caught >> (signum - 1) & 1)
+
+
+#: Where the signal lands after the program's first line has its handler in: during the imports, the parsing, the
+#: logs' setup, the run's first steps. Spread points, not bounds: at every one the stop must read as a stop.
+LANDINGS_SECONDS = (0.0, 0.01, 0.03, 0.06, 0.1, 0.15, 0.25)
+
+
+@pytest.mark.parametrize("kind", ["dataset", "model"])
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_a_stop_from_the_first_milliseconds_reads_as_a_stop(tmp_path: Path, signum: signal.Signals, kind: str):
+    """Once the program's first line is done (SIGTERM caught, which Python alone never does), a stop ends the run
+    with exit 1 and `stopped by ...`, never a traceback, click's `Aborted!` or death by the signal; one that lands
+    at once, during the imports, says that the run had not begun."""
+    with StallingS3(Stall.SILENT, pause=0.5) as server:
+        for delay in LANDINGS_SECONDS:
+            process = start_program(kind, s3_run(server, tmp_path / f"out-{delay}"))
+            try:
+                while process.poll() is None and not catches(process.pid, signal.SIGTERM):
+                    time.sleep(0.001)
+                time.sleep(delay)
+                process.send_signal(signum)
+                stdout, stderr = process.communicate(timeout=STOP_CEILING_SECONDS)
+            finally:
+                process.kill()
+            result = ProgramResult(process.returncode, stdout, stderr)
+            assert result.code == 1, (delay, stderr)
+            assert result.last["error"].startswith(f"stopped by {signum.name} "), (delay, result.last)
+            assert "Traceback" not in stderr and "Aborted!" not in stdout + stderr, (delay, stderr)
+            if delay == 0:
+                assert result.last["error"] == f"stopped by {signum.name} before the run began"
+            assert looks_complete(tmp_path / f"out-{delay}") == []
 
 
 def test_no_attempt_starts_once_interrupted():

@@ -5,6 +5,7 @@ from __future__ import annotations
 import gc
 import os
 import shlex
+import signal
 import sys
 from typing import Any, NoReturn
 
@@ -124,7 +125,7 @@ def run(kind: Kind, options: dict[str, Any], words: list[str]) -> int:
     positional words, refused."""
     from initializers import run as job  # deferred: --help stays fast
     from initializers.common import logs
-    from initializers.process import termination, workspace_owner
+    from initializers.process import early_stops, termination, workspace_owner
 
     try:
         if words:
@@ -147,6 +148,8 @@ def run(kind: Kind, options: dict[str, Any], words: list[str]) -> int:
     # listing makes a few short-lived containers per file and next to no cycles.
     gc.freeze()
     gc.set_threshold(GC_YOUNG_THRESHOLD)
+    if (early := early_stops.received()) is not None:
+        return failed(log, f"stopped by {signal.Signals(early).name} before the run began", Stopped.exit_code)
     try:
         outcome = job.run(config, kind, log)
     except (InitializerError, Stopped) as exc:

@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterator
 from types import FrameType
 
 from initializers.common.errors import Stopped
+from initializers.process import early_stops
 
 _SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGALRM)  # SIGALRM: the deadline's timer
 
@@ -79,9 +80,12 @@ class StoppingClock:
 
 @contextlib.contextmanager
 def stoppable(timeout: float | None, pending: Callable[[], str]) -> Iterator[Stop]:
-    """Within this block, SIGTERM, SIGINT and (with `timeout`) the deadline request the stop it yields."""
+    """Within this block, SIGTERM, SIGINT and (with `timeout`) the deadline request the stop it yields; one that came
+    before, while only `early_stops` listened, is requested already."""
     stop = Stop(timeout, pending)
     previous = {signum: signal.signal(signum, stop.on_signal) for signum in _SIGNALS}
+    if (early := early_stops.received()) is not None:
+        stop.on_signal(early, None)
     if timeout:
         signal.setitimer(signal.ITIMER_REAL, timeout)
     try:
