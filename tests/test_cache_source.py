@@ -109,7 +109,7 @@ def test_local_warehouse_and_cluster_size_as_kubeflow_sends_it(local_catalog: An
     source = _manifest(out)["source"]
     assert source["kubeflow"] == {"head_cpu": "2", "worker_mem": "4Gi", "train_job_name": "job-1",
                                   "readiness_period_seconds": "10", "readiness_failure_threshold": "3",
-                                  "cache_ready_timeout_seconds": "900"}  # fmt: skip
+                                  "cache_ready_timeout_seconds": 900}  # fmt: skip
     assert source["metadata_location"] == plain_path
 
 

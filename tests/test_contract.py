@@ -56,6 +56,11 @@ def test_empty_text_variables_count_as_unset():
         ({"MAX_WORKERS": "0"}, "MAX_WORKERS: expected an integer from 1 to 256"),
         ({"MAX_WORKERS": "257"}, "MAX_WORKERS: expected an integer from 1 to 256"),
         ({"CLUSTER_SIZE": "-3"}, "CLUSTER_SIZE: expected a positive integer"),
+        (
+            {"CACHE_READY_TIMEOUT_SECONDS": "soon"},
+            "CACHE_READY_TIMEOUT_SECONDS: expected a positive integer, got 'soon'",
+        ),
+        ({"CACHE_READY_TIMEOUT_SECONDS": "0"}, "CACHE_READY_TIMEOUT_SECONDS: expected a positive integer"),
         ({"ANONYMOUS": "maybe"}, "ANONYMOUS: expected true or false"),
         ({"LOG_FORMAT": "xml"}, "LOG_FORMAT: expected one of json, console"),
         ({"PROGRESS_INTERVAL": "nan"}, "PROGRESS_INTERVAL: expected a positive number"),

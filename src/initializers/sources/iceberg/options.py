@@ -24,9 +24,11 @@ class KubeflowCacheCluster:
     readiness_period_seconds: str | None = setting_field("READINESS_PERIOD_SECONDS", _RECORDED_ONLY)
     readiness_timeout_seconds: str | None = setting_field("READINESS_TIMEOUT_SECONDS", _RECORDED_ONLY)
     readiness_failure_threshold: str | None = setting_field("READINESS_FAILURE_THRESHOLD", _RECORDED_ONLY)
-    cache_ready_timeout_seconds: str | None = setting_field(
+    cache_ready_timeout_seconds: int | None = setting_field(
         "CACHE_READY_TIMEOUT_SECONDS",
-        "Kubeflow's bound on waiting for its cache cluster; accepted and recorded: no cluster is started or awaited.",
+        "Kubeflow's bound on waiting for its cache cluster, in whole seconds; checked and recorded: no cluster is "
+        "started or awaited.",
+        POSITIVE_INT,
     )
 
 
