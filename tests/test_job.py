@@ -20,7 +20,7 @@ from initializers.destination.done import DoneFile
 from initializers.destination.state import StateDir
 from initializers.plan.index import PlanIndex
 from initializers.plan.todo import Fetching, Listed, Verdict, todo_pass, verdict
-from initializers.transfer.progress import Progress
+from initializers.transfer.progress import Fetched, Progress
 
 BODY = b"the bytes of a file fetched earlier\n"
 SHA = Checksum("sha256", hashlib.sha256(BODY).hexdigest())
@@ -178,7 +178,8 @@ def test_a_manifest_stands_only_when_nothing_was_fetched_and_it_lists_every_file
 
 def test_an_outcome_reports_totals_and_what_was_fetched_over_the_runs_duration():
     started = datetime(2026, 1, 1, tzinfo=UTC)
-    result = job.outcome((5, 500), (2, 200), started, started + timedelta(seconds=1.5), "/out")
+    result = job.outcome((5, 500), Fetched(2, 200, 1, 50), started, started + timedelta(seconds=1.5), "/out")
     assert result == job.Outcome(
-        files=5, bytes=500, fetched_files=2, fetched_bytes=200, seconds=1.5, output_path="/out", dry_run=False
-    )
+        files=5, bytes=500, fetched_files=2, fetched_bytes=200, seconds=1.5, output_path="/out", dry_run=False,
+        resumed_files=1, kept_bytes=50,
+    )  # fmt: skip

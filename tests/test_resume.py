@@ -3,6 +3,7 @@ only what is missing (the relay counts the bytes), verifies the whole file, and 
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 from collections.abc import Iterator
@@ -79,6 +80,10 @@ def test_a_killed_ranged_download_resumes_with_only_the_missing_bytes(
     assert (output / "big.bin").read_bytes() == body
     (resuming,) = result.named("resuming")
     assert resuming["files"] == 1 and resuming["already_here"] == partial.kept_bytes
+    this_run = {"fetched_files": 1, "fetched_bytes": SIZE - partial.kept_bytes, "resumed_files": 1,
+                "kept_bytes": partial.kept_bytes}  # fmt: skip
+    assert {name: result.last[name] for name in this_run} == this_run, "the done line: what this run fetched"
+    assert json.loads((output / ".initializer" / "manifest.json").read_text())["this_run"] == this_run
     assert relay.traffic.body_bytes <= SIZE - partial.kept_bytes + SLACK
     assert relay.traffic.body_bytes <= SIZE - crossed + SLACK  # what the kill lost: at most the ranges in flight
 
@@ -113,6 +118,7 @@ def test_a_corrupted_partial_is_caught_by_the_checksum(
     result = rerun(seaweed, relay, f"s3://{bucket}/big.bin", output)
     assert result.named("checksum mismatch, fetching the file again")
     assert (output / "big.bin").read_bytes() == body
+    assert (result.last["fetched_bytes"], result.last["resumed_files"], result.last["kept_bytes"]) == (SIZE, 0, 0)
 
 
 def test_a_killed_hub_download_resumes_with_only_the_missing_bytes(tmp_path: Path):

@@ -162,9 +162,14 @@ def run(kind: Kind, options: dict[str, Any], words: list[str]) -> int:
         termination.leave(f"dry run: {outcome.files} files, {outcome.bytes} bytes to fetch into {outcome.output_path}")
         log.info("dry run done", files=outcome.files, bytes=outcome.bytes, output_path=outcome.output_path)
         return EXIT_OK
+    resumed = (
+        f", {outcome.resumed_files} of them resumed with {outcome.kept_bytes} bytes an earlier run had fetched"
+        if outcome.resumed_files
+        else ""
+    )
     termination.leave(
         f"done: {outcome.files} files, {outcome.bytes} bytes in {outcome.output_path} "
-        f"({outcome.fetched_files} fetched in {outcome.seconds:.1f} s)"
+        f"({outcome.fetched_files} fetched, {outcome.fetched_bytes} bytes, in {outcome.seconds:.1f} s{resumed})"
     )
     log.info(
         "done",
@@ -172,6 +177,8 @@ def run(kind: Kind, options: dict[str, Any], words: list[str]) -> int:
         bytes=outcome.bytes,
         fetched_files=outcome.fetched_files,
         fetched_bytes=outcome.fetched_bytes,
+        resumed_files=outcome.resumed_files,
+        kept_bytes=outcome.kept_bytes,
         seconds=round(outcome.seconds, 3),
         mb_s=round(outcome.fetched_bytes / outcome.seconds / 1e6, 1) if outcome.seconds > 0 else None,
         output_path=outcome.output_path,

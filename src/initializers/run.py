@@ -33,7 +33,7 @@ from initializers.transfer import live_view
 from initializers.transfer.bandwidth import TokenBucket
 from initializers.transfer.concurrency import Ramp
 from initializers.transfer.engine import Engine
-from initializers.transfer.progress import Progress, ProgressEvents, Reporter
+from initializers.transfer.progress import Fetched, Progress, ProgressEvents, Reporter
 
 PROGRESS_INTERVAL_SECONDS = 5.0
 #: Files the listing may run ahead of the transfers: enough to keep them busy, few enough to keep memory flat.
@@ -46,10 +46,12 @@ class Outcome:
     files: int
     bytes: int
     fetched_files: int
-    fetched_bytes: int
+    fetched_bytes: int  # what came over the network: a resumed file's kept bytes are not among them
     seconds: float
     output_path: str
     dry_run: bool = False
+    resumed_files: int = 0  # of the files fetched, those an earlier run had started
+    kept_bytes: int = 0  # what that run had fetched of them, kept rather than fetched again
 
 
 class _Waiting:
@@ -250,6 +252,7 @@ def _list_and_fetch(
                     entries,
                     selection.allow.patterns,
                     verdict.record() if verdict else None,
+                    _this_run(progress.fetched()),
                 )
             )
         state.journal.remove()
@@ -343,22 +346,30 @@ def _finished(file: RemoteFile, done: DoneFile | None) -> DoneFile:
     return done
 
 
+def _this_run(fetched: Fetched) -> dict[str, int]:
+    """What this run fetched and what a resume kept, as the manifest records it."""
+    return {"fetched_files": fetched.files, "fetched_bytes": fetched.bytes, "resumed_files": fetched.resumed_files,
+            "kept_bytes": fetched.kept_bytes}  # fmt: skip
+
+
 def _outcome(index: PlanIndex, progress: Progress | None, started_at: datetime, state: StateDir) -> Outcome:
     """Sizes as written (a file the source produced has its size only once it is there); `progress`: what this run
     fetched, None for nothing."""
-    fetched = (progress.files_done, progress.files_done_bytes) if progress is not None else (0, 0)
+    fetched = progress.fetched() if progress is not None else Fetched()
     return outcome(index.totals(), fetched, started_at, datetime.now(UTC), str(state.root))
 
 
 def outcome(
-    totals: tuple[int, int], fetched: tuple[int, int], started_at: datetime, ended_at: datetime, output_path: str
+    totals: tuple[int, int], fetched: Fetched, started_at: datetime, ended_at: datetime, output_path: str
 ) -> Outcome:
-    """A run's outcome: `totals` and `fetched` as (files, bytes)."""
+    """A run's outcome: `totals` as (files, bytes), and what this run `fetched`."""
     return Outcome(
         files=totals[0],
         bytes=totals[1],
-        fetched_files=fetched[0],
-        fetched_bytes=fetched[1],
+        fetched_files=fetched.files,
+        fetched_bytes=fetched.bytes,
         seconds=(ended_at - started_at).total_seconds(),
         output_path=output_path,
+        resumed_files=fetched.resumed_files,
+        kept_bytes=fetched.kept_bytes,
     )

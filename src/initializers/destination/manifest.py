@@ -36,9 +36,11 @@ def lines(
     files: Iterable[tuple[RemoteFile, DoneFile]],
     allow_patterns: tuple[str, ...] = (),
     signature: dict[str, Any] | None = None,
+    this_run: dict[str, int] | None = None,
 ) -> Iterator[bytes]:
     """The manifest, line by line, for `files` in path order, each as it was finished; `signature`: the verdict on
-    the publisher's signature (SIGNATURE), when one was checked."""
+    the publisher's signature (SIGNATURE), when one was checked; `this_run`: what the run writing it fetched and
+    what a resume kept (a share of a split plan: its own)."""
     head = {
         "format": FORMAT,
         "tool": {"name": kind.program, "version": __version__},
@@ -49,6 +51,7 @@ def lines(
         "finished_at": finished_at.isoformat(),
         "total_files": totals[0],
         "total_bytes": totals[1],
+        **({"this_run": this_run} if this_run is not None else {}),
         **({"signature": signature} if signature is not None else {}),
     }
     yield (json.dumps(head)[:-1] + ", " + _OPENING + "\n").encode()

@@ -256,7 +256,7 @@ class Engine:
         if verified is not None:
             done = done._replace(algorithm=verified.algorithm, hexdigest=verified.hexdigest)
         self._journal.record_done(done)
-        self.progress.file_done(st.st_size)
+        self.progress.file_done(st.st_size, kept=sum(length for _offset, length in target.kept))
 
     # The scheduling.
 

@@ -55,6 +55,16 @@ class Snapshot:
         return max(0, self.bytes - self.bytes_done) / self.rate
 
 
+class Fetched(NamedTuple):
+    """What one run fetched: its files done and their bytes that came over the network, and of those files the ones
+    an earlier run had started (resumed), with the bytes that run had fetched and this one kept."""
+
+    files: int = 0
+    bytes: int = 0
+    resumed_files: int = 0
+    kept_bytes: int = 0
+
+
 class Reporter(Protocol):
     """Told the progress every `interval` seconds, the first time after `first` seconds, and once more at the end."""
 
@@ -75,7 +85,9 @@ class Progress:
         self.total_bytes = 0
         self.listing_done = False
         self.files_done = 0
-        self.files_done_bytes = 0
+        self.files_done_bytes = 0  # their whole sizes, resumed ones too
+        self.files_resumed = 0  # of those done, the ones an earlier run had started
+        self.kept_bytes = 0  # of `files_done_bytes`, what an earlier run had fetched: not fetched again
         self.bytes_done = 0  # as they arrive, before their files are done
         self.files_present = 0  # listed and already here
         self._in_flight: Callable[[], list[InFlight]] = list
@@ -124,11 +136,20 @@ class Progress:
         with self._lock:
             self.bytes_done += count
 
-    def file_done(self, size: int) -> None:
-        """A file is at its final path, `size` bytes as written."""
+    def file_done(self, size: int, kept: int = 0) -> None:
+        """A file is at its final path, `size` bytes as written, `kept` of them from an earlier run's partial."""
         with self._lock:
             self.files_done += 1
             self.files_done_bytes += size
+            if kept:
+                self.files_resumed += 1
+                self.kept_bytes += kept
+
+    def fetched(self) -> Fetched:
+        with self._lock:
+            return Fetched(
+                self.files_done, self.files_done_bytes - self.kept_bytes, self.files_resumed, self.kept_bytes
+            )
 
     @property
     def elapsed(self) -> float:
