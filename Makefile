@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install test test-quick stress lint format demo serve clean images deploy-check bench bench-install bench-s3 bench-hf bench-iceberg bench-startup bench-network bench-scale bench-scale-1m bench-durability bench-shards bench-cache-server bench-signing
+.PHONY: install test test-quick stress lint format demo serve clean images deploy-check bench bench-install bench-s3 bench-hf bench-iceberg bench-startup bench-network bench-scale bench-scale-1m bench-durability bench-shards bench-cache-server bench-signing bench-throttling
 
 OLAH := .venvs/olah
 
@@ -125,3 +125,8 @@ bench-iceberg: bench-install
 
 bench-cache-server: install
 	$(PY) -m bench.cache_server
+
+# 3000 x 8 KiB calm and through a 4 s storm of SlowDown, side by side (a separate run, not in `make bench`);
+# BENCH_SOURCE=<another checkout>/src runs that code instead, for a before-and-after.
+bench-throttling: install
+	$(PY) -m bench.throttling

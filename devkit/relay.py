@@ -112,10 +112,12 @@ class Fault:
     """Which requests a fault strikes: those whose path (query included) contains `match`, whose method is `method`
     (None: any) and, with `range_from`, that ask for a byte range starting there, for the first `times` of them
     (None: all, a persistent fault); with `every`, only one in `every` of the requests it matches (the last of each
-    run of `every`), as a server shedding part of its load answers.
+    run of `every`), as a server shedding part of its load answers. A storm: `after` requests it matches go through
+    first, then it strikes for `lasting` seconds from its first strike (None: for as long as `times` says).
 
-    `hits` counts the requests struck so far. When several faults match a request, the first added with hits left
-    strikes, so faults on the same requests queue up in the order added.
+    `hits` counts the requests struck so far, `struck_at` when (time.monotonic()), `began_at` the first of them. When
+    several faults match a request, the first added with hits left strikes, so faults on the same requests queue up
+    in the order added.
     """
 
     match: str | None = None
@@ -123,8 +125,12 @@ class Fault:
     times: int | None = 1
     range_from: int | None = None
     every: int = 1
+    after: int = 0
+    lasting: float | None = None
     hits: int = field(default=0, init=False)
-    matched: int = field(default=0, init=False)  # requests it matched, struck or spared by `every`
+    matched: int = field(default=0, init=False)  # requests it matched, struck or spared by `every` or `after`
+    struck_at: list[float] = field(default_factory=list, init=False)
+    began_at: float | None = field(default=None, init=False)
 
     def __post_init__(self) -> None:
         if type(self) in (Fault, _ConnectionFault):
@@ -135,6 +141,7 @@ class Fault:
     def applies_to(self, method: str, path: str, byte_range: str | None) -> bool:
         return (
             (self.times is None or self.hits < self.times)
+            and (self.lasting is None or self.began_at is None or time.monotonic() < self.began_at + self.lasting)
             and (self.match is None or self.match in path)
             and (self.method is None or self.method.upper() == method)
             and (self.range_from is None or (byte_range or "").startswith(f"bytes={self.range_from}-"))
@@ -285,8 +292,11 @@ class Relay:
             for fault in self._faults:
                 if fault.applies_to(method, path, byte_range):
                     fault.matched += 1
-                    if fault.matched % fault.every == 0:
+                    if fault.matched > fault.after and (fault.matched - fault.after) % fault.every == 0:
+                        now = time.monotonic()
                         fault.hits += 1
+                        fault.struck_at.append(now)
+                        fault.began_at = fault.began_at or now
                         return fault
         return None
 

@@ -7,6 +7,7 @@ import json
 import os
 import statistics
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -156,6 +157,49 @@ def test_s3_throttling_a_third_of_requests_backs_the_whole_fleet_off(
     # On average: on a loaded machine the first requests go out unevenly, so one peak says little.
     third = len(on_arrival) // 3
     assert statistics.mean(on_arrival[-third:]) < statistics.mean(on_arrival[:third]), on_arrival
+
+
+#: A storm of SlowDown: every object GET refused for `STORM_SECONDS` once `STORM_AFTER` went through, as S3 answers
+#: while it scales a prefix up; enough objects after it to see the fleet come back.
+STORM_AFTER, STORM_SECONDS = 300, 2.0
+STORMY = {f"{i:04}.bin": os.urandom(1024) for i in range(2400)}
+#: From the storm's end, the fleet is back at half its level or more within this long: the pause's probes find the
+#: end within two of their intervals, and doubling from one request reaches half of BASE_REQUESTS in five windows.
+#: Growing one request per window, as the ramp once did after throttling, takes 32 windows (8 s) to get there.
+BACK_WITHIN_SECONDS = 4.0
+
+
+def test_s3_after_a_storm_of_slowdown_the_fleet_backs_off_then_is_back_at_its_level_within_seconds(
+    seaweed: SeaweedFS, s3: Any, bucket: str, tmp_path: Path
+):
+    """Bound by the relay's events: the SlowDown answers in the storm's last second are at most half those of its
+    first (the back-off), and once the storm is over the GETs under way at once climb back to at least half what
+    they were before it within BACK_WITHIN_SECONDS (the recovery), rather than one more per window."""
+    with ThreadPoolExecutor(16) as pool:
+        list(pool.map(lambda item: s3.put_object(Bucket=bucket, Key=f"stormy/{item[0]}", Body=item[1]), STORMY.items()))
+    output = tmp_path / "out"
+    with Relay(seaweed.endpoint) as relay:
+        storm = relay.add_fault(
+            StatusFault(status=503, times=None, match=f"/{bucket}/stormy/", method="GET", after=STORM_AFTER,
+                        lasting=STORM_SECONDS)
+        )  # fmt: skip
+        env = {**seaweed.env(), "ENDPOINT": relay.endpoint, "STORAGE_URI": f"s3://{bucket}/stormy"}
+        result = run_program("dataset", {**env, "OUTPUT_PATH": str(output)}, timeout=HANG_CEILING_SECONDS)
+    assert result.code == 0, result.stdout
+    assert tree(output) == STORMY and completed(output)
+    began = storm.began_at
+    assert began is not None and storm.hits > 0
+    first = sum(1 for at in storm.struck_at if at < began + 1)
+    last = sum(1 for at in storm.struck_at if at >= began + STORM_SECONDS - 1)
+    assert last <= first / 2, (first, last)
+    traffic = relay.traffic
+    start = traffic.first_object_get_at  # arrival times are kept from this one on
+    arrivals = list(zip(traffic.object_gets_arrived_at, traffic.object_gets_on_arrival, strict=True))
+    before = [at_once for at, at_once in arrivals if at + start < began][-STORM_AFTER // 3 :]
+    level = statistics.median(before)
+    ended = began + STORM_SECONDS - start
+    after = [at_once for at, at_once in arrivals if ended <= at < ended + BACK_WITHIN_SECONDS]
+    assert max(after, default=0) >= level / 2, (level, after[:50])
 
 
 def test_s3_throttling_without_end_is_bounded_by_timeout(

@@ -15,7 +15,7 @@ from initializers.common.errors import FetchError
 from initializers.common.remote_file import Checksum
 from initializers.sources.hub.get import HubGetter
 from initializers.transfer.retry import ATTEMPTS, THROTTLE_BUDGET_SECONDS, Retriable, retrying
-from initializers.transfer.throttle import FIRST_PAUSE_SECONDS, MAX_PAUSE_SECONDS
+from initializers.transfer.throttle import FIRST_PAUSE_SECONDS, JITTER, MOST_BETWEEN_PROBES_SECONDS
 
 
 def failing(times: int | None, error: Callable[[], Exception]) -> tuple[Callable[[], str], list[int]]:
@@ -67,14 +67,18 @@ def test_throttling_gives_up_once_the_budget_would_be_exceeded_saying_what_was_a
 
 
 def test_throttling_without_retry_after_backs_off_and_is_budgeted_too() -> None:
+    """A request throttled again and again goes as its own probe: after a wait that doubles, with up to half again
+    of jitter, up to MOST_BETWEEN_PROBES_SECONDS, until the budget is spent."""
     clock = DrivenClock()
-    attempt, _ = failing(None, lambda: Retriable("503 Slow Down", throttled=True))
+    attempt, calls = failing(None, lambda: Retriable("503 Slow Down", throttled=True))
     with pytest.raises(FetchError, match="the server throttled after"):
         retrying("get", "x", attempt, clock=clock)
-    for round_, wait in enumerate(clock.sleeps, 1):  # the backoff doubles, with up to half again of jitter
-        base = min(FIRST_PAUSE_SECONDS * 2 ** (round_ - 1), MAX_PAUSE_SECONDS)
-        assert base <= wait <= base * 1.5
-    assert sum(clock.sleeps) <= THROTTLE_BUDGET_SECONDS
+    for round_, wait in enumerate(clock.sleeps, 1):
+        base = min(FIRST_PAUSE_SECONDS * 2 ** (round_ - 1), MOST_BETWEEN_PROBES_SECONDS)
+        assert base <= wait <= base * (1 + JITTER)
+    waited = sum(clock.sleeps)
+    assert THROTTLE_BUDGET_SECONDS - MOST_BETWEEN_PROBES_SECONDS * (1 + JITTER) <= waited <= THROTTLE_BUDGET_SECONDS
+    assert len(calls) == len(clock.sleeps) + 1
 
 
 def test_an_interruption_stops_before_the_next_attempt_without_waiting() -> None:

@@ -70,6 +70,11 @@ _TASK_HORIZON = 16
 _PART_SECONDS = 0.25
 
 
+def _short_of(level: int) -> int:
+    """Three quarters of a level the server throttled: where the way back stops, the next time."""
+    return max(1, level * 3 // 4)
+
+
 class Latency(NamedTuple):
     """What the requests finished in a window took: the share of their time spent waiting for their first byte,
     and their mean seconds (0 when none finished)."""
@@ -149,7 +154,13 @@ class Ramp:
     _requests_settled: bool = False  # a doubling of `requests` did not pay: the waiting is not the round trip's
     #: The source's fleet pause: its throttled answers halve what runs at once.
     throttle: Throttle | None = None
-    _throttled_once: bool = False  # since then, growth is one step per calm window, never a doubling
+    _throttled_once: bool = False  # since then, the server sets the pace: growth is back to a level it allowed, then
+    #: one step per calm window
+    #: The level (streams, small-file requests) that ran before throttling struck, to double back to once answers are
+    #: clean: a storm passes (a prefix being scaled up), and the fleet is back within a few windows. None: not
+    #: recovering.
+    _recovering_to: tuple[int, int] | None = None
+    _grew_since_halving: bool = False  # a calm window doubled toward `_recovering_to` since the last halving
     #: The source's round trips as measured so far (None: the source measures none), which `requests` starts from.
     round_trips: RoundTrips | None = None
     _requests_from_round_trip: bool = False  # `requests` is what the round trip last called for, unchanged since
@@ -189,16 +200,17 @@ class Ramp:
     def observe(self, throughput: float, cpu_share: float, latency: Latency = NO_REQUESTS) -> int:
         """Throughput (bytes per second), CPU share (cores) and the requests' latency in the window just ended;
         returns the new limit. Throttled answers in the window halve streams and small-file requests; from then on
-        each calm window adds one of each (additive increase, multiplicative decrease: the server set the pace). A
-        window in which nothing was delivered (the fleet paused, a Retry-After of seconds) is not calm: it shows
-        nothing of the server's pace, and a long pause must not add back all that the throttling took."""
+        each calm window doubles them back toward the level they had when the throttling struck, and past it adds one
+        of each (additive increase, multiplicative decrease: the server set the pace). Throttled again on the way
+        back, the level it struck at is too much: the way back stops short of it. A window in which nothing was
+        delivered (the fleet paused, a Retry-After of seconds) is not calm: it shows nothing of the server's pace."""
         if throughput > 0:  # a window with nothing delivered (a listing, the first bytes) says nothing of the rate
             per_transfer = int(throughput / self.workers * _PART_SECONDS)
             self.part_size = min(MAX_PART_SIZE, max(PART_SIZE, per_transfer >> 20 << 20))
         if self.throttle is not None and self.throttle.take_events():
             return self._halve()
         if self._throttled_once:
-            return self._add_one(throughput, cpu_share)
+            return self._grow_back(throughput, cpu_share)
         self.follow_round_trip()
         self._follow_latency(throughput, cpu_share, latency)
         if self._trial is not None:
@@ -238,13 +250,27 @@ class Ramp:
     def _halve(self) -> int:
         self._throttled_once = True
         self._trial = self._requests_trial = None
+        if self._recovering_to is None:  # the storm's first halving: what ran until now is the level to return to
+            self._recovering_to = (self.limit, self.requests)
+        elif self._grew_since_halving:  # struck again on the way back: stop short of where it struck this time
+            self._recovering_to = (_short_of(self.limit), _short_of(self.requests))
+        self._grew_since_halving = False
         self.limit, self.requests = max(1, self.limit // 2), max(1, self.requests // 2)
         return self.limit
 
-    def _add_one(self, throughput: float, cpu_share: float) -> int:
-        """One more stream and request after a calm window: one that delivered (a window the fleet's pause held
-        shows nothing of the server's pace) with the CPU to spare; as `_double`, growth needs both."""
-        if throughput > 0 and cpu_share < _BUSY_CPU:
+    def _grow_back(self, throughput: float, cpu_share: float) -> int:
+        """After a calm window, one that delivered (a window the fleet's pause held shows nothing of the server's
+        pace): double back toward the level before the throttling, which ran with the CPU it took; past it, one more
+        stream and request, with the CPU to spare, as `_double` needs."""
+        if throughput <= 0:
+            return self.limit
+        if self._recovering_to is not None:
+            limit, requests = self._recovering_to
+            self.limit, self.requests = min(limit, self.limit * 2), min(requests, self.requests * 2)
+            self._grew_since_halving = True
+            if (self.limit, self.requests) == (limit, requests):
+                self._recovering_to = None
+        elif cpu_share < _BUSY_CPU:
             self.limit, self.requests = min(self.cap, self.limit + 1), min(self.request_cap, self.requests + 1)
         return self.limit
 

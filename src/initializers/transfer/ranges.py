@@ -337,6 +337,8 @@ class _LaneWork:
         if sink.written != size:
             self.failed(item, ConnectionError(f"the body ended {size - sink.written} bytes early"))
             return
+        if self._throttle is not None:
+            self._throttle.answered(item.started)  # a probe of the fleet's hold, if sent during one: it ends the hold
         self._landed(item, sink)
 
     def failed(self, item: _LaneFile, error: Exception) -> None:
@@ -346,7 +348,7 @@ class _LaneWork:
         if not isinstance(error, TRANSIENT) or self._assembly.cancel.is_set() or sink is None:
             raise error  # final (a refused answer, the disk's failure, a stop), or the temporary could not be opened
         if isinstance(error, Retriable) and error.throttled and self._throttle is not None:
-            self._throttle.throttled(error.retry_after)  # the fleet pauses, and the ramp halves the lane's width
+            self._throttle.throttled(error.retry_after, item.started)  # the fleet is held, the lane's width halved
         _log.debug("a request in the lane failed: asking again", path=file.path, error=str(error))
         self._reader.read(file, 0, file.size, sink)
         self._landed(item, sink)

@@ -99,12 +99,13 @@ def retrying(
     failures = 0
     throttled_for = 0.0
     while True:
+        throttled_for += throttle.wait_turn()
         if interrupted():
             raise FetchError(f"{where}: interrupted")
-        throttled_for += throttle.wait_turn()
+        sent_at = clock.monotonic()
         try:
             answer = attempt()
-            throttle.answered()
+            throttle.answered(sent_at)
             return answer
         except Exception as exc:  # resets, timeouts, TLS and framing errors, 5xx, throttling are worth another try
             if failure := untrusted_certificate(exc):
@@ -120,7 +121,7 @@ def retrying(
                 raise FetchError(f"{where}: interrupted") from None
             throttled = isinstance(exc, Retriable) and exc.throttled
             if throttled:
-                wait = throttle.throttled(exc.retry_after)
+                wait = throttle.throttled(exc.retry_after, sent_at)
                 if throttled_for + wait > THROTTLE_BUDGET_SECONDS:
                     asked = (
                         f"asked to wait {exc.retry_after:.0f} s more" if exc.retry_after is not None else "throttled"
@@ -129,14 +130,14 @@ def retrying(
                         f"cannot {verb} {where}: the server {asked} after {throttled_for:.0f} s of waiting, beyond "
                         f"the {THROTTLE_BUDGET_SECONDS:.0f} s a request may wait out throttling: {_reason(exc)}"
                     ) from None
-                throttled_for += wait
             else:
                 failures += 1
                 if failures == ATTEMPTS:
                     raise FetchError(f"cannot {verb} {where} after {failures} attempts: {_reason(exc)}") from None
                 wait = _backoff(failures)
             _log.info("waiting to retry", request=f"{verb} {where}", reason=_reason(exc), wait_s=round(wait, 2))
-            clock.sleep(wait)
+            if not throttled:  # the fleet's pause is waited out at the next turn, where a probe may end it sooner
+                clock.sleep(wait)
 
 
 def _backoff(failures: int) -> float:
