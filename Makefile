@@ -127,6 +127,6 @@ bench-cache-server: install
 	$(PY) -m bench.cache_server
 
 # 3000 x 8 KiB calm and through a 4 s storm of SlowDown, side by side (a separate run, not in `make bench`);
-# BENCH_SOURCE=<another checkout>/src runs that code instead, for a before-and-after.
+# BENCH_BEFORE=<another checkout>/src runs that code too, in turns, for a before-and-after side by side.
 bench-throttling: install
 	$(PY) -m bench.throttling

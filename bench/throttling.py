@@ -3,9 +3,9 @@
 3000 objects of 8 KiB from loopback SeaweedFS, through the relay in both runs (its cost is the same for both): calm,
 and with S3's `503 SlowDown` answered to every object GET for `STORM_SECONDS` once `STORM_AFTER` have gone through,
 as S3 answers while it scales a prefix up. Reported, medians over the rounds: each run's seconds, what the storm cost
-beyond its own length, and the storm's requests in its first and last second (the back-off). BENCH_SOURCE: the `src`
-folder of another checkout to run instead of this one's (the commit before a change, for a before-and-after). Run with
-`make bench-throttling`.
+beyond its own length, and the storm's requests in its first and last second (the back-off). BENCH_BEFORE: the `src`
+folder of another checkout (the commit before a change), run in turns with this one's in the same rounds, for a
+before-and-after side by side. Run with `make bench-throttling`.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 from bench.harness import settings
 from bench.s3 import DataSet, seed
@@ -29,6 +30,7 @@ STORM_AFTER = 300
 STORM_SECONDS = 4.0
 #: The goal: a storm costs at most its own length and this much more.
 GOAL_EXTRA_SECONDS = 5.0
+T = TypeVar("T")
 
 
 @dataclass
@@ -38,10 +40,11 @@ class StormRun:
     last_second: int  # and in its last
 
 
-def fetch(server: SeaweedFS, relay: Relay, out: Path) -> float:
-    """One run of the dataset program through `relay`; its seconds. Fails unless it exits 0 with every file."""
+def fetch(server: SeaweedFS, relay: Relay, out: Path, source: str | None) -> float:
+    """One run of the dataset program (`source`: the `src` folder it runs from, None: this checkout's) through
+    `relay`; its seconds. Fails unless it exits 0 with every file."""
     env = {**server.env(), "ENDPOINT": relay.endpoint, "STORAGE_URI": f"s3://{DATASET.bucket}", "OUTPUT_PATH": str(out)}
-    if source := os.environ.get("BENCH_SOURCE"):
+    if source:
         env["PYTHONPATH"] = source
     started = time.perf_counter()
     done = subprocess.run([sys.executable, "-m", "initializers.dataset"], env=clean_env(env), capture_output=True)
@@ -52,58 +55,72 @@ def fetch(server: SeaweedFS, relay: Relay, out: Path) -> float:
     return seconds
 
 
-def storm(server: SeaweedFS, out: Path) -> StormRun:
+def storm(server: SeaweedFS, out: Path, source: str | None) -> StormRun:
     with Relay(server.endpoint) as relay:
         fault = relay.add_fault(
             StatusFault(status=503, times=None, match=f"/{DATASET.bucket}/t/", method="GET", after=STORM_AFTER,
                         lasting=STORM_SECONDS)
         )  # fmt: skip
-        seconds = fetch(server, relay, out)
+        seconds = fetch(server, relay, out, source)
     began = fault.began_at or 0.0
     first = sum(1 for at in fault.struck_at if at < began + 1)
     last = sum(1 for at in fault.struck_at if at >= began + STORM_SECONDS - 1)
     return StormRun(seconds, first, last)
 
 
-def calm(server: SeaweedFS, out: Path) -> float:
+def calm(server: SeaweedFS, out: Path, source: str | None) -> float:
     with Relay(server.endpoint) as relay:
-        return fetch(server, relay, out)
+        return fetch(server, relay, out, source)
 
 
 def main() -> None:
     rounds, out_root, _quick = settings()
     rounds = max(rounds, 3)
-    calm_runs: list[float] = []
-    storm_runs: list[StormRun] = []
+    sources = {"this checkout": None, **({"before": before} if (before := os.environ.get("BENCH_BEFORE")) else {})}
+    calm_runs: dict[str, list[float]] = {name: [] for name in sources}
+    storm_runs: dict[str, list[StormRun]] = {name: [] for name in sources}
     with SeaweedFS.start() as server:
         seed(server, DATASET, out_root)
         for round_index in range(rounds):
-            for name in ("calm", "storm") if round_index % 2 == 0 else ("storm", "calm"):
-                out = out_root / f"{name}-{round_index}"
-                if name == "calm":
-                    calm_runs.append(calm(server, out))
-                    print(f"  round {round_index + 1} calm  {calm_runs[-1]:6.1f} s", flush=True)
-                else:
-                    storm_runs.append(storm(server, out))
-                    run = storm_runs[-1]
-                    print(f"  round {round_index + 1} storm {run.seconds:6.1f} s, SlowDown {run.first_second} in the "
-                          f"first second, {run.last_second} in the last", flush=True)  # fmt: skip
-                subprocess.run(["rm", "-rf", str(out)], check=True)
-    calm_s = statistics.median(calm_runs)
-    storm_s = statistics.median(run.seconds for run in storm_runs)
-    extra = storm_s - calm_s - STORM_SECONDS
+            for name, source in _rotated(list(sources.items()), round_index):
+                for weather in ("calm", "storm") if round_index % 2 == 0 else ("storm", "calm"):
+                    out = out_root / f"{weather}-{round_index}"
+                    if weather == "calm":
+                        calm_runs[name].append(calm(server, out, source))
+                        print(f"  round {round_index + 1} {name:<13} calm  {calm_runs[name][-1]:6.1f} s", flush=True)
+                    else:
+                        run = storm(server, out, source)
+                        storm_runs[name].append(run)
+                        print(
+                            f"  round {round_index + 1} {name:<13} storm {run.seconds:6.1f} s, SlowDown "
+                            f"{run.first_second} in its first second, {run.last_second} in its last",
+                            flush=True,
+                        )
+                    subprocess.run(["rm", "-rf", str(out)], check=True)
     print(
         f"\n### Throttling: {DATASET.name}, a {STORM_SECONDS:g} s storm of SlowDown after {STORM_AFTER} GETs "
-        f"(loopback, through the relay; {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, "
-        f"{os.environ.get('BENCH_SOURCE') or 'this checkout'})\n\n"
-        "| run | seconds, median (min-max) | SlowDown in the storm's first / last second |\n|---|---|---|\n"
-        f"| calm | {calm_s:.1f} ({min(calm_runs):.1f}-{max(calm_runs):.1f}) | |\n"
-        f"| storm | {storm_s:.1f} ({min(r.seconds for r in storm_runs):.1f}-{max(r.seconds for r in storm_runs):.1f})"
-        f" | {statistics.median(r.first_second for r in storm_runs):.0f} / "
-        f"{statistics.median(r.last_second for r in storm_runs):.0f} |\n\n"
-        f"The storm cost {extra:+.1f} s beyond its {STORM_SECONDS:g} s (goal: at most {GOAL_EXTRA_SECONDS:g} s more).",
+        f"(loopback, through the relay; {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; "
+        f"{rounds} rounds, {os.cpu_count()} cores, shared machine{'; before: ' + before if before else ''})\n\n"
+        "| code | calm s, median (min-max) | storm s, median (min-max) | the storm's cost beyond its length "
+        f"(goal <= {GOAL_EXTRA_SECONDS:g} s) | SlowDown in its first / last second |\n|---|---|---|---|---|",
         flush=True,
     )
+    for name in sources:
+        calm_s, storms = calm_runs[name], [run.seconds for run in storm_runs[name]]
+        extra = statistics.median(storms) - statistics.median(calm_s) - STORM_SECONDS
+        first = statistics.median(run.first_second for run in storm_runs[name])
+        last = statistics.median(run.last_second for run in storm_runs[name])
+        print(
+            f"| {name} | {statistics.median(calm_s):.1f} ({min(calm_s):.1f}-{max(calm_s):.1f}) | "
+            f"{statistics.median(storms):.1f} ({min(storms):.1f}-{max(storms):.1f}) | {extra:+.1f} s | "
+            f"{first:.0f} / {last:.0f} |",
+            flush=True,
+        )
+
+
+def _rotated(items: list[T], turn: int) -> list[T]:
+    shift = turn % len(items)
+    return items[shift:] + items[:shift]
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@ import signal
 import subprocess
 import tempfile
 import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
@@ -459,6 +460,12 @@ def _readme_trainer_client(docker_api: str) -> Any:
     return scope["client"]
 
 
+def unique_job_name() -> str:
+    """A job name no other run on this machine uses: the SDK names the containers after it (`<job>-model-initializer`),
+    and two suites at once on one container engine must not ask for the same names."""
+    return f"job-{uuid.uuid4().hex[:8]}"
+
+
 def test_the_kubeflow_sdks_container_backend_runs_both_images_as_a_drop_in(
     docker_api: str, seaweed: SeaweedFS, s3: Any, bucket: str, tmp_path: Path
 ):
@@ -467,7 +474,8 @@ def test_the_kubeflow_sdks_container_backend_runs_both_images_as_a_drop_in(
     The network is the host's, where the test servers listen; `train()` would make a bridge network per job."""
     s3.put_object(Bucket=bucket, Key="data/train.jsonl", Body=b'{"a": 1}\n')
     s3.put_object(Bucket=bucket, Key="model/config.json", Body=b"{}")
-    workdir = tmp_path / "job-1"
+    job = unique_job_name()
+    workdir = tmp_path / job
     os.makedirs(workdir, mode=0o755)
     os.chown(workdir, 4242, 4242)
     os.chmod(tmp_path, 0o755)
@@ -477,7 +485,7 @@ def test_the_kubeflow_sdks_container_backend_runs_both_images_as_a_drop_in(
         dataset=kf.S3DatasetInitializer(storage_uri=f"s3://{bucket}/data", **keys),
         model=kf.S3ModelInitializer(storage_uri=f"s3://{bucket}/model", **keys),
     )
-    _readme_trainer_client(docker_api).backend._run_initializers("job-1", initializer, str(workdir), "host")
+    _readme_trainer_client(docker_api).backend._run_initializers(job, initializer, str(workdir), "host")
     assert (workdir / "dataset" / "train.jsonl").read_bytes() == b'{"a": 1}\n'
     assert (workdir / "model" / "config.json").read_bytes() == b"{}"
     assert {p.stat().st_uid for p in workdir.rglob("*")} == {4242}, "the SDK's user owns what the images wrote"
@@ -486,13 +494,14 @@ def test_the_kubeflow_sdks_container_backend_runs_both_images_as_a_drop_in(
 def test_the_kubeflow_sdk_reports_our_last_log_line_on_failure(
     docker_api: str, seaweed: SeaweedFS, bucket: str, tmp_path: Path
 ):
-    workdir = tmp_path / "job-2"
+    job = unique_job_name()
+    workdir = tmp_path / job
     os.makedirs(workdir)
     model = kf.S3ModelInitializer(storage_uri=f"s3://{bucket}/model", endpoint=seaweed.endpoint, region="us-east-1",
                                   access_key_id="wrong-key", secret_access_key="wrong-sdk-secret-31")  # fmt: skip
     with pytest.raises(RuntimeError) as raised:
         backend = _readme_trainer_client(docker_api).backend
-        backend._run_initializers("job-2", kf.Initializer(model=model), str(workdir), "host")
+        backend._run_initializers(job, kf.Initializer(model=model), str(workdir), "host")
     assert "model-initializer failed with exit code 1" in str(raised.value)
     assert "credentials were rejected" in str(raised.value)
     assert "wrong-sdk-secret-31" not in str(raised.value)
