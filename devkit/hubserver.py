@@ -31,6 +31,7 @@ from typing import Any, Literal
 from urllib.parse import SplitResult, parse_qs, unquote, urlencode, urlsplit
 
 from devkit.ports import free_port
+from devkit.serving import NoDelay
 
 RepoType = Literal["model", "dataset"]
 Source = bytes | Path
@@ -244,7 +245,7 @@ def _requested_range(header: str | None, size: int) -> tuple[int, int] | None:
     return start, min(int(last) + 1, size)
 
 
-class _Origin(ThreadingHTTPServer):
+class _Origin(NoDelay, ThreadingHTTPServer):
     """One of the two origins; it tracks open connections so that stopping ends idle keep-alive ones too."""
 
     daemon_threads = True

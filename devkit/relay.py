@@ -32,7 +32,7 @@ from typing import Any, TypeVar
 from urllib.parse import parse_qs, quote, quote_plus, unquote_plus, urlsplit
 
 from devkit.ports import free_port
-from devkit.serving import ServedInThread
+from devkit.serving import NoDelay, ServedInThread
 
 _HOP_BY_HOP = {"connection", "keep-alive", "transfer-encoding", "proxy-connection", "te", "trailer", "upgrade"}
 _CHUNK_SIZE = 64 * 1024
@@ -335,7 +335,7 @@ def _unacknowledged(connection: socket.socket) -> int:
     return struct.unpack("i", fcntl.ioctl(connection.fileno(), termios.TIOCOUTQ, bytes(4)))[0]
 
 
-class _Server(ThreadingHTTPServer):
+class _Server(NoDelay, ThreadingHTTPServer):
     daemon_threads = True
     request_queue_size = 1024  # hundreds of clients' connections may arrive at once
 

@@ -20,7 +20,7 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from devkit.ports import free_port
-from devkit.serving import ServedInThread
+from devkit.serving import NoDelay, ServedInThread
 
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
 
@@ -31,7 +31,7 @@ class Stall(enum.Enum):
     SLOW = "slow"
 
 
-class _Server(ThreadingHTTPServer):
+class _Server(NoDelay, ThreadingHTTPServer):
     daemon_threads = True
     block_on_close = False  # stopping must not wait for the handlers left hanging
 

@@ -152,10 +152,10 @@ class Ramp:
     requests: int = BASE_REQUESTS  # the most small-file requests at once: grows while they are latency-bound
     _requests_trial: tuple[int, float, float] | None = None  # (requests, request seconds, throughput) before it
     _requests_settled: bool = False  # a doubling of `requests` did not pay: the waiting is not the round trip's
-    #: The source's fleet pause: its throttled answers halve what runs at once.
+    #: The source's fleet hold: its throttled answers halve what runs at once.
     throttle: Throttle | None = None
-    _throttled_once: bool = False  # since then, the server sets the pace: growth is back to a level it allowed, then
-    #: one step per calm window
+    #: Since then the server sets the pace: growth is back to a level it allowed, then one step per calm window.
+    _throttled_once: bool = False
     #: The level (streams, small-file requests) that ran before throttling struck, to double back to once answers are
     #: clean: a storm passes (a prefix being scaled up), and the fleet is back within a few windows. None: not
     #: recovering.
@@ -203,7 +203,7 @@ class Ramp:
         each calm window doubles them back toward the level they had when the throttling struck, and past it adds one
         of each (additive increase, multiplicative decrease: the server set the pace). Throttled again on the way
         back, the level it struck at is too much: the way back stops short of it. A window in which nothing was
-        delivered (the fleet paused, a Retry-After of seconds) is not calm: it shows nothing of the server's pace."""
+        delivered (the fleet held, a Retry-After of seconds) is not calm: it shows nothing of the server's pace."""
         if throughput > 0:  # a window with nothing delivered (a listing, the first bytes) says nothing of the rate
             per_transfer = int(throughput / self.workers * _PART_SECONDS)
             self.part_size = min(MAX_PART_SIZE, max(PART_SIZE, per_transfer >> 20 << 20))
@@ -259,7 +259,7 @@ class Ramp:
         return self.limit
 
     def _grow_back(self, throughput: float, cpu_share: float) -> int:
-        """After a calm window, one that delivered (a window the fleet's pause held shows nothing of the server's
+        """After a calm window, one that delivered (a window the fleet's hold kept idle shows nothing of the server's
         pace): double back toward the level before the throttling, which ran with the CPU it took; past it, one more
         stream and request, with the CPU to spare, as `_double` needs."""
         if throughput <= 0:

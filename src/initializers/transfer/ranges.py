@@ -324,7 +324,7 @@ class _LaneWork:
 
     def start(self, item: _LaneFile) -> Exchange:
         if self._throttle is not None:
-            self._throttle.wait_turn()  # the fleet's pause holds the lane's requests back too
+            self._throttle.wait_turn()  # the fleet's hold keeps the lane's requests back too
         assembly, target = self._assembly, item.target
         _open_once(assembly, target, ranged=False)
         item.sink = PartSink(target, 0, target.file.size, assembly.progress, assembly.cancel, assembly.clock)

@@ -1,10 +1,10 @@
 """One retry policy for every request to a remote service (S3, the Hub's API and files): what is worth another
 attempt, how long to wait, when to give up.
 
-- Throttling (429, 503, S3's SlowDown) is the service asking for patience: its `Retry-After` is honoured (else the
-  backoff grows, with jitter), every request of the source pauses with the one throttled (`throttle.Throttle`), and
-  each request's waits add up to a budget that outlasts the Hub's rate-limit window (5 minutes), however many
-  attempts that takes.
+- Throttling (429, 503, S3's SlowDown) is the service asking for patience: every request of the source is held with
+  the one throttled until a probe is answered (`throttle.Throttle`: probes back off, with jitter, and honour a
+  `Retry-After`), and each request's waits add up to a budget that outlasts the Hub's rate-limit window (5 minutes),
+  however many attempts that takes.
 - Other transient failures (resets, timeouts, 5xx) get a few attempts with exponential backoff and jitter.
 - Permanent failures (a TLS certificate that does not verify) fail at once: no retry can fix them. The message names
   the variable the failing path reads its CA certificates from (`trust`), so that the hint is one that works.
@@ -93,7 +93,7 @@ def retrying(
     `interrupted()`, no attempt starts: a listing that pages for ever stops at its next page. The waits between
     attempts are `clock.sleep`s. `trust`: the variable naming the CA certificates this path reads, for the hint
     when a certificate does not verify. `transient`: the failures worth another attempt, when an attempt does more
-    than ask a server (an OSError of the local disk is not one). `throttle`: the pause this request shares with the
+    than ask a server (an OSError of the local disk is not one). `throttle`: the hold this request shares with the
     others of its source (none: its own)."""
     throttle = throttle or Throttle(clock)
     failures = 0
@@ -136,7 +136,7 @@ def retrying(
                     raise FetchError(f"cannot {verb} {where} after {failures} attempts: {_reason(exc)}") from None
                 wait = _backoff(failures)
             _log.info("waiting to retry", request=f"{verb} {where}", reason=_reason(exc), wait_s=round(wait, 2))
-            if not throttled:  # the fleet's pause is waited out at the next turn, where a probe may end it sooner
+            if not throttled:  # the fleet's hold is waited out at the next turn, where a probe may end it
                 clock.sleep(wait)
 
 

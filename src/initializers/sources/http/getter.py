@@ -58,7 +58,7 @@ class HttpGetter:
         self._lane_idle: list[Connection] = []  # the lane's connections between requests (`begin`)
         self._lock = threading.Lock()
         self._interrupted = False
-        #: The pause every request through this getter keeps while its server throttles them.
+        #: The hold every request through this getter keeps while its server throttles them.
         self.throttle = Throttle(self._clock)
         #: The shortest round trip its requests have shown: what the concurrency ramp starts small-file requests from.
         self.round_trips = RoundTrips()

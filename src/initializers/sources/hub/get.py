@@ -57,7 +57,7 @@ class HubGetter:
         self._token = token
         self._repo = repo  # "model OWNER/NAME", for messages
         self._http = HttpGetter(ssl.create_default_context, timeout, HUB_TRUST, clock)
-        #: The pause its requests share while the server throttles them (`throttle.Throttle`).
+        #: The hold its requests share while the server throttles them (`throttle.Throttle`).
         self.throttle = self._http.throttle
         self.round_trips = self._http.round_trips  # the ramp's measure of the network's round trip
         self._headers = {"user-agent": USER_AGENT, "accept-encoding": "identity"}

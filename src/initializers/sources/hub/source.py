@@ -52,7 +52,7 @@ class HfSource(Storage):
         self._guard = HubGuard(huggingface_hub.constants.ENDPOINT, config.read_timeout)
         self._guard.install(huggingface_hub.get_session())
         self._getter = HubGetter(huggingface_hub.constants.ENDPOINT, token, self._repo, config.read_timeout)
-        self.throttle = self._getter.throttle  # the listing's requests and the downloads pause together
+        self.throttle = self._getter.throttle  # the listing's requests and the downloads are held together
         self.round_trips = self._getter.round_trips
         self.commit: str | None = None
         #: Whether the server behind the resolve URLs honours Range (the Hub's CDN does, olah does not), once the

@@ -112,7 +112,7 @@ class S3Getter:
         self._credentials = credentials
         self._describe = describe
         self._http = HttpGetter(ssl_context, timeout, S3_TRUST)
-        #: The pause its requests share while the server throttles them (`throttle.Throttle`).
+        #: The hold its requests share while the server throttles them (`throttle.Throttle`).
         self.throttle = self._http.throttle
         self.round_trips = self._http.round_trips  # the ramp's measure of the network's round trip
         self._common = {"user-agent": USER_AGENT}
