@@ -8,6 +8,7 @@ until the program catches SIGTERM (its first line's handler, as /proc shows it),
 
 from __future__ import annotations
 
+import signal
 import statistics
 import subprocess
 import sys
@@ -15,7 +16,7 @@ import time
 from pathlib import Path
 
 from bench.harness import settings
-from devkit.programs import clean_env
+from devkit.programs import catches, clean_env
 
 BIN = Path(sys.executable).parent
 CASES = {
@@ -26,7 +27,6 @@ CASES = {
 }
 #: The row of the time until a stop is heard, rather than a command's whole run.
 HEARD = "dataset-initializer, until a stop is heard (SIGTERM caught)"
-_SIGTERM_BIT = 1 << (15 - 1)  # SIGTERM's bit in /proc/PID/status's SigCgt
 
 
 def measure_startup(rounds: int) -> dict[str, list[float]]:
@@ -46,18 +46,12 @@ def until_a_stop_is_heard(command: list[str]) -> float:
     started = time.perf_counter()
     process = subprocess.Popen(command, env=clean_env({}), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        while process.poll() is None and not _catches_sigterm(process.pid):
+        while process.poll() is None and not catches(process.pid, signal.SIGTERM):
             time.sleep(0.0002)
         return time.perf_counter() - started
     finally:
         process.kill()
         process.wait()
-
-
-def _catches_sigterm(pid: int) -> bool:
-    with open(f"/proc/{pid}/status") as status:
-        caught = next(int(line.split()[1], 16) for line in status if line.startswith("SigCgt:"))
-    return bool(caught & _SIGTERM_BIT)
 
 
 def markdown(times: dict[str, list[float]]) -> str:

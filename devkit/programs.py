@@ -53,6 +53,13 @@ def command(kind: str, *args: str) -> list[str]:
     return [sys.executable, "-m", f"initializers.{kind}", *args]
 
 
+def catches(pid: int, signum: int) -> bool:
+    """Whether process `pid` has a handler of its own for signal `signum` (its caught signals, /proc's SigCgt)."""
+    with open(f"/proc/{pid}/status") as status:
+        caught = next(int(line.split()[1], 16) for line in status if line.startswith("SigCgt:"))
+    return bool(caught >> (signum - 1) & 1)
+
+
 def run_program(kind: str, env: dict[str, str], *args: str, timeout: float = 300) -> ProgramResult:
     done = subprocess.run(command(kind, *args), env=clean_env(env), capture_output=True, text=True, timeout=timeout)
     return ProgramResult(done.returncode, done.stdout, done.stderr)

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from devkit.programs import ProgramResult, run_program, start_program
+from devkit.programs import ProgramResult, catches, run_program, start_program
 from devkit.stalling import Stall, StallingHub, StallingS3, StallingServer
 from initializers.common.errors import FetchError, Stopped
 from initializers.process.stopping import StoppingClock, stoppable
@@ -98,13 +98,6 @@ def test_a_signal_ends_a_run_whose_listing_never_finishes(
     assert f"stopped by {signum.name} while waiting for" in result.last["error"]
     assert "Traceback" not in stderr
     assert looks_complete(Path(env["OUTPUT_PATH"])) == []
-
-
-def catches(pid: int, signum: signal.Signals) -> bool:
-    """Whether the process has a handler of its own for `signum` (its caught signals in /proc)."""
-    with open(f"/proc/{pid}/status") as status:
-        caught = next(int(line.split()[1], 16) for line in status if line.startswith("SigCgt:"))
-    return bool(caught >> (signum - 1) & 1)
 
 
 #: Where the signal lands after the program's first line has its handler in: during the imports, the parsing, the
