@@ -18,6 +18,7 @@ from devkit.hubserver import HubServer
 from devkit.programs import ProgramResult, run_program
 from devkit.relay import CorruptFault, Relay, ResetFault, StallFault, StatusFault
 from devkit.seaweed import SeaweedFS
+from initializers.transfer.concurrency import BASE_REQUESTS
 
 BIG = os.urandom(20 * 1024 * 1024 + 777)  # three 8 MiB ranges on S3; an LFS file on the Hub
 RANGED = os.urandom(40 << 20)  # five 8 MiB ranges on S3
@@ -163,7 +164,7 @@ def test_s3_throttling_a_third_of_requests_backs_the_whole_fleet_off(
 #: while it scales a prefix up; enough objects after it to see the fleet come back.
 STORM_AFTER, STORM_SECONDS = 300, 2.0
 STORMY = {f"{i:04}.bin": os.urandom(1024) for i in range(2400)}
-#: From the storm's end, the fleet is back at half its level or more within this long: the pause's probes find the
+#: From the storm's end, the fleet is back at half its level or more within this long: the hold's probes find the
 #: end within two of their intervals, and doubling from one request reaches half of BASE_REQUESTS in five windows.
 #: Growing one request per window, as the ramp once did after throttling, takes 32 windows (8 s) to get there.
 BACK_WITHIN_SECONDS = 4.0
@@ -173,8 +174,10 @@ def test_s3_after_a_storm_of_slowdown_the_fleet_backs_off_then_is_back_at_its_le
     seaweed: SeaweedFS, s3: Any, bucket: str, tmp_path: Path
 ):
     """Bound by the relay's events: the SlowDown answers in the storm's last second are at most half those of its
-    first (the back-off), and once the storm is over the GETs under way at once climb back to at least half what
-    they were before it within BACK_WITHIN_SECONDS (the recovery), rather than one more per window."""
+    first (the back-off), and once the storm is over the GETs under way at once climb back within
+    BACK_WITHIN_SECONDS to half what they were before it, or to half of BASE_REQUESTS where that is less (the relay's
+    own count swings with the CPU it gets on a loaded machine, 27 to 197 at once before the storm), rather than one
+    more per window."""
     with ThreadPoolExecutor(16) as pool:
         list(pool.map(lambda item: s3.put_object(Bucket=bucket, Key=f"stormy/{item[0]}", Body=item[1]), STORMY.items()))
     output = tmp_path / "out"
@@ -199,7 +202,7 @@ def test_s3_after_a_storm_of_slowdown_the_fleet_backs_off_then_is_back_at_its_le
     level = statistics.median(before)
     ended = began + STORM_SECONDS - start
     after = [at_once for at, at_once in arrivals if ended <= at < ended + BACK_WITHIN_SECONDS]
-    assert max(after, default=0) >= level / 2, (level, after[:50])
+    assert max(after, default=0) >= min(level, BASE_REQUESTS) / 2, (level, after[:50])
 
 
 def test_s3_throttling_without_end_is_bounded_by_timeout(

@@ -82,11 +82,12 @@ class Recorder:
             self.in_flight -= 1
             self.finished[item] += 1
 
-    def failed(self, item: str, error: Exception) -> None:
+    def failed(self, item: str, error: Exception) -> bool:
         with self.lock:
             self.in_flight -= 1
             self.failures[item] = error
         self.any_failed.set()
+        return False
 
 
 def test_items_handed_in_from_many_threads_are_each_done_once_with_no_more_in_flight_than_the_width() -> None:
@@ -107,6 +108,23 @@ def test_items_handed_in_from_many_threads_are_each_done_once_with_no_more_in_fl
     assert list(work.failures) == ["t2-7"] and isinstance(work.failures["t2-7"], ConnectionError)
     assert 1 < work.most_in_flight <= 5
     assert all(exchange.abandoned for exchange in work.started if exchange.name == "t2-7")
+
+
+def test_an_item_the_work_wants_asked_again_goes_back_to_the_lane_first_and_is_done_once() -> None:
+    """A throttled request is asked again by the lane itself, not in its thread the blocking way: the item goes back
+    among those waiting, ahead of them, and the lane starts it again."""
+
+    class AgainOnce(Recorder):
+        def failed(self, item: str, error: Exception) -> bool:
+            super().failed(item, error)
+            self.failing = frozenset()  # answered the next time
+            return True
+
+    work = AgainOnce(failing=frozenset({"b"}))
+    lane = Lane(work, lambda: 1, 60.0, threading.Event(), SystemClock())
+    lane.take(["a", "b", "c"])
+    assert [exchange.name for exchange in work.started] == ["a", "b", "b", "c"]
+    assert work.finished == Counter({"a": 1, "b": 1, "c": 1}) and list(work.failures) == ["b"]
 
 
 def test_an_answer_that_does_not_come_fails_its_request_once_the_timeout_has_passed() -> None:
@@ -148,7 +166,7 @@ def test_a_stop_ends_the_lane_with_what_was_in_flight_abandoned() -> None:
 
 def test_a_failure_the_work_raises_ends_the_lane_and_lets_another_thread_drive_it() -> None:
     class Failing(Recorder):
-        def failed(self, item: str, error: Exception) -> None:
+        def failed(self, item: str, error: Exception) -> bool:
             raise RuntimeError(f"{item}: permanent")
 
     work = Failing(failing=frozenset({"bad"}))

@@ -57,8 +57,9 @@ class LaneWork(Protocol[_Item]):
     def done(self, item: _Item, exchange: Exchange) -> None:
         """The whole answer is in: finish the item."""
 
-    def failed(self, item: _Item, error: Exception) -> None:
-        """The request failed (its exchange abandoned): fetch the item another way, or raise to fail the run."""
+    def failed(self, item: _Item, error: Exception) -> bool:
+        """The request failed (its exchange abandoned): fetch the item another way (False), have the lane ask for it
+        again (True: it goes back among the items waiting), or raise to fail the run."""
 
 
 class Lane(Generic[_Item]):
@@ -140,7 +141,8 @@ class Lane(Generic[_Item]):
         try:
             exchange = self._work.start(item)
         except Exception as exc:
-            self._work.failed(item, exc)
+            if self._work.failed(item, exc):
+                self._again(item)
             return
         fd = exchange.fileno()
         in_flight[fd] = _InFlight(item, exchange, self._clock.monotonic() + self._timeout)
@@ -176,7 +178,13 @@ class Lane(Generic[_Item]):
         """Stop watching a failed request, drop its connection, and let the work decide what becomes of its item."""
         selector.unregister(fd)
         flight.exchange.abandon()
-        self._work.failed(flight.item, error)
+        if self._work.failed(flight.item, error):
+            self._again(flight.item)
+
+    def _again(self, item: _Item) -> None:
+        """The item back among those waiting, first: the lane asks for it again when its turn comes."""
+        with self._changes:
+            self._waiting.appendleft(item)
 
 
 class _InFlight(NamedTuple, Generic[_Item]):

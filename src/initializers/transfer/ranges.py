@@ -48,6 +48,9 @@ LANE_MOST_BYTES = 256 << 10
 LANE_ROUND_TRIP_SECONDS = 0.002
 #: Files handed to the lane by one task.
 _LANE_BATCH = 64
+#: Throttled answers a file in the lane is asked again for in the lane, as the fleet's hold lets it; past them it goes
+#: the threads' way, under the retry policy's budget (throttling that long holds the whole lane anyway).
+_LANE_THROTTLED_TIMES = 8
 
 
 class LaneReads(NamedTuple):
@@ -300,6 +303,7 @@ class _LaneFile:
     target: OpenFile
     sink: PartSink | None = None
     started: float = 0.0  # when its request was sent (clock.monotonic)
+    throttled: int = 0  # its requests throttled so far
 
 
 class _LaneWork:
@@ -341,17 +345,24 @@ class _LaneWork:
             self._throttle.answered(item.started)  # a probe of the fleet's hold, if sent during one: it ends the hold
         self._landed(item, sink)
 
-    def failed(self, item: _LaneFile, error: Exception) -> None:
-        """Ask again the threads' way, for the rest of the file after what the lane received, under the retry
-        policy: a failure that persists fails the run, as a thread's would."""
+    def failed(self, item: _LaneFile, error: Exception) -> bool:
+        """A throttled request is asked again in the lane (True), once the fleet's hold lets it, up to
+        `_LANE_THROTTLED_TIMES` times: retried here, in the lane's own thread, each would hold every other request of
+        the lane until it is answered, for as long as the throttling lasts and one at a time after it. Other failures,
+        and throttling beyond that, are asked again the threads' way, for the rest of the file after what the lane
+        received, under the retry policy: a failure that persists fails the run, as a thread's would."""
         sink, file = item.sink, item.target.file
         if not isinstance(error, TRANSIENT) or self._assembly.cancel.is_set() or sink is None:
             raise error  # final (a refused answer, the disk's failure, a stop), or the temporary could not be opened
         if isinstance(error, Retriable) and error.throttled and self._throttle is not None:
             self._throttle.throttled(error.retry_after, item.started)  # the fleet is held, the lane's width halved
+            item.throttled += 1
+            if item.throttled <= _LANE_THROTTLED_TIMES and sink.written == 0:
+                return True
         _log.debug("a request in the lane failed: asking again", path=file.path, error=str(error))
         self._reader.read(file, 0, file.size, sink)
         self._landed(item, sink)
+        return False
 
     def _landed(self, item: _LaneFile, sink: PartSink) -> None:
         _range_landed(self._assembly, item.target, sink, 0, item.target.file.size, item.started)
