@@ -73,11 +73,10 @@ class Traffic:
     first_object_get_at: float = 0.0  # time.monotonic() of the first object GET's arrival (0: none yet)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def object_gets_at_once_within(self, seconds: float) -> int:
-        """The most object GETs under way at once as one arrived within `seconds` of the first (0: none arrived)."""
+    def object_gets_at_once_among_first(self, count: int) -> int:
+        """The most object GETs under way at once as one of the first `count` to arrive did (0: none arrived)."""
         with self.lock:
-            pairs = zip(self.object_gets_arrived_at, self.object_gets_on_arrival, strict=True)
-            return max((count for at, count in pairs if at <= seconds), default=0)
+            return max(self.object_gets_on_arrival[:count], default=0)
 
     def object_gets(self) -> list[str]:
         """Paths of GETs that fetched object bytes (listings excluded)."""

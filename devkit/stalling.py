@@ -2,8 +2,9 @@
 
 Each answers only the listing part of its protocol, in one of these ways (`Stall`):
 - `SILENT`: the request is read and never answered (the connection stays open until the server stops);
-- `ENDLESS`: every page answers at once, truncated, with a fresh continuation (an S3 token, a Hub `Link`) and no
-  entries, so the listing goes on for ever;
+- `ENDLESS`: every page answers after `ENDLESS_PAGE_SECONDS`, truncated, with a fresh continuation (an S3 token, a Hub
+  `Link`) and no entries, so the listing goes on, until a client's own guard gives up on it (100 empty pages in a row
+  for both of ours: at that pace, more than the tests' stops take);
 - `SLOW`: as `ENDLESS`, each page after a pause of `pause` seconds.
 Listing requests are counted as they arrive, so a test can wait until a run is waiting on its listing.
 """
@@ -23,6 +24,12 @@ from devkit.ports import free_port
 from devkit.serving import NoDelay, ServedInThread
 
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
+
+
+#: The pace of an endless listing's pages: as a server's pages take some time, so that the program's guard against
+#: empty pages without end (100 of them) takes 5 s to trip, after the tests' TIMEOUT (3 s) or signal (a few pages in)
+#: has stopped the run. Answered at once, its 100 pages came within a second once the server sent without delay.
+ENDLESS_PAGE_SECONDS = 0.05
 
 
 class Stall(enum.Enum):
@@ -105,7 +112,8 @@ class StallingServer(ABC):
         if self.stall is Stall.SILENT:
             self._stopped.wait()
             return None
-        if self.stall is Stall.SLOW and self._stopped.wait(self.pause):
+        pause = {Stall.SLOW: self.pause, Stall.ENDLESS: ENDLESS_PAGE_SECONDS}[self.stall]
+        if self._stopped.wait(pause):
             return None
         return next(self._tokens)
 

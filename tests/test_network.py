@@ -92,13 +92,18 @@ def test_max_workers_caps_the_connections(
     assert network.connections.peak <= 2 + 1  # the transfers, and the listing's connection kept open
 
 
+#: The object GETs of the first wave: more than the 64 a CPU-bound run starts with, fewer than half the run's 500.
+FIRST_WAVE = 200
+
+
 def test_over_a_long_round_trip_small_objects_start_many_at_once_and_never_more_than_max_workers(
     seaweed: SeaweedFS, s3: Any, bucket: str, tmp_path: Path
 ):
     """RTT 50 ms: the listing's round trip already shows small-object requests wait on the network, so more of them
-    than the 64 a CPU-bound run takes are under way within the first second (a run of 500 is over in a few); within
-    MAX_WORKERS, by default too. The relay in front of the emulator counts the object GETs under way at once, as the
-    client sees them, and when each arrived: the events are timed from the first object GET, not the run."""
+    than the 64 a CPU-bound run takes are under way while the first wave arrives (among the first `FIRST_WAVE` object
+    GETs of 500); within MAX_WORKERS, by default too. The relay in front of the emulator counts the object GETs under
+    way at once, as the client sees them, in the order they arrived: bound by those events, not by a second of wall
+    time, which two suites at once on the 2 cores made too short (51 at once within it, at MAX_WORKERS=100)."""
     objects = {f"d{i % 10}/f{i:04d}.bin": os.urandom(1024) for i in range(500)}
     with ThreadPoolExecutor(16) as pool:
         list(pool.map(lambda item: s3.put_object(Bucket=bucket, Key=item[0], Body=item[1]), objects.items()))
@@ -112,7 +117,10 @@ def test_over_a_long_round_trip_small_objects_start_many_at_once_and_never_more_
             result = run_program("dataset", {**env, "OUTPUT_PATH": str(output), **capped})
             assert result.code == 0, result.stdout + result.stderr
             assert all((output / key).read_bytes() == body for key, body in objects.items())
-            seen[max_workers] = (relay.traffic.object_gets_at_once_within(1.0), relay.traffic.object_gets_at_once)
+            seen[max_workers] = (
+                relay.traffic.object_gets_at_once_among_first(FIRST_WAVE),
+                relay.traffic.object_gets_at_once,
+            )
     assert seen[""][0] > 64 and seen[""][1] <= 256, seen  # unset: up to the S3 source's 256 small-file requests
     assert seen["100"][0] > 64 and seen["100"][1] <= 100, seen
     assert seen["8"][1] <= 8, seen
