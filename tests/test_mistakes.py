@@ -10,7 +10,7 @@ import pytest
 import initializers.sources  # noqa: F401 - registers every source: their variables are part of the schema
 from devkit.hubserver import HubServer
 from devkit.programs import run_program
-from initializers.config.contract import Config
+from initializers.config.contract import MODEL, Config
 from initializers.config.misspellings import misspelt
 
 OURS = [name for _, setting in Config.settings() for name in (setting.env, *setting.fallback_env)]
@@ -44,6 +44,10 @@ CLUSTER_ENV = {
         ("REGOIN", "REGION"),
         ("REVISONS", "REVISION"),  # two slips in a long word
         ("DRY_RUNN", "DRY_RUN"),
+        ("storage_uri", "STORAGE_URI"),  # ours, in the wrong case: Linux would never read it as ours
+        ("Output_Path", "OUTPUT_PATH"),
+        ("STORAGE_URl", "STORAGE_URI"),  # one letter in lower case: a slip (URL for URI) in the wrong case
+        ("output_paht", "OUTPUT_PATH"),
     ],
 )
 def test_a_slip_of_the_keys_in_one_of_our_names_is_found(given: str, meant: str):
@@ -53,7 +57,10 @@ def test_a_slip_of_the_keys_in_one_of_our_names_is_found(given: str, meant: str)
 def test_a_clusters_variables_are_never_taken_for_misspellings():
     assert misspelt(CLUSTER_ENV, OURS) == {}
     # Nor names that differ from ours by more than a slip, or in their shape: they are someone else's.
-    assert misspelt(["OUTPT_PAHT", "OUTPUTPATH", "LOGLEVEL", "output_paht", "OUTPUT_PATH_X"], OURS) == {}
+    assert misspelt(["OUTPT_PAHT", "OUTPUTPATH", "LOGLEVEL", "output_path_x", "OUTPUT_PATH_X"], OURS) == {}
+    # Nor the lower-case names other tools own, nor another tool's prefix in any case (hf_token is not HF_TOKEN's slip).
+    others = ["http_proxy", "https_proxy", "all_proxy", "no_proxy", "hf_token", "aws_region", "Hf_Endpoint", "home"]
+    assert misspelt(others, OURS) == {}
 
 
 def test_a_misspelt_variable_is_refused_naming_both(tmp_path: Path):
@@ -64,10 +71,28 @@ def test_a_misspelt_variable_is_refused_naming_both(tmp_path: Path):
     assert not output.exists()
 
 
+@pytest.mark.parametrize(
+    ("given", "meant"), [("storage_uri", "STORAGE_URI"), ("Output_Path", "OUTPUT_PATH"), ("STORAGE_URl", "STORAGE_URI")]
+)
+def test_one_of_our_variables_in_the_wrong_case_is_refused_before_anything_is_written(
+    given: str, meant: str, tmp_path: Path
+):
+    """Unrefused, `Output_Path=/data` would fetch into the default folder: the run ends before it looks at either."""
+    default = Path(MODEL.default_output_path)
+    there = default.exists()
+    result = run_program("model", {"STORAGE_URI": "hf://org/m", "HOME": str(tmp_path), given: str(tmp_path / "data")})
+    assert result.code == 2, result.last
+    assert result.last["error"] == f"{given} is not a variable these programs read; did you mean {meant}?"
+    assert not (tmp_path / "data").exists() and default.exists() == there
+    assert [event["event"] for event in result.events] == ["failed"]
+
+
 def test_a_pod_environment_runs_as_it_is(tmp_path: Path):
     with HubServer() as hub:
         hub.add_repo("org/ds", {"train.jsonl": b"{}\n"}, repo_type="dataset")
         env = {**CLUSTER_ENV, "HF_ENDPOINT": hub.endpoint, "STORAGE_URI": "hf://org/ds", "OUTPUT_PATH": str(tmp_path)}
+        # The proxies in lower case, as curl and requests read them (the hub's host bypasses the proxy).
+        env |= {"http_proxy": "http://127.0.0.1:9", "https_proxy": "http://127.0.0.1:9", "no_proxy": "127.0.0.1"}
         result = run_program("dataset", env)
     assert result.code == 0, result.last
     assert (tmp_path / "train.jsonl").read_bytes() == b"{}\n"

@@ -5,8 +5,10 @@ A variable counts as a misspelling of one of ours only when it has our names' sh
 a single word, by a slip of the keys: the same words in the same order, one of them one letter added, dropped,
 changed or two swapped (two such slips in a word of 8 letters or more). In a word of 3 letters, an abbreviation,
 the slip must keep the first letter: `STORAGE_URL` is a slip of `STORAGE_URI`, but `HEAD_GPU` is another resource
-than `HEAD_CPU`. Never one of another tool (`AWS_*`, `HF_*`, ...), nor the variables Kubernetes sets for each
-service in the namespace (`FOO_SERVICE_HOST`, `FOO_PORT_443_TCP`, ...), nor a name with lower case letters.
+than `HEAD_CPU`. Case does not matter: `storage_uri`, `Output_Path` and `STORAGE_URl` are ours (or a slip of one)
+written in the wrong case, and Linux reads variables case-sensitively, so each would be ignored. Never one of another
+tool (`AWS_*`, `HF_*`, ... in any case), nor the lower-case names other tools own (`http_proxy`, `no_proxy`, ...), nor
+the variables Kubernetes sets for each service in the namespace (`FOO_SERVICE_HOST`, `FOO_PORT_443_TCP`, ...).
 """
 
 from __future__ import annotations
@@ -19,6 +21,10 @@ FOREIGN_PREFIXES = ("AWS_", "HF_", "HUGGINGFACE_", "KUBERNETES_", "PYTHON", "LC_
 #: What Kubernetes sets for every service of the namespace: FOO_SERVICE_HOST, FOO_SERVICE_PORT[_NAME], FOO_PORT,
 #: FOO_PORT_443_TCP[_PROTO|_PORT|_ADDR].
 _SERVICE_VARIABLE = re.compile(r"\w+_(?:SERVICE_HOST|SERVICE_PORT(?:_\w+)?|PORT(?:_\d+_(?:TCP|UDP|SCTP)(?:_\w+)?)?)")
+#: Lower-case names other tools own (curl, wget, requests and Go read the proxies in lower case too): whatever our names
+#: become, these are never a slip of one. None of our names is a lower-case variable of note elsewhere (no `home` or
+#: `path` among them), so no other is exempt.
+_OTHERS_LOWER_CASE = frozenset({"http_proxy", "https_proxy", "ftp_proxy", "all_proxy", "no_proxy"})
 _OUR_SHAPE = re.compile(r"[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)*")
 #: Words up to `_ABBREVIATION` letters keep their first letter through a slip; from `_LONG_WORD` letters on, two.
 _ABBREVIATION, _LONG_WORD = 3, 8
@@ -29,12 +35,15 @@ def misspelt(env: Iterable[str], known: Iterable[str]) -> dict[str, str]:
     ours = {name: name.split("_") for name in known}
     found = {}
     for name in env:
-        if name in ours or not _OUR_SHAPE.fullmatch(name):
+        upper = name.upper()
+        if name in ours or name in _OTHERS_LOWER_CASE or not _OUR_SHAPE.fullmatch(upper):
             continue
-        if name.startswith(FOREIGN_PREFIXES) or _SERVICE_VARIABLE.fullmatch(name):
+        if upper.startswith(FOREIGN_PREFIXES) or _SERVICE_VARIABLE.fullmatch(upper):
             continue
-        words = name.split("_")
-        meant = next((known_name for known_name, its in ours.items() if _one_word_slipped(words, its)), None)
+        words = upper.split("_")
+        meant = (
+            upper if upper in ours else next((ok for ok, its in ours.items() if _one_word_slipped(words, its)), None)
+        )
         if meant is not None:
             found[name] = meant
     return found
