@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install test test-quick stress lint format demo serve clean images deploy-check bench bench-install bench-s3 bench-hf bench-iceberg bench-startup bench-network bench-scale bench-scale-1m bench-durability bench-shards bench-cache-server bench-signing bench-throttling
+.PHONY: install test test-quick stress lint format demo serve docs clean images deploy-check bench bench-install bench-s3 bench-hf bench-iceberg bench-startup bench-network bench-scale bench-scale-1m bench-durability bench-shards bench-cache-server bench-signing bench-throttling
 
 OLAH := .venvs/olah
 
@@ -70,6 +70,10 @@ demo: install
 # "Try it"); SERVE_ARGS=--any-ports takes free ports instead.
 serve: install
 	$(PY) -m devkit.serve $(SERVE_ARGS)
+
+# The documentation's figures, written afresh from bench/results.md (tests/test_docs.py fails when they differ).
+docs: install
+	$(PY) -m devkit.docs
 
 clean:
 	rm -rf $(VENV) .venvs workspace .pytest_cache .ruff_cache

@@ -25,6 +25,7 @@ import pytest
 import yaml
 from pyiceberg.table import StaticTable
 
+from devkit import docs
 from devkit.flight import CacheServer, read_partition
 from devkit.iceberg import evolving_table, s3_properties, simple_table, sql_catalog
 from devkit.iceberg_deletes import add_position_deletes
@@ -308,12 +309,11 @@ def test_the_partition_rule_as_a_pure_function() -> None:
         partition_of([b"7", b"7"])
 
 
-def test_the_readme_lists_the_servers_variables_as_its_schema_declares_them() -> None:
+def test_the_docs_list_the_servers_variables_as_its_schema_declares_them() -> None:
     from initializers.cache_server import ServerConfig
     from initializers.config.settings import settings_of
 
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
-    section = readme.split("### Reading a cache")[1].split("\n#")[0]
+    section = docs.section(docs.page("docs/cache.md"), "## Reading a cache")
     rows = [line.split("|")[1] for line in section.splitlines() if line.startswith("| `")]
     listed = {name.strip(" `") for row in rows for name in row.replace(", or", ",").split(",")}
     declared = {name for _, setting in settings_of(ServerConfig) for name in (setting.env, *setting.fallback_env)}

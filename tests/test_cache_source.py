@@ -18,6 +18,7 @@ import pytest
 from pyiceberg.expressions import AlwaysTrue
 from pyiceberg.table import StaticTable
 
+from devkit import docs
 from devkit.iceberg import evolving_table, rows, s3_properties, simple_table, sql_catalog
 from devkit.iceberg_deletes import add_equality_deletes, add_position_deletes
 from devkit.programs import ProgramResult, run_program
@@ -292,17 +293,16 @@ def _buckets(s3: Any) -> set[str]:
     return {b["Name"] for b in s3.list_buckets()["Buckets"]}
 
 
-def test_the_readme_reading_example_reads_one_shard(
+def test_the_docs_reading_example_reads_one_shard(
     local_catalog: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     table = evolving_table(local_catalog, "reviews")
     out = tmp_path / "dataset"
     assert _run({}, out, table.metadata_location, nodes=2).code == 0
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
-    example = readme.split("## The cache source")[1].split("```python\n")[1].split("```")[0]
+    example = docs.first_block(docs.page("docs/cache.md"), "python")
     monkeypatch.setenv("RANK", "1")
     scope: dict[str, Any] = {}
-    exec(example.replace("/workspace/dataset", str(out)), scope)  # the README's own code, as a node runs it
+    exec(example.replace("/workspace/dataset", str(out)), scope)  # the page's own code, as a node runs it
     assert scope["shard"].count_rows() == 4600 and scope["batch"].num_rows > 0
 
 

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from devkit import docs
 from initializers.common.errors import ConfigError
 from initializers.config.contract import DATASET, MODEL, Config
 from initializers.config.registry import option_groups
@@ -167,9 +167,8 @@ def test_parse_of_to_env_is_the_identity(config: Config):
     assert Config.from_env(config.to_env()) == config
 
 
-def test_the_readme_table_documents_every_variable():
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
-    table = readme[readme.index("## Configuration") : readme.index("## Exit codes")]
+def test_the_configuration_page_documents_every_variable():
+    table = docs.section(docs.page("docs/configuration.md"), "# Configuration")
     first_cells = {row.split("|")[1] for row in table.splitlines() if row.startswith("| `")}
     documented = {name for cell in first_cells for name in re.findall(r"`([A-Z][A-Z0-9_]*)`", cell)}
     assert {s.env for _, s in Config.settings()} <= documented

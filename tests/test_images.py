@@ -20,7 +20,7 @@ import pytest
 from kubeflow.trainer.backends.container import utils as kf_container
 from kubeflow.trainer.types import types as kf
 
-from devkit import images
+from devkit import docs, images
 from devkit.hubserver import HubServer
 from devkit.moto import REGION, Moto, allow
 from devkit.relay import Relay
@@ -357,9 +357,8 @@ def test_a_runner_stopped_mid_run_leaves_no_container_behind(
     assert not (folder / "model" / ".initializer" / "manifest.json").exists()
 
 
-def test_the_readmes_docker_run_example_runs(runtime: str, folder: Path):
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
-    example = readme.split("### Images")[1].split("```sh\n")[1].split("```")[0]
+def test_the_docs_docker_run_example_runs(runtime: str, folder: Path):
+    example = docs.first_block(docs.page("docs/images.md"), "sh")
     words = shlex.split(example.replace("\\\n", " "))
     assert words[:2] == ["docker", "run"] and words[-1] == images.tag("model")
     with HubServer() as hub:
@@ -450,9 +449,8 @@ def docker_api(runtime: str) -> Iterator[str]:
 
 
 def _readme_trainer_client(docker_api: str) -> Any:
-    """The README's Kubeflow SDK example, as a user copies it, pointed at this machine's container API."""
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
-    example = readme.split("With the Kubeflow SDK, keep your")[1].split("```python\n")[1].split("```")[0]
+    """The front page's Kubeflow SDK example, as a user copies it, pointed at this machine's container API."""
+    example = docs.first_block(docs.page("README.md").split("With the Kubeflow SDK, keep your")[1], "python")
     example = example.replace("ContainerBackendConfig(", f"ContainerBackendConfig(container_host={docker_api!r}, "
                               "container_runtime='docker', ")  # fmt: skip
     scope: dict[str, Any] = {}

@@ -1,9 +1,10 @@
-"""The README's snippets, taken from the README itself, run against `make serve` as a user runs them.
+"""The documentation's snippets, taken from its pages, run against `make serve` as a user runs them.
 
-Convention (stated in the README's "Try it"): each `sh`, `bash` or `python` block is preceded by
-`<!-- playground: makes PATH ... -->` (run here, in one folder for all, in the README's order; each PATH must exist
-after it) or `<!-- not run: REASON -->`. Each runnable block runs in bash after the `export` lines `make serve` printed,
-pasted as a user pastes them (a `python` block as `python FILE` there, the venv's python being first on that PATH).
+Convention (stated in the front page's "Try it"): each `sh`, `bash` or `python` block of a page (`devkit.docs.pages`:
+README.md, then docs/ by name) is preceded by `<!-- playground: makes PATH ... -->` (run here, in one folder for all,
+in the pages' order; each PATH must exist after it) or `<!-- not run: REASON -->`. Each runnable block runs in bash
+after the `export` lines `make serve` printed, pasted as a user pastes them (a `python` block as `python FILE` there,
+the venv's python being first on that PATH).
 """
 
 from __future__ import annotations
@@ -13,45 +14,22 @@ import signal
 import socket
 import subprocess
 import sys
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
+from devkit import docs
+from devkit.docs import Block, blocks
 from devkit.playground import DOCUMENTED_PORTS
 from devkit.serve import taken
 
-ROOT = Path(__file__).resolve().parents[1]
-README = ROOT / "README.md"
+ROOT = docs.ROOT
 SNIPPET_LANGUAGES = frozenset({"sh", "bash", "python"})
-_FENCE = re.compile(r"^```(\w*)$")
 _PLAYGROUND = re.compile(r"^<!-- playground(?:: makes (?P<makes>.+?))? -->$")
 _NOT_RUN = re.compile(r"^<!-- not run: (?P<reason>\S.*?) -->$")
 #: A hang guard for one snippet, far above what any takes (about a second each here); never a performance bound.
 SNIPPET_TIMEOUT = 300
-
-
-@dataclass(frozen=True)
-class Block:
-    line: int  # of the opening fence, 1-based
-    language: str
-    code: str
-    marker: str  # the line before the opening fence
-
-
-def blocks(text: str) -> Iterator[Block]:
-    """Every fenced block of `text`, with the line just before it."""
-    lines = text.splitlines()
-    index = 0
-    while index < len(lines):
-        opening = _FENCE.match(lines[index])
-        if opening is None:
-            index += 1
-            continue
-        end = lines.index("```", index + 1)
-        yield Block(index + 1, opening[1], "\n".join(lines[index + 1 : end]) + "\n", lines[index - 1] if index else "")
-        index = end + 1
 
 
 def snippets(text: str) -> list[Block]:
@@ -67,15 +45,20 @@ def runnable(text: str) -> list[tuple[Block, list[str]]]:
     return found
 
 
+def _pages() -> list[tuple[str, str]]:
+    """(name from the root, text) of every page, in reading order."""
+    return [(str(path.relative_to(ROOT)), path.read_text()) for path in docs.pages()]
+
+
 def test_every_snippet_is_marked_as_run_against_the_playground_or_not_run_with_a_reason() -> None:
-    text = README.read_text()
     unmarked = [
-        f"README.md:{block.line}: a ```{block.language} block without a playground or not-run marker"
+        f"{name}:{block.line}: a ```{block.language} block without a playground or not-run marker"
+        for name, text in _pages()
         for block in snippets(text)
         if not (_PLAYGROUND.match(block.marker) or _NOT_RUN.match(block.marker))
     ]
     assert not unmarked, "\n".join(unmarked)
-    assert {block.language for block, _ in runnable(text)} == {"sh", "python"}
+    assert {block.language for _, text in _pages() for block, _ in runnable(text)} == {"sh", "python"}
 
 
 def test_the_marker_convention_is_read_as_written() -> None:
@@ -136,8 +119,7 @@ def _descendants(pid: int) -> set[int]:
 
 @pytest.mark.slow  # real servers and a dozen program runs
 def test_every_playground_snippet_runs_against_make_serve_and_leaves_its_files(tmp_path: Path) -> None:
-    text = README.read_text()
-    # The README's ports when they are free, as `make serve` takes them; else free ones, written into the snippets.
+    # The documented ports when they are free, as `make serve` takes them; else free ones, written into the snippets.
     serve = _start_serve([] if not taken(DOCUMENTED_PORTS) else ["--any-ports"])
     try:
         children = _descendants(serve.process.pid)
@@ -146,14 +128,16 @@ def test_every_playground_snippet_runs_against_make_serve_and_leaves_its_files(t
             f"http://127.0.0.1:{DOCUMENTED_PORTS.s3}": serve.variable("ENDPOINT"),
             f"http://127.0.0.1:{DOCUMENTED_PORTS.hub}": serve.variable("HF_ENDPOINT"),
         }
-        shown = [block for block in blocks(text) if block.code.startswith("export PATH=")]
+        shown = [block for _, text in _pages() for block in blocks(text) if block.code.startswith("export PATH=")]
         assert [[line.split("=")[0] for line in block.code.splitlines()] for block in shown] == [
             [line.split("=")[0] for line in serve.exports]
-        ], "the README shows the lines make serve prints"
+        ], "the front page shows the lines make serve prints"
         user = tmp_path / "user"
         user.mkdir()
         env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": str(tmp_path), "LANG": "C.UTF-8"}
-        for number, (block, makes) in enumerate(runnable(text)):
+        ordered = [(name, block, makes) for name, text in _pages() for block, makes in runnable(text)]
+        assert len({name for name, _, _ in ordered}) > 1, "snippets run wherever they live, not only on the front page"
+        for number, (name, block, makes) in enumerate(ordered):
             code = block.code
             for documented, actual in ports.items():
                 code = code.replace(documented, actual)
@@ -164,9 +148,9 @@ def test_every_playground_snippet_runs_against_make_serve_and_leaves_its_files(t
             done = subprocess.run(
                 ["bash", "-c", script], cwd=user, env=env, capture_output=True, text=True, timeout=SNIPPET_TIMEOUT
             )
-            assert done.returncode == 0, f"README.md:{block.line} failed:\n{block.code}\n{done.stdout}{done.stderr}"
+            assert done.returncode == 0, f"{name}:{block.line} failed:\n{block.code}\n{done.stdout}{done.stderr}"
             missing = [path for path in makes if not (user / path).exists()]
-            assert not missing, f"README.md:{block.line} left no {missing}:\n{block.code}\n{done.stdout}"
+            assert not missing, f"{name}:{block.line} left no {missing}:\n{block.code}\n{done.stdout}"
     finally:
         serve.process.send_signal(signal.SIGINT)  # Ctrl-C
         code = serve.process.wait()
