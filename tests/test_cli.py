@@ -60,14 +60,18 @@ def test_configuration_errors_exit_2_and_say_why(kind: str, env: dict[str, str],
     assert not (tmp_path / "out").exists(), "a configuration error must leave nothing behind"
 
 
-def test_unwritable_output_path_fails_before_any_transfer(tmp_path: Path):
+@pytest.mark.parametrize("under", [False, True])
+def test_an_output_path_that_is_or_is_under_a_file_is_bad_configuration(under: bool, tmp_path: Path):
     blocker = tmp_path / "file"
     blocker.write_text("a file where a folder should be")
-    env = {"STORAGE_URI": "s3://b", "OUTPUT_PATH": str(blocker / "out"), "ACCESS_KEY_ID": "i",
+    output = blocker / "out" if under else blocker
+    env = {"STORAGE_URI": "s3://b", "OUTPUT_PATH": str(output), "ACCESS_KEY_ID": "i",
            "SECRET_ACCESS_KEY": "s-1a2b3c", "ENDPOINT": "http://127.0.0.1:9"}  # fmt: skip
     result = run_program("dataset", env)
-    assert result.code == 1
-    assert "is not writable" in result.last["error"] and str(blocker / "out") in result.last["error"]
+    assert result.code == 2, result.last
+    where = f"is under '{blocker}', which is a file" if under else "is a file"
+    assert result.last["error"] == f"OUTPUT_PATH '{output}' {where}, not a folder: name a folder (made if missing)"
+    assert blocker.read_text() == "a file where a folder should be"
 
 
 def test_options_win_over_variables(tmp_path: Path):

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from initializers.common.clock import Clock
-from initializers.common.errors import FetchError
+from initializers.common.errors import ConfigError, FetchError, InitializerError
 from initializers.destination import manifest
 from initializers.destination.journal import Journal
 from initializers.destination.locking import RunLock
@@ -101,7 +101,7 @@ class StateDir:
                     continue
                 raise
             except OSError as exc:
-                raise FetchError(f"OUTPUT_PATH {str(self.root)!r} is not writable: {exc.strerror or exc}") from None
+                raise _unusable(self.root, exc) from None
             self.lock.take(waiting)
             if self.lock.in_place():
                 self._made = made
@@ -180,3 +180,13 @@ class StateDir:
     def write_manifest(self, lines: Iterable[bytes]) -> None:
         self.destination.write_atomically(self.manifest_path, lines)
         self.destination.unlink(self.withdrawn_manifest_path)
+
+
+def _unusable(root: Path, exc: OSError) -> InitializerError:
+    """Why OUTPUT_PATH cannot be prepared: a file where it or a folder above it should be is bad configuration
+    (exit 2, nothing written), anything else a destination that refuses writes."""
+    blocker = next((path for path in (root, *root.parents) if os.path.lexists(path)), None)
+    if blocker is not None and blocker.is_file():
+        where = "is a file" if blocker == root else f"is under {str(blocker)!r}, which is a file"
+        return ConfigError(f"OUTPUT_PATH {str(root)!r} {where}, not a folder: name a folder (made if missing)")
+    return FetchError(f"OUTPUT_PATH {str(root)!r} is not writable: {exc.strerror or exc}")
