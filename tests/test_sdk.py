@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -19,7 +20,7 @@ from initializers.common.errors import ConfigError
 from initializers.config.contract import Config
 from initializers.config.settings import settings_of
 from initializers.config.signing import SigningOptions
-from initializers.kubeflow import sdk
+from initializers.kubeflow import sdk, specs
 
 
 def _is_repo_id(repo_id: str) -> bool:
@@ -208,3 +209,76 @@ def test_shard_variables_are_written_and_checked_by_the_programs_schema():
     assert sdk.shard_variables(2, 4) == {"SHARD_INDEX": "2", "SHARD_COUNT": "4"}
     with pytest.raises(ConfigError, match="SHARD_INDEX=4 is out of range"):
         sdk.shard_variables(4, 4)
+
+
+def _readme_initializer() -> sdk.Initializer:
+    """The README's own, both steps."""
+    return sdk.Initializer(
+        dataset=sdk.HuggingFaceDatasetInitializer(storage_uri="hf://initializers/tiny-corpus"),
+        model=sdk.S3ModelInitializer(
+            storage_uri="s3://models/all-MiniLM-L6-v2",
+            endpoint="http://127.0.0.1:8333",
+            access_key_id="initializers-test-key",
+            secret_access_key="initializers-test-secret-7f3a9c",
+        ),
+    )
+
+
+def test_an_initializer_with_both_steps_runs_the_step_named(tmp_path: Path):
+    initializer = _readme_initializer()
+    for step, part in (("model", initializer.model), ("dataset", initializer.dataset)):
+        assert specs.docker_run_args(initializer, tmp_path, "image", step=step) == specs.docker_run_args(
+            part, tmp_path, "image"
+        )
+        assert specs.init_container(initializer, "image", step=step) == specs.init_container(part, "image")
+    argv, env = specs.docker_run_args(initializer, tmp_path, "image", step="model")
+    assert env["SECRET_ACCESS_KEY"] == "initializers-test-secret-7f3a9c" and env["OUTPUT_PATH"] == "/workspace/model"
+    assert not any("initializers-test-secret-7f3a9c" in word for word in argv)
+
+
+def test_an_initializer_with_one_step_needs_no_name(tmp_path: Path):
+    model = _readme_initializer().model
+    assert specs.docker_run_args(sdk.Initializer(model=model), tmp_path, "image") == specs.docker_run_args(
+        model, tmp_path, "image"
+    )
+    assert specs.docker_run_args(sdk.Initializer(model=model), tmp_path, "image", step="model")[1] == (
+        sdk.program_env(model)
+    )
+    dataset = _readme_initializer().dataset
+    assert specs.init_container(sdk.Initializer(dataset=dataset), "image") == specs.init_container(dataset, "image")
+
+
+def test_an_initializer_with_both_steps_and_no_name_is_refused_naming_the_fix(tmp_path: Path):
+    with pytest.raises(TypeError, match=r"holds both .* initializer\.dataset or initializer\.model, or add step="):
+        specs.docker_run_args(_readme_initializer(), tmp_path, "image")
+    with pytest.raises(TypeError, match="step="):
+        specs.init_container(_readme_initializer(), "image")
+
+
+@pytest.mark.parametrize(
+    ("initializer", "step", "error", "message"),
+    [
+        (sdk.Initializer(), None, TypeError, "holds no dataset or model"),
+        (sdk.Initializer(model=sdk.S3ModelInitializer("s3://b/m")), "dataset", TypeError, "holds no dataset"),
+        (sdk.S3ModelInitializer("s3://b/m"), "dataset", TypeError, "S3ModelInitializer is a model's step"),
+        (sdk.S3ModelInitializer("s3://b/m"), "models", ValueError, "expected 'dataset' or 'model', got 'models'"),
+    ],
+)  # fmt: skip
+def test_a_step_that_is_not_there_is_refused(
+    initializer: object, step: str | None, error: type[Exception], message: str, tmp_path: Path
+):
+    with pytest.raises(error, match=message):
+        specs.docker_run_args(initializer, tmp_path, "image", step=step)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    "wrong",
+    [None, {"storage_uri": "s3://b/m"}, kf.S3ModelInitializer("s3://b/m"), kf.Initializer()],
+    ids=["None", "dict", "kubeflow-step", "kubeflow-initializer"],
+)
+def test_anything_else_is_a_type_error_naming_the_accepted_types(wrong: object, tmp_path: Path):
+    accepted = r"expected an initializers\.kubeflow\.sdk Initializer or step \(HuggingFaceDatasetInitializer, .*\)"
+    with pytest.raises(TypeError, match=accepted + f", got {type(wrong).__module__}"):
+        specs.docker_run_args(wrong, tmp_path, "image")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=accepted):
+        specs.init_container(wrong, "image")  # type: ignore[arg-type]

@@ -1,33 +1,73 @@
 """What runs an initializer elsewhere: the `docker run` / `podman run` arguments for one, and a Kubernetes
-init-container spec, both with exactly the env the programs read (`sdk.program_env`); and the env Kubeflow's
-controller gives an initializer container from a TrainJob (`trainjob_env`)."""
+init-container spec, both with exactly the env the programs read (`sdk.program_env`), for one step or an
+`sdk.Initializer`'s; and the env Kubeflow's controller gives an initializer container from a TrainJob
+(`trainjob_env`)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Literal, get_args
 
 from initializers.common.errors import ConfigError
 from initializers.config.contract import Config
-from initializers.kubeflow.sdk import WORKSPACE, DatasetInitializer, ModelInitializer, program_env
+from initializers.kubeflow.sdk import WORKSPACE, DatasetInitializer, Initializer, ModelInitializer, program_env
+
+Step = Literal["dataset", "model"]
+
+
+def one_step(
+    initializer: Initializer | DatasetInitializer | ModelInitializer, step: Step | None = None
+) -> DatasetInitializer | ModelInitializer:
+    """The one step a container runs: `initializer` itself, or the step an `Initializer` holds (`step` names which
+    when it holds both).
+
+    Calling it in a way that names no single step is a TypeError, as a missing argument is: the configuration
+    itself is valid (a ConfigError, exit 2 in the programs, says a value is wrong), only the call is ambiguous.
+    """
+    if step is not None and step not in get_args(Step):
+        raise ValueError(f"step: expected 'dataset' or 'model', got {step!r}")
+    if isinstance(initializer, Initializer):
+        held = {name: part for name in get_args(Step) if (part := getattr(initializer, name)) is not None}
+        if step is None and len(held) > 1:
+            raise TypeError(
+                "this Initializer holds both a dataset and a model, and a container runs one: pass "
+                'initializer.dataset or initializer.model, or add step="dataset" or step="model"'
+            )
+        if not held or (step is not None and step not in held):
+            raise TypeError(f"this Initializer holds no {step or 'dataset or model'}")
+        return held[step] if step is not None else next(iter(held.values()))
+    if not isinstance(initializer, DatasetInitializer | ModelInitializer):
+        given = type(initializer)
+        raise TypeError(
+            "expected an initializers.kubeflow.sdk Initializer or step (HuggingFaceDatasetInitializer, "
+            "S3DatasetInitializer, DataCacheInitializer, HuggingFaceModelInitializer, S3ModelInitializer), "
+            f"got {given.__module__}.{given.__qualname__}"
+        )
+    if step is not None and step != initializer.kind.name:
+        raise TypeError(f"step={step!r}, but {type(initializer).__name__} is a {initializer.kind.name}'s step")
+    return initializer
 
 
 def docker_run_args(
-    initializer: DatasetInitializer | ModelInitializer,
+    initializer: Initializer | DatasetInitializer | ModelInitializer,
     workspace: str | Path,
     image: str,
     runtime: str = "docker",
     name: str | None = None,
     options: Sequence[str] = (),
     extra_env: Mapping[str, str] | None = None,
+    *,
+    step: Step | None = None,
 ) -> tuple[list[str], dict[str, str]]:
-    """`docker run` / `podman run` for one initializer (plus `options`, e.g. `--network host`, and variables
-    beyond the contract, e.g. HF_ENDPOINT), and the env to run it with.
+    """`docker run` / `podman run` for one step (see `one_step`), plus `options` (e.g. `--network host`) and
+    variables beyond the contract (`extra_env`, e.g. HF_ENDPOINT).
 
-    Values travel in the environment of the `docker` process (`-e NAME` without a value), never in the argument
-    list, where any user of the machine could read a secret.
+    Returns (argv, env): run argv with env added to the process environment (`subprocess.run(argv,
+    env={**os.environ, **env})`); secret values are only in env. The argument list names each variable (`-e NAME`,
+    no value) for docker to take from its own environment: any user of the machine can read an argument list.
     """
-    env = {**program_env(initializer), **(extra_env or {})}
+    env = {**program_env(one_step(initializer, step)), **(extra_env or {})}
     argv = [runtime, "run", "--rm", "-v", f"{Path(workspace).absolute()}:{WORKSPACE}", *options]
     if name:
         argv += ["--name", name]
@@ -37,15 +77,19 @@ def docker_run_args(
 
 
 def init_container(
-    initializer: DatasetInitializer | ModelInitializer,
+    initializer: Initializer | DatasetInitializer | ModelInitializer,
     image: str,
     volume: str = "initializer",
     secret: str | None = None,
+    *,
+    step: Step | None = None,
 ) -> dict[str, object]:
-    """A Kubernetes init-container spec (a plain dict) writing into the volume the trainer mounts at /workspace.
+    """A Kubernetes init-container spec (a plain dict) for one step (see `one_step`), writing into the volume the
+    trainer mounts at /workspace.
 
     With `secret`, secret variables (SECRET_ACCESS_KEY, ACCESS_TOKEN) come from that Secret, keyed by their names.
     """
+    initializer = one_step(initializer, step)
     secret_names = {s.env for _, s in Config.settings() if s.secret}
     env: list[dict[str, object]] = []
     for variable, value in program_env(initializer).items():
