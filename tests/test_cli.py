@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from devkit.hubserver import HubServer
 from devkit.programs import run_program
 from initializers import cli
 
@@ -72,6 +73,23 @@ def test_an_output_path_that_is_or_is_under_a_file_is_bad_configuration(under: b
     where = f"is under '{blocker}', which is a file" if under else "is a file"
     assert result.last["error"] == f"OUTPUT_PATH '{output}' {where}, not a folder: name a folder (made if missing)"
     assert blocker.read_text() == "a file where a folder should be"
+
+
+def test_the_other_program_into_a_folder_its_sibling_filled_is_refused_naming_both_programs(tmp_path: Path):
+    output = tmp_path / "x"
+    with HubServer() as hub:
+        hub.add_repo("org/m", {"config.json": b"{}"})
+        hub.add_repo("org/m", {"train.jsonl": b"{}\n"}, repo_type="dataset")
+        env = {"STORAGE_URI": "hf://org/m", "OUTPUT_PATH": str(output), "HF_ENDPOINT": hub.endpoint}
+        assert run_program("model", env).code == 0
+        result = run_program("dataset", env)
+    assert result.code == 2, result.last
+    assert result.last["error"] == (
+        f"OUTPUT_PATH '{output}' holds hf://org/m as fetched by the model-initializer (its manifest says so); the "
+        "dataset-initializer would mix its files with those: choose another OUTPUT_PATH, or set REPLACE_EXISTING=true "
+        "to replace those files with these"
+    )
+    assert sorted(path.name for path in output.iterdir()) == [".initializer", "config.json"]
 
 
 def test_options_win_over_variables(tmp_path: Path):

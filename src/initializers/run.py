@@ -314,11 +314,21 @@ def _replace_another_source(config: Config, kind: Kind, log: Any, source: Source
     uri = source.describe()["uri"]
     if held is None or (held[0] == kind.program and _place(held[1].get("uri"), kind) == _place(uri, kind)):
         return
-    other = f"{held[1].get('uri')} (fetched by the {held[0]})"
     if not config.replace_existing:
+        held_uri, root = held[1].get("uri"), str(state.root)
+        if held[0] == kind.program:  # another place
+            mixed = (
+                f"holds {held_uri} (fetched by the {held[0]}), as its manifest says; fetching {uri} into it would "
+                "mix the two"
+            )
+        else:  # another program, whatever the place
+            mixed = (
+                f"holds {held_uri} as fetched by the {held[0]} (its manifest says so); the {kind.program} would mix "
+                "its files with those"
+            )
         raise ConfigError(
-            f"OUTPUT_PATH {str(state.root)!r} holds {other}, as its manifest says; fetching {uri} into it would mix "
-            "the two: choose another OUTPUT_PATH, or set REPLACE_EXISTING=true to replace those files with these"
+            f"OUTPUT_PATH {root!r} {mixed}: choose another OUTPUT_PATH, or set REPLACE_EXISTING=true to replace those "
+            "files with these"
         )
     removed = state.remove_held_source()
     log.info("replaced another source", source=held[1].get("uri"), removed_files=removed)
