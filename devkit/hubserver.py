@@ -294,13 +294,11 @@ class _Handler(BaseHTTPRequestHandler):
         """Silent: the request log replaces the stderr lines."""
 
     def _serve(self) -> None:
-        try:
-            if self.server.name == "cdn":
-                self._cdn()
-            else:
-                self._hub()
-        except (BrokenPipeError, ConnectionResetError):  # the client went away mid-reply
-            self.close_connection = True
+        """A client gone mid-reply ends the connection quietly (devkit.serving.QuietDisconnects)."""
+        if self.server.name == "cdn":
+            self._cdn()
+        else:
+            self._hub()
 
     def _hub(self) -> None:
         hub = self.server.hub

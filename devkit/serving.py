@@ -1,19 +1,34 @@
-"""A socketserver served from a daemon thread, for the small servers the tests stand up on loopback, and the one
-socket option they all need."""
+"""A socketserver served from a daemon thread, for the small servers the tests and the playground stand up on
+loopback, and what they all need: the one socket option, and quiet when a client goes away."""
 
 from __future__ import annotations
 
 import socket
 import socketserver
+import sys
 import threading
 from typing import Any
 
+#: What a client hanging up mid-answer, or resetting a kept-alive connection between requests, raises in a handler.
+CLIENT_GONE = (ConnectionResetError, BrokenPipeError, ConnectionAbortedError)
 
-class NoDelay(socketserver.TCPServer):
+
+class QuietDisconnects(socketserver.BaseServer):
+    """A server that prints no traceback when a client goes away: a program stopped or killed mid-file, or closing
+    its pooled connections, is normal, and `make serve`'s terminal filled with ConnectionResetError tracebacks. Any
+    other error in a handler is still printed (socketserver's `handle_error`)."""
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        if not isinstance(sys.exception(), CLIENT_GONE):
+            super().handle_error(request, client_address)
+
+
+class NoDelay(QuietDisconnects, socketserver.TCPServer):
     """A server whose connections send what is written at once (TCP_NODELAY), as real servers do. http.server writes
     a reply's head and its body apart: without this, the body waits for the client's delayed acknowledgement of the
     head, 40 ms a request on a kept-alive connection (Nagle's algorithm), which made every relayed request take 44 ms
-    instead of 1.5 and a 5000-file test through the relay run for minutes."""
+    instead of 1.5 and a 5000-file test through the relay run for minutes. Quiet about clients that go away, as
+    every server built on it (the Hub's origins, the relay, the stalling server) should be."""
 
     def get_request(self) -> tuple[Any, Any]:
         connection, address = super().get_request()

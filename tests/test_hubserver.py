@@ -4,11 +4,16 @@ redirects, ranges and hooks other tests rely on."""
 from __future__ import annotations
 
 import hashlib
+import http.client
 import random
+import socket
+import struct
+import threading
 import time
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import httpx2
 import pytest
@@ -315,6 +320,60 @@ def test_throttle_and_a_client_leaving_mid_file(hub: HubServer, monkeypatch: pyt
     monkeypatch.setattr(hub, "bytes_per_second", None)
     assert httpx2.get(hf_hub_url(MODEL, "config.json", endpoint=hub.endpoint)).status_code == 200
     assert hub.served_bytes["cdn"] < 1024 * 1024 + len(BIG) // 2
+
+
+#: A hang guard for the server to end a connection, far above the milliseconds it takes; never a performance bound.
+HANG_GUARD = 60
+
+
+def _handlers() -> set[threading.Thread]:
+    """The threads serving a connection each (socketserver's, named after their target)."""
+    return {thread for thread in threading.enumerate() if thread.name.endswith("(process_request_thread)")}
+
+
+def _reset(connection: http.client.HTTPConnection) -> None:
+    """Hang up with a reset (RST, SO_LINGER 0), as the kernel of a killed client does."""
+    assert connection.sock is not None
+    connection.sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    connection.close()
+
+
+@pytest.mark.parametrize("when", ["mid-answer", "between-requests"])
+def test_a_client_going_away_prints_nothing(
+    hub: HubServer, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str], when: str
+) -> None:
+    """`make serve` printed a ConnectionResetError traceback each time a program stopped mid-file, or closed its
+    kept-alive connections with a reset."""
+    monkeypatch.setattr(hub, "bytes_per_second", 1024 * 1024)  # BIG takes seconds: the reset comes mid-answer
+    cdn = urlsplit(httpx2.head(hf_hub_url(MODEL, "weights/big.dat", endpoint=hub.endpoint)).headers["Location"])
+    before = _handlers()
+    if when == "mid-answer":
+        client = http.client.HTTPConnection(cdn.netloc)
+        client.request("GET", f"{cdn.path}?{cdn.query}")
+        deadline = time.monotonic() + HANG_GUARD
+        while not hub.served_bytes["cdn"] and time.monotonic() < deadline:  # until the answer has begun
+            time.sleep(0.01)
+        assert hub.served_bytes["cdn"]
+    else:
+        client = http.client.HTTPConnection(urlsplit(hub.endpoint).netloc)
+        client.request("GET", f"/{MODEL}/resolve/main/config.json")
+        assert client.getresponse().read() == MODEL_FILES["config.json"]  # the connection is kept alive, idle
+    (serving,) = _handlers() - before
+    _reset(client)
+    serving.join(HANG_GUARD)  # the server has handled the reset: the connection's thread has ended
+    assert not serving.is_alive()
+    assert capfd.readouterr().err == ""
+    assert hub.served_bytes["cdn"] < len(BIG)
+
+
+def test_a_real_error_in_a_handler_is_still_printed(
+    hub: HubServer, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(hub, "tree_page_size", None)  # a TypeError in the handler
+    with pytest.raises(httpx2.RemoteProtocolError):  # the server hangs up once it has printed the error
+        httpx2.get(f"{hub.endpoint}/api/models/{MODEL}/tree/main")
+    error = capfd.readouterr().err
+    assert "Traceback" in error and "TypeError" in error
 
 
 def test_unknown_paths_are_json_404s(hub: HubServer) -> None:
