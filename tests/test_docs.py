@@ -7,6 +7,7 @@ import re
 from pathlib import Path
 
 import pytest
+import yaml
 
 from devkit import docs
 
@@ -102,3 +103,10 @@ def test_prose_leaves_out_fenced_blocks_and_generated_figures_and_anchors_are_gi
     assert docs.section("# A\n## B\nb\n```\n## in code\n```\n### C\nc\n## D\nd\n", "## B") == (
         "## B\nb\n```\n## in code\n```\n### C\nc\n"
     )
+
+
+def test_the_front_pages_init_container_is_the_one_of_deploy_job_yaml() -> None:
+    shown = yaml.safe_load(docs.first_block(docs.page("README.md"), "yaml"))["initContainers"][0]
+    job = yaml.safe_load(docs.page("deploy/job.yaml"))
+    played = next(c for c in job["spec"]["template"]["spec"]["initContainers"] if c["name"] == shown["name"])
+    assert {key: played[key] for key in shown} == shown
