@@ -22,6 +22,9 @@ from initializers import cli
         ("dataset", {"STORAGE_URI": "just-a-path"}, "is not a URI; the dataset-initializer accepts hf://, s3://, cache://"),
         ("model", {"STORAGE_URI": "gs://bucket/x"}, "scheme gs:// is not supported by the model-initializer"),
         ("model", {"STORAGE_URI": "cache://schema/table"}, "it accepts hf://, s3://"),
+        ("model", {"STORAGE_URI": "https://example.com/x"}, "STORAGE_URI: 'https://example.com/x': the only https:// "
+         "URI the model-initializer accepts is a Hub page's address (https://huggingface.co/..., https://hf.co/... or "
+         "on HF_ENDPOINT's host); otherwise it accepts hf://, s3://"),
         ("dataset", {"STORAGE_URI": "s3://"}, "names no bucket"),
         ("model", {"STORAGE_URI": "hf://just-a-name"}, "Repository id must be 'namespace/name'"),
         ("dataset", {"STORAGE_URI": "hf://org/name@"}, "Empty revision after '@'"),
@@ -122,6 +125,25 @@ def test_help_documents_every_variable_of_the_programs_own_sources_and_the_exit_
         assert (
             "Also read, without an option: HF_ENDPOINT," in words and "AWS_CA_BUNDLE" in words and "NO_PROXY" in words
         )
+
+
+def test_each_programs_help_names_only_its_own_sources_folders_and_defaults():
+    model, dataset = (" ".join(run_program(kind, {}, "--help").stdout.split()) for kind in ("model", "dataset"))
+    # Each names its own sources (as they register their forms), folder and default selection ...
+    assert "Source: hf://OWNER/NAME[@REVISION][/PATH] or s3://BUCKET[/PREFIX]; or a Hub page's address" in model
+    assert "Source: hf://OWNER/NAME[@REVISION][/PATH], s3://BUCKET[/PREFIX] or cache://SCHEMA/TABLE; or a" in dataset
+    assert "Destination folder [default: /workspace/model]" in model
+    assert "Destination folder [default: /workspace/dataset]" in dataset
+    assert "the model default, what a trainer loads, in one weight format" in model
+    assert (
+        "are not fetched [default: none]" in dataset and "[default: every file]. Does not apply to cache://" in dataset
+    )
+    assert "For cache://, the one shard (of NUM_DATA_NODES) this node materialises" in dataset
+    # ... and none of the other's.
+    for other in ("cache://", "NUM_DATA_NODES", "/workspace/dataset", "dataset only", "dataset:"):
+        assert other not in model, other
+    for other in ("/workspace/model", "model:", "trainer", "weight format", "model default", "(hf, s3)"):
+        assert other not in dataset, other
 
 
 def test_true_or_false_options_work_as_bare_flags_and_with_a_value():

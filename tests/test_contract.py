@@ -76,9 +76,11 @@ def test_options_are_named_in_errors():
         Config.from_env({}, {"max_workers": "x"})
 
 
-def test_missing_storage_uri_is_a_config_error():
-    with pytest.raises(ConfigError, match="STORAGE_URI is not set"):
-        Config.from_env({}).require_storage_uri()
+def test_missing_storage_uri_is_a_config_error_naming_the_programs_own_schemes():
+    with pytest.raises(ConfigError, match=r"^STORAGE_URI is not set: give the source as hf://\.\.\. or s3://\.\.\.$"):
+        Config.from_env({}).require_storage_uri(MODEL)
+    with pytest.raises(ConfigError, match=r"as hf://\.\.\., s3://\.\.\. or cache://\.\.\.$"):
+        Config.from_env({}).require_storage_uri(DATASET)
 
 
 def test_secrets_are_listed_and_never_echoed():

@@ -17,7 +17,7 @@ import initializers.sources  # noqa: F401 - registers every source: scheme_of as
 from initializers.common.errors import ConfigError, FetchError
 from initializers.common.logs import get_logger
 from initializers.common.remote_file import RemoteFile
-from initializers.config.contract import DATASET, MODEL, Config
+from initializers.config.contract import DATASET, MODEL, Config, Kind
 from initializers.config.patterns import Globs
 from initializers.config.uris import S3Location, scheme_of
 from initializers.plan.index import PlanIndex
@@ -59,6 +59,19 @@ def test_schemes_per_kind():
         scheme_of("gs://b/x", DATASET)
     with pytest.raises(ConfigError, match="is not a URI"):
         scheme_of("/local/path", DATASET)
+
+
+@pytest.mark.parametrize("kind", [MODEL, DATASET])
+def test_an_https_uri_that_is_no_hub_page_is_refused_naming_the_hub_hosts(kind: Kind):
+    assert scheme_of("https://huggingface.co/datasets/org/ds", kind) == scheme_of("https://hf.co/org/m", kind) == "hf"
+    others = ", ".join(f"{scheme}://" for scheme in kind.schemes)
+    with pytest.raises(ConfigError) as refused:
+        scheme_of("https://example.com/x", kind)
+    assert str(refused.value) == (
+        f"STORAGE_URI: 'https://example.com/x': the only https:// URI the {kind.program} accepts is a Hub page's "
+        f"address (https://huggingface.co/..., https://hf.co/... or on HF_ENDPOINT's host); otherwise it accepts "
+        f"{others}"
+    )
 
 
 @pytest.mark.parametrize(

@@ -44,7 +44,7 @@ def build_command(kind: Kind, words: list[str] | None = None) -> click.Command:
     return _GroupedHelp(
         _sections(kind),
         name=kind.program,
-        params=options_for(Config.settings(kind)),
+        params=options_for(Config.settings(kind), kind),
         callback=callback,
         help=f"Fetch a {kind.name} into OUTPUT_PATH [default: {kind.default_output_path}], completely or not at all.",
         epilog=f"{_EPILOG} Also read, without an option: {', '.join([*also_reads, *_PROXY_VARIABLES])}.",
@@ -81,14 +81,14 @@ def _sections(kind: Kind) -> list[tuple[str, list[str]]]:
     return list(sections.items())
 
 
-def options_for(settings: list[tuple[str, Setting]]) -> list[click.Parameter]:
+def options_for(settings: list[tuple[str, Setting]], kind: Kind | None = None) -> list[click.Parameter]:
     """An option per setting (its raw text, parsed later with the variables; a true-or-false one also alone, as a
-    flag: `--dry-run`), and --version."""
+    flag: `--dry-run`), and --version; helped as the `kind` program shows them (None: a program of neither kind)."""
     params: list[click.Parameter] = [
         click.Option(
             [setting.option, name],
             default=None,
-            help=f"{setting.help} [{setting.env}]",
+            help=f"{Config.help_text(name, setting, kind) if kind else setting.help_for(None)} [{setting.env}]",
             metavar="[true|false]" if setting.codec is BOOL else "TEXT",
             is_flag=False,
             flag_value="true" if setting.codec is BOOL else None,

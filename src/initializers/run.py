@@ -105,7 +105,7 @@ def _dry_run(config: Config, kind: Kind, log: Any, waiting: _Waiting, stop: Stop
 def _open_source(config: Config, kind: Kind, stop: Stop) -> Source:
     """The registered source for STORAGE_URI, given only its own options. A stop interrupts the opening: the
     source's library may wait on the network (credentials, a region, a revision)."""
-    uri = config.require_storage_uri()
+    uri = config.require_storage_uri(kind)
     plugin = registry.plugin(scheme_of(uri, kind))
     Proxy.check_environment()  # one rule for every source, before any client library reads the variables
     with stop.interruptible():
@@ -115,7 +115,7 @@ def _open_source(config: Config, kind: Kind, stop: Stop) -> Source:
 def _plan_share(config: Config, kind: Kind) -> tuple[int, int] | None:
     """The share (index, count) of a plan split over several initializers that this run fetches; None when not
     split, or when the source shards by itself (the cache source's SHARD_INDEX)."""
-    plugin = registry.plugin(scheme_of(config.require_storage_uri(), kind))
+    plugin = registry.plugin(scheme_of(config.require_storage_uri(kind), kind))
     return config.shard() if plugin.splits_plan else None
 
 
@@ -265,7 +265,7 @@ def _list_and_fetch(
 def _signing(config: Config, kind: Kind) -> SigningOptions | None:
     """The signature check this run makes, its settings checked before anything is fetched; None when SIGNATURE is
     off. A source that does not read the options (cache://) refuses them rather than skip a check asked for."""
-    plugin = registry.plugin(scheme_of(config.require_storage_uri(), kind))
+    plugin = registry.plugin(scheme_of(config.require_storage_uri(kind), kind))
     signing = config.options(SigningOptions)
     if not signing.enabled:
         return None

@@ -61,6 +61,8 @@ class Kind:
     default_ignore: tuple[str, ...] = ()
     #: ... and weight formats by preference, of which it keeps only the first the source has (see `selection`).
     weight_formats: tuple[WeightFormat, ...] = ()
+    #: The default selection in words, for --help (empty: every file).
+    default_selection: str = ""
 
     @property
     def program(self) -> str:
@@ -90,7 +92,45 @@ MODEL = Kind(
         WeightFormat(".bin/.pt/.pth", ("*.bin", "*.pt", "*.pth"), companions=("original/",)),
         WeightFormat("GGUF", ("*.gguf",)),
     ),
+    default_selection="what a trainer loads, in one weight format",
 )
+
+
+def _either(words: list[str]) -> str:
+    """`a, b or c`."""
+    return " or ".join([", ".join(words[:-1]), words[-1]] if len(words) > 1 else words)
+
+
+def _storage_uri_help(kind: Kind) -> str:
+    """The forms of the URIs the `kind` program takes, as its sources register them."""
+    plugins = registry.plugins_for(kind.schemes)
+    claims = "".join(f"; or {plugin.claim.usage}" for plugin in plugins if plugin.claim)
+    return f"Source: {_either([plugin.usage for plugin in plugins])}{claims}."
+
+
+_GLOBS = "Comma-separated globs matched against paths relative to the source root"
+
+
+def _ignore_patterns_help(kind: Kind) -> str:
+    if not kind.default_selection:
+        return f"{_GLOBS}: the files they match are not fetched [default: none]."
+    return (
+        f"{_GLOBS}. Unset, or the Kubeflow SDK's default list ({','.join(kind.default_ignore_patterns)}): the "
+        f"{kind.name} default, {kind.default_selection}. Set but empty: ignore nothing. Any other list: exactly that "
+        "list."
+    )
+
+
+def _allow_patterns_help(kind: Kind) -> str:
+    only = (
+        "Comma-separated globs, as IGNORE_PATTERNS: only matching files are fetched, less those IGNORE_PATTERNS removes"
+    )
+    if not kind.default_allow:
+        return f"{only} [default: every file]."
+    return (
+        f"{only}; given, it replaces the {kind.name} default's list [default: that list while IGNORE_PATTERNS selects "
+        f"the {kind.name} default; else every file]."
+    )
 
 
 MAX_WORKERS_LIMIT = 256
@@ -105,26 +145,14 @@ DEFAULT_READ_TIMEOUT = 60.0
 class Config:
     """One run's configuration. `None` means "not given": defaults that depend on the kind apply later."""
 
-    storage_uri: str | None = setting_field(
-        "STORAGE_URI",
-        "Source: hf://OWNER/NAME[@REVISION][/PATH], s3://BUCKET[/PREFIX] or cache://SCHEMA/TABLE (dataset only).",
-    )
+    storage_uri: str | None = setting_field("STORAGE_URI", _storage_uri_help)
     output_path: str | None = setting_field(
-        "OUTPUT_PATH", "Destination folder [default: /workspace/dataset or /workspace/model]."
+        "OUTPUT_PATH", lambda kind: f"Destination folder [default: {kind.default_output_path}]."
     )
     ignore_patterns: tuple[str, ...] | None = patterns_field(
-        "IGNORE_PATTERNS",
-        "Comma-separated globs matched against paths relative to the source root. Unset, or the Kubeflow SDK's "
-        "default list (*.msgpack,*.h5,*.bin,*.pt,*.pth): the kind's default (model: what a trainer loads, one weight "
-        "format; dataset: none). Set but empty: ignore nothing. Any other list: exactly that list.",
-        empty_means_unset=False,
+        "IGNORE_PATTERNS", _ignore_patterns_help, empty_means_unset=False
     )
-    allow_patterns: tuple[str, ...] | None = patterns_field(
-        "ALLOW_PATTERNS",
-        "Comma-separated globs, as IGNORE_PATTERNS: only matching files are fetched, less those IGNORE_PATTERNS "
-        "removes; for a model it replaces the default's list of what a trainer loads [default: every file; model: "
-        "that list].",
-    )
+    allow_patterns: tuple[str, ...] | None = patterns_field("ALLOW_PATTERNS", _allow_patterns_help)
     max_workers: int | None = setting_field(
         "MAX_WORKERS",
         "Most parallel transfers, at most 256 [default: per source, S3 and Hub: 64 streams, from 8 up while it "
@@ -142,13 +170,12 @@ class Config:
     shard_index: int | None = setting_field(
         "SHARD_INDEX",
         "This initializer's share, 0 .. SHARD_COUNT-1, of a plan split over SHARD_COUNT initializers writing one "
-        "OUTPUT_PATH; for cache://, the one shard (of NUM_DATA_NODES) this node materialises.",
+        "OUTPUT_PATH.",
         NON_NEGATIVE_INT,
     )
     shard_count: int | None = setting_field(
         "SHARD_COUNT",
-        "How many initializers split the plan (hf://, s3://); with it, JOB_COMPLETION_INDEX stands in for an unset "
-        "SHARD_INDEX.",
+        "How many initializers split the plan; with it, JOB_COMPLETION_INDEX stands in for an unset SHARD_INDEX.",
         POSITIVE_INT,
     )
     job_completion_index: int | None = setting_field(
@@ -178,8 +205,8 @@ class Config:
     )
     max_bandwidth: int | None = setting_field(
         "MAX_BANDWIDTH",
-        "Most bytes per second the whole run reads, all connections together (hf, s3): 50M is 50 MiB/s, as rclone's "
-        "--bwlimit (K, M, G, T are binary multiples) [default: no cap].",
+        "Most bytes per second the whole run reads, all connections together: 50M is 50 MiB/s, as rclone's --bwlimit "
+        "(K, M, G, T are binary multiples) [default: no cap].",
         BANDWIDTH,
     )
     timeout: float | None = setting_field(
@@ -218,6 +245,15 @@ class Config:
         found = misspellings.misspelt(env, (name for _, s in Config.settings() for name in (s.env, *s.fallback_env)))
         if found:
             raise ConfigError(misspellings.message(found))
+
+    @staticmethod
+    def help_text(name: str, setting: Setting, kind: Kind) -> str:
+        """`setting`'s --help in the `kind` program: its text for that program, then what it means for, or why it is
+        refused by, each of the program's sources that says so (`SourcePlugin.notes`, `refuses`)."""
+        plugins = registry.plugins_for(kind.schemes)
+        notes = [plugin.notes[name] for plugin in plugins if name in plugin.notes]
+        notes += [f"Does not apply to {p.scheme}://: {p.refuses[name]}." for p in plugins if name in p.refuses]
+        return " ".join([setting.help_for(kind), *notes])
 
     @staticmethod
     def shared_settings() -> list[tuple[str, Setting]]:
@@ -292,9 +328,12 @@ class Config:
             raise ConfigError(f"SHARD_INDEX={index} is out of range: {count} shards are numbered 0 to {count - 1}")
         return index, count
 
-    def require_storage_uri(self) -> str:
+    def require_storage_uri(self, kind: Kind) -> str:
+        """STORAGE_URI; a ConfigError naming the schemes the `kind` program accepts when it is not set."""
         if not self.storage_uri:
-            raise ConfigError("STORAGE_URI is not set: give the source as hf://..., s3://... or cache://...")
+            raise ConfigError(
+                f"STORAGE_URI is not set: give the source as {_either([f'{s}://...' for s in kind.schemes])}"
+            )
         return self.storage_uri
 
 

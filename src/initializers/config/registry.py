@@ -1,5 +1,6 @@
-"""The source registry: each source declares itself here (its scheme, its option groups, how its URI is checked,
-how it is opened), and the contract, the run and the SDK builder read it, never a source's modules by name.
+"""The source registry: each source declares itself here (its scheme and the form of its URIs, its option groups,
+how its URI is checked, how it is opened), and the contract, the run and the SDK builder read it, never a source's
+modules by name.
 
 A source registers from its package's `__init__` (`initializers.sources` imports them all, as rclone's
 `backend/all` does); opening one imports its modules only then, so a model download never loads the cache
@@ -17,10 +18,24 @@ from initializers.config.settings import Setting, settings_of
 
 
 @dataclass(frozen=True)
+class Claim:
+    """URIs of other schemes a source takes as its own (the Hub: the address of a Hub page, pasted from a browser)."""
+
+    #: The schemes of the URIs it may take (the others of these schemes are refused naming what it takes).
+    schemes: tuple[str, ...]
+    #: What it takes, in words, for --help and messages.
+    usage: str
+    #: Whether it takes `uri`.
+    takes: Callable[[str], bool]
+
+
+@dataclass(frozen=True)
 class SourcePlugin:
     """One source, as the core knows it."""
 
     scheme: str
+    #: The form of its URIs, for --help and messages: `s3://BUCKET[/PREFIX]`.
+    usage: str
     #: The option groups (schemas declared beside the source) it reads, besides the shared settings.
     options: tuple[type, ...]
     #: Checks a URI it takes (of its scheme, or one it `claims`) for a program's kind and returns its parsed location,
@@ -32,10 +47,16 @@ class SourcePlugin:
     splits_plan: bool = True
     #: Shared settings (field names) that mean nothing for this source, and why: refused when given.
     refuses: Mapping[str, str] = field(default_factory=dict)
+    #: What a shared setting (field name) means for this source, a sentence added to its --help.
+    notes: Mapping[str, str] = field(default_factory=dict)
     #: Variables it reads that have no option of ours (its libraries' own), for `--help`.
     also_reads: tuple[str, ...] = ()
-    #: URIs of another scheme it takes as its own (the Hub: the address of a Hub page, pasted from a browser).
-    claims: Callable[[str], bool] = lambda _uri: False
+    #: URIs of another scheme it takes as its own.
+    claim: Claim | None = None
+
+    def claims(self, uri: str) -> bool:
+        """Whether it takes `uri`, of another scheme, as its own."""
+        return self.claim is not None and self.claim.takes(uri)
 
 
 _PLUGINS: dict[str, SourcePlugin] = {}

@@ -156,12 +156,17 @@ BANDWIDTH: Codec[int] = Codec(
 )
 
 
+#: A setting's --help: its text, or a function of the program reading it (the contract's `Kind`), for a setting whose
+#: sources, folders or defaults differ between the programs.
+HelpText = str | Callable[[Any], str]
+
+
 @dataclass(frozen=True)
 class Setting:
     """How one schema field appears in the environment and on the command line."""
 
     env: str
-    help: str
+    help: HelpText
     codec: Codec[Any]
     secret: bool = False
     fallback_env: tuple[str, ...] = ()
@@ -170,13 +175,17 @@ class Setting:
     def option(self) -> str:
         return "--" + self.env.lower().replace("_", "-")
 
+    def help_for(self, program: Any) -> str:
+        """The help text as `program` (a `Kind`; None outside the two programs) shows it."""
+        return self.help(program) if callable(self.help) else self.help
 
-def setting_field(env: str, help: str, codec: Codec[Any] = TEXT, default: Any = None, **extra: Any) -> Any:
+
+def setting_field(env: str, help: HelpText, codec: Codec[Any] = TEXT, default: Any = None, **extra: Any) -> Any:
     """A schema field read from the variable `env` (and the option named after it)."""
     return field(default=default, metadata={"setting": Setting(env, help, codec, **extra)})
 
 
-def patterns_field(env: str, help: str, *, empty_means_unset: bool = True) -> Any:
+def patterns_field(env: str, help: HelpText, *, empty_means_unset: bool = True) -> Any:
     """A field of comma-separated globs read from `env`, whose messages name it; `empty_means_unset=False` makes an
     empty value the empty list."""
     return setting_field(env, help, _patterns(env, empty_means_unset))

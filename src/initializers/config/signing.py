@@ -22,9 +22,11 @@ DEFAULT_SIGNATURE_PATH = "model.sig"
 class SigningOptions:
     signature: str = setting_field(
         "SIGNATURE",
-        "Check the publisher's OpenSSF model signature before the manifest is written (hf, s3): off, warn (record "
-        "the verdict, complete anyway) or enforce (any failure: exit 1, no manifest, nothing left to load) "
-        "[default: off].",
+        lambda kind: (
+            f"Check the publisher's signature of the {kind.name} (OpenSSF model signing) before the "
+            "manifest is written: off, warn (record the verdict, complete anyway) or enforce (any failure: exit 1, no "
+            "manifest, nothing left to load) [default: off]."
+        ),
         choice(OFF, WARN, ENFORCE),
         default=OFF,
     )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 from initializers.common.errors import ConfigError
 from initializers.config import registry
@@ -11,17 +12,25 @@ from initializers.config.contract import Kind
 
 def scheme_of(uri: str, kind: Kind) -> str:
     """The scheme of the source that takes the URI: its own, if this kind of program accepts it, or that of an
-    accepted source that claims it (the Hub's pages); otherwise a ConfigError naming the accepted ones."""
+    accepted source that claims it (the Hub's pages); otherwise a ConfigError naming the accepted ones, and what a
+    source takes of the URI's scheme when one claims some of its URIs (`https://`: a Hub page's address)."""
     accepted = ", ".join(f"{s}://" for s in kind.schemes)
     scheme, sep, _ = uri.partition("://")
     scheme = scheme.lower()
     if sep and scheme in kind.schemes:
         return scheme
-    claimed = next((plugin.scheme for plugin in registry.plugins_for(kind.schemes) if plugin.claims(uri)), None)
+    plugins = registry.plugins_for(kind.schemes)
+    claimed = next((plugin.scheme for plugin in plugins if plugin.claims(uri)), None)
     if claimed is not None:
         return claimed
     if not sep or not scheme:
         raise ConfigError(f"STORAGE_URI: {uri!r} is not a URI; the {kind.program} accepts {accepted}")
+    takes = [plugin.claim.usage for plugin in plugins if plugin.claim and scheme in plugin.claim.schemes]
+    if takes:
+        raise ConfigError(
+            f"STORAGE_URI: {uri!r}: the only {scheme}:// URI the {kind.program} accepts is {' or '.join(takes)}; "
+            f"otherwise it accepts {accepted}"
+        )
     raise ConfigError(f"STORAGE_URI: scheme {scheme}:// is not supported by the {kind.program}; it accepts {accepted}")
 
 
@@ -32,12 +41,14 @@ class S3Location:
     bucket: str
     key: str
 
+    USAGE: ClassVar[str] = "s3://BUCKET[/PREFIX]"
+
     @classmethod
     def parse(cls, uri: str) -> S3Location:
         rest = uri.partition("://")[2]
         bucket, _, key = rest.partition("/")
         if not bucket:
-            raise ConfigError(f"STORAGE_URI: {uri!r} names no bucket; expected s3://BUCKET[/PREFIX]")
+            raise ConfigError(f"STORAGE_URI: {uri!r} names no bucket; expected {cls.USAGE}")
         if any(ch.isspace() for ch in bucket) or len(bucket) > 255:
             raise ConfigError(f"STORAGE_URI: {bucket!r} is not a valid bucket name")
         return cls(bucket, key.lstrip("/"))
@@ -63,12 +74,14 @@ class CacheLocation:
 
     table: str  # SCHEMA/TABLE
 
+    USAGE: ClassVar[str] = "cache://SCHEMA/TABLE"
+
     @classmethod
     def parse(cls, uri: str) -> CacheLocation:
         table = uri.partition("://")[2]
         parts = table.split("/")
         if len(parts) != 2 or not all(part.strip() for part in parts):
-            raise ConfigError(f"STORAGE_URI: expected cache://SCHEMA/TABLE (two non-empty names), got {uri!r}")
+            raise ConfigError(f"STORAGE_URI: expected {cls.USAGE} (two non-empty names), got {uri!r}")
         return cls(table)
 
     @property

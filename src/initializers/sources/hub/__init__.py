@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from initializers.config.contract import Config, Kind
-from initializers.config.registry import SourcePlugin, register
+from initializers.config.registry import Claim, SourcePlugin, register
 from initializers.config.signing import SigningOptions
 from initializers.sources.hub.location import HfLocation, is_hub_page
 from initializers.sources.hub.options import HubOptions
@@ -24,9 +24,22 @@ def _open(uri: str, config: Config, kind: Kind) -> Any:
 #: downloads read.
 _ALSO_READS = ("HF_ENDPOINT", "HF_HUB_DOWNLOAD_TIMEOUT", "HF_TOKEN_PATH", "HF_HOME", "SSL_CERT_FILE", "SSL_CERT_DIR")
 
+#: A Hub page's address, pasted from a browser (`is_hub_page` names the hosts).
+_PAGES = Claim(
+    ("http", "https"),
+    "a Hub page's address (https://huggingface.co/..., https://hf.co/... or on HF_ENDPOINT's host)",
+    is_hub_page,
+)
+
 register(
     SourcePlugin(
-        "hf", (HubOptions, SigningOptions), HfLocation.parse, _open, also_reads=_ALSO_READS, claims=is_hub_page
+        "hf",
+        "hf://OWNER/NAME[@REVISION][/PATH]",
+        (HubOptions, SigningOptions),
+        HfLocation.parse,
+        _open,
+        also_reads=_ALSO_READS,
+        claim=_PAGES,
     ),
     Config.shared_settings(),
 )

@@ -21,6 +21,12 @@ _REFUSES = {
     "max_bandwidth": "pyarrow reads the table's files",
 }
 
+#: What SHARD_INDEX and SHARD_COUNT mean here: one of the table's shards (NUM_DATA_NODES of them), not a plan's share.
+_NOTES = {
+    "shard_index": "For cache://, the one shard (of NUM_DATA_NODES) this node materialises.",
+    "shard_count": "For cache://, unset or NUM_DATA_NODES: the table is sharded for its data nodes.",
+}
+
 
 def _open(uri: str, config: Config, _kind: Kind) -> Any:
     from initializers.sources.iceberg.source import IcebergSource
@@ -31,11 +37,13 @@ def _open(uri: str, config: Config, _kind: Kind) -> Any:
 register(
     SourcePlugin(
         "cache",
+        CacheLocation.USAGE,
         (CacheOptions, AwsOptions),
         lambda uri, _kind: CacheLocation.parse(uri),
         _open,
         splits_plan=False,
         refuses=_REFUSES,
+        notes=_NOTES,
         also_reads=(*ALSO_READS, "ARROW_DEFAULT_MEMORY_POOL"),
     ),
     Config.shared_settings(),

@@ -25,7 +25,12 @@ ALSO_READS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN",
 
 register(
     SourcePlugin(
-        "s3", (AwsOptions, SigningOptions), lambda uri, _kind: S3Location.parse(uri), _open, also_reads=ALSO_READS
+        "s3",
+        S3Location.USAGE,
+        (AwsOptions, SigningOptions),
+        lambda uri, _kind: S3Location.parse(uri),
+        _open,
+        also_reads=ALSO_READS,
     ),
     Config.shared_settings(),
 )
