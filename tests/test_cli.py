@@ -8,10 +8,13 @@ import sys
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
 from devkit.hubserver import HubServer
 from devkit.programs import run_program
 from initializers import cli
+from initializers.config import registry
+from initializers.config.contract import DATASET, MODEL, Kind
 
 
 @pytest.mark.parametrize(
@@ -144,6 +147,16 @@ def test_each_programs_help_names_only_its_own_sources_folders_and_defaults():
         assert other not in model, other
     for other in ("/workspace/model", "model:", "trainer", "weight format", "model default", "(hf, s3)"):
         assert other not in dataset, other
+
+
+@pytest.mark.parametrize("kind", [MODEL, DATASET])
+def test_the_sources_help_is_what_the_programs_own_sources_register(kind: Kind):
+    text = " ".join(CliRunner().invoke(cli.build_command(kind), ["--help"]).output.split())
+    every = registry.plugins_for(("hf", "s3", "cache"))
+    assert {plugin.scheme for plugin in every} == set(DATASET.schemes) | set(MODEL.schemes)
+    for plugin in every:
+        assert (plugin.usage in text) == (plugin.scheme in kind.schemes), plugin.scheme
+    assert f"[default: {kind.default_output_path}]. [OUTPUT_PATH]" in text
 
 
 def test_true_or_false_options_work_as_bare_flags_and_with_a_value():
