@@ -51,7 +51,9 @@ class SeaweedFS:
         ports |= {"s3": s3_port or free_port(), "s3_grpc": free_port()}
         log_path = data_dir / "weed.log"
         command = [
-            weed, "mini", f"-dir={data_dir / 'data'}", "-ip=127.0.0.1", "-ip.bind=127.0.0.1",
+            # Its log to stderr (weed.log) only: by default it also writes weed.* files into the temp folder, left
+            # behind when it stops.
+            weed, "-logtostderr", "mini", f"-dir={data_dir / 'data'}", "-ip=127.0.0.1", "-ip.bind=127.0.0.1",
             "-master.telemetry=false", f"-s3.port={ports['s3']}", f"-s3.port.grpc={ports['s3_grpc']}",
             f"-master.port={ports['master']}", f"-volume.port={ports['volume']}", f"-filer.port={ports['filer']}",
             "-webdav=false", "-admin.ui=false", "-s3.port.iceberg=0", "-s3.port.lance=0", f"-s3.config={config}",
