@@ -8,13 +8,16 @@ that only PRIVATE_TOKEN may read.
 
 from __future__ import annotations
 
+import errno
+import socket
 import tempfile
 from collections.abc import Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass
+from contextlib import ExitStack, contextmanager
+from dataclasses import astuple, dataclass
 from pathlib import Path
 
 from devkit.hubserver import HubServer
+from devkit.ports import is_free
 from devkit.samples import CORPUS_REPO, MINILM_REPO, minilm_files, tiny_corpus
 from devkit.seaweed import SeaweedFS
 
@@ -25,12 +28,80 @@ class Ports:
     hub: int
     hub_cdn: int  # where the Hub redirects LFS downloads, as huggingface.co redirects them to its CDN
 
+    @classmethod
+    def from_base(cls, base: int) -> Ports:
+        """S3 on `base`, the Hub on the next port, its CDN on the one after."""
+        return cls(s3=base, hub=base + 1, hub_cdn=base + 2)
+
 
 #: `make serve`'s ports, which the README's snippets name.
-DOCUMENTED_PORTS = Ports(s3=8333, hub=8334, hub_cdn=8335)
+DOCUMENTED_PORTS = Ports.from_base(8333)
 TABLE_URI = "cache://shop/reviews"
 PRIVATE_REPO = "initializers/private-model"
 PRIVATE_TOKEN = "hf_playground"
+
+
+class PortsInUse(Exception):
+    """Something else listens on `ports`, of the playground's `needed`."""
+
+    def __init__(self, ports: list[int], needed: Ports) -> None:
+        super().__init__(", ".join(map(str, ports)))
+        self.ports, self.needed = ports, needed
+
+
+class HeldPorts:
+    """The playground's ports, listened on from `make serve`'s check until each server binds its own, so that of two
+    `make serve` started in the same second the second finds them taken instead of passing the check too.
+
+    The Hub's ports are taken first and held until the Hub binds them, in-process; the S3 port last, and let go
+    first, as SeaweedFS, a process of its own, binds it itself: a second `make serve` stops at the Hub's port, held
+    meanwhile, and never touches the S3 one. Whatever else takes the S3 port in that gap makes SeaweedFS fail, which
+    `handed_over` reports as PortsInUse.
+    """
+
+    def __init__(self, ports: Ports | None = None) -> None:
+        """Listen on each of `ports`, or let go of all and raise PortsInUse naming the first one taken. None: the
+        servers take free ones, and nothing is held."""
+        self.ports = ports
+        self._sockets: dict[int, socket.socket] = {}
+        for port in (ports.hub, ports.hub_cdn, ports.s3) if ports else ():
+            holder = socket.socket()
+            holder.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as servers bind: TIME_WAIT does not count
+            self._sockets[port] = holder
+            try:
+                holder.bind(("127.0.0.1", port))
+                holder.listen()
+            except OSError as error:
+                self.close()
+                if error.errno == errno.EADDRINUSE:
+                    raise PortsInUse([port], ports) from None
+                raise
+
+    @contextmanager
+    def handed_over(self, *ports: int | None) -> Iterator[None]:
+        """Let go of `ports` (None: a free one) for the server the block starts to bind them; its failure to start,
+        with one of them taken again by something else, is PortsInUse naming those."""
+        for port in ports:
+            if port in self._sockets:
+                self._sockets.pop(port).close()
+        try:
+            yield
+        except (OSError, RuntimeError) as error:  # a failed bind; SeaweedFS exiting early
+            if self.ports and (busy := [port for port in ports if port is not None and not is_free(port)]):
+                raise PortsInUse(busy, self.ports) from error
+            raise
+
+    def close(self) -> None:
+        """Let go of the ports not handed over."""
+        for holder in self._sockets.values():
+            holder.close()
+        self._sockets.clear()
+
+    def __enter__(self) -> HeldPorts:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
 
 
 @dataclass(frozen=True)
@@ -55,10 +126,16 @@ class Playground:
 
 
 @contextmanager
-def running(root: Path, ports: Ports | None = None) -> Iterator[Playground]:
-    """The servers on `ports` (else free ones), seeded, their data under `root`; stopped and removed on exit."""
-    s3_port, hub_port, cdn_port = (ports.s3, ports.hub, ports.hub_cdn) if ports else (None, None, None)
-    with SeaweedFS.start(s3_port=s3_port, parent=root) as s3, HubServer(hub_port, cdn_port, parent=root) as hub:
+def running(root: Path, held: HeldPorts | None = None) -> Iterator[Playground]:
+    """The servers on `held`'s ports, each handed over as its server binds it (PortsInUse if one cannot), else on
+    free ones; seeded, their data under `root`; stopped and removed on exit."""
+    held = held or HeldPorts()
+    s3_port, hub_port, cdn_port = astuple(held.ports) if held.ports else (None, None, None)
+    with ExitStack() as servers:
+        with held.handed_over(s3_port):
+            s3 = servers.enter_context(SeaweedFS.start(s3_port=s3_port, parent=root))
+        with held.handed_over(hub_port, cdn_port):
+            hub = servers.enter_context(HubServer(hub_port, cdn_port, parent=root))
         seed_s3(s3)
         metadata_loc = seed_iceberg(s3, Path(tempfile.mkdtemp(prefix="catalog-", dir=root)))
         seed_hub(hub)
