@@ -16,6 +16,8 @@ from types import ModuleType
 from typing import Any
 from urllib.parse import quote, quote_plus
 
+from initializers.common import terminal
+
 
 def _structlog_without_rich() -> ModuleType:
     """structlog imports `rich` whenever it is installed (pyiceberg brings it), only for pretty tracebacks that our
@@ -191,7 +193,9 @@ def configure(log_format: str | None, log_level: str | None, secrets: Iterable[s
     out = _Standard(stream)
     fmt = log_format or ("console" if out.isatty() else "json")
     renderer: Any = (
-        structlog.processors.JSONRenderer() if fmt == "json" else structlog.dev.ConsoleRenderer(colors=out.isatty())
+        structlog.processors.JSONRenderer()
+        if fmt == "json"
+        else structlog.dev.ConsoleRenderer(colors=terminal.colours(out))
     )
     structlog.configure(
         processors=[
