@@ -1,17 +1,22 @@
-"""Sizes, rates, durations and counts as people read them (binary units, as `ls -h` and rclone print them): the live
-view and the dry run's table say `1.5 GiB`, the structured logs keep exact numbers."""
+"""Sizes, rates, durations and counts as people read them. Sizes and rates are in decimal units (`1.5 GB`,
+`2.0 MB/s`, as `du --si` and the Hub's file lists print them): the unit family of the logs' `mb_s` and `rate_mb_s`,
+so a live view's rate and the `done` line's read alike on one terminal. The structured logs keep exact numbers."""
 
 from __future__ import annotations
 
-_UNITS = ("B", "KiB", "MiB", "GiB", "TiB", "PiB")
+_UNITS = ("B", "kB", "MB", "GB", "TB", "PB")
+_STEP = 1000
 
 
 def size(count: float) -> str:
-    """`count` bytes in the largest binary unit that keeps the number at least 1: `0 B`, `999 B`, `1.5 GiB`."""
+    """`count` bytes in the largest decimal unit that keeps the number at least 1: `0 B`, `999 B`, `1.5 GB`; the
+    number shown is below 1000 (`999.96 kB` is `1.0 MB`), so a size is at most 8 characters below a petabyte."""
+    if abs(count) < _STEP:
+        return f"{int(count)} B"
     value, unit = float(count), 0
-    while abs(value) >= 1024 and unit < len(_UNITS) - 1:
-        value, unit = value / 1024, unit + 1
-    return f"{int(value)} B" if unit == 0 else f"{value:.1f} {_UNITS[unit]}"
+    while unit < len(_UNITS) - 1 and abs(round(value, 1)) >= _STEP:
+        value, unit = value / _STEP, unit + 1
+    return f"{value:.1f} {_UNITS[unit]}"
 
 
 def count(number: int, noun: str) -> str:
@@ -20,6 +25,7 @@ def count(number: int, noun: str) -> str:
 
 
 def rate(bytes_per_second: float) -> str:
+    """`2.0 MB/s`: a `size` per second."""
     return f"{size(bytes_per_second)}/s"
 
 
