@@ -7,18 +7,21 @@ redaction (a path or a URI may carry a secret), and log lines printed meanwhile 
 
 from __future__ import annotations
 
-import os
 import sys
-from typing import Any
+from typing import Any, NamedTuple
 
-from initializers.common import human
+from initializers.common import human, terminal
 from initializers.common.logs import redact
 from initializers.transfer.progress import Snapshot
 
 #: Seconds between redraws; the first comes at once, so the view is up within a second of the run's start.
 REDRAW_SECONDS = 0.25
-#: Columns of the bar before the first line's text, once the total is known.
+#: Columns of the bar before the first line's text, once the total is known and the terminal has room for both: in a
+#: narrower one the bar shrinks to `MIN_BAR_WIDTH`, then goes, before any part of the text does.
 BAR_WIDTH = 24
+MIN_BAR_WIDTH = 8
+#: Columns between the bar and the text, and between the text's parts.
+GAP = 2
 #: The largest files in flight shown, one line each.
 FILES_SHOWN = 5
 
@@ -26,24 +29,63 @@ FILES_SHOWN = 5
 def wanted(log_format: str | None) -> bool:
     """Whether a run shows the live view: stderr is a terminal that can redraw, and JSON logs were not asked for
     (LOG_FORMAT=json keeps a terminal run as a log collector sees it)."""
-    return log_format != "json" and sys.stderr.isatty() and os.environ.get("TERM") != "dumb"
+    return log_format != "json" and terminal.redraws(sys.stderr)
 
 
-def status(snapshot: Snapshot) -> str:
-    """The block's first line: the listing's state while it goes on, then percent, sizes, rate, ETA and files."""
+class Part(NamedTuple):
+    """A part of the first line: its text, how long it stays as columns run short (the higher, the longer), and
+    what comes before it when a part precedes it."""
+
+    text: str
+    keep: int
+    before: str = " " * GAP
+
+
+def fit(parts: list[Part], width: int) -> str:
+    """The parts in their order, the least kept ones left out until the line fits `width` columns: a part goes
+    whole or stays whole, never cut mid-number. The most kept one stays even when alone it does not fit."""
+    shown = list(parts)
+    while len(shown) > 1 and len(_joined(shown)) > width:
+        shown.remove(min(shown, key=lambda part: part.keep))
+    return _joined(shown)
+
+
+def _joined(parts: list[Part]) -> str:
+    return "".join(part.before + part.text if index else part.text for index, part in enumerate(parts))
+
+
+def head(snapshot: Snapshot, width: int) -> tuple[int, str]:
+    """The block's first line in `width` columns: the bar's width (0 for none: the listing goes on, or no room) and
+    the text beside it (`status`)."""
+    text = status(snapshot, width)
+    room = width - len(text) - GAP
+    return (min(BAR_WIDTH, room) if snapshot.listing_done and room >= MIN_BAR_WIDTH else 0), text
+
+
+def status(snapshot: Snapshot, width: int) -> str:
+    """The first line's text: the listing's state while it goes on, then percent, sizes, rate, ETA and files. As
+    columns run short, the rate goes first, then the sizes, the ETA and the files: the percent stays. While listing,
+    the files already here go first, then the rate, the bytes fetched and to fetch, and the files listed so far."""
     if not snapshot.listing_done:
-        listed = human.count(snapshot.files + snapshot.files_present, "file")
-        present = f" ({snapshot.files_present:,} already here)" if snapshot.files_present else ""
-        return (
-            f"listing... {listed} so far{present}; {human.size(snapshot.bytes)} to fetch, "
-            f"{human.size(snapshot.bytes_done)} fetched at {human.rate(snapshot.rate)}"
-        )
+        listed = f"{human.count(snapshot.files + snapshot.files_present, 'file')} so far"
+        parts = [
+            Part("listing...", 6),
+            Part(listed, 5, " "),
+            *([Part(f"({snapshot.files_present:,} already here)", 1, " ")] if snapshot.files_present else []),
+            Part(f"{human.size(snapshot.bytes)} to fetch", 4),
+            Part(f"{human.size(snapshot.bytes_done)} fetched", 3),
+            Part(human.rate(snapshot.rate), 2),
+        ]
+        return fit(parts, width)
     percent, eta = snapshot.percent, snapshot.eta
-    return (
-        f"{percent:5.1f}%  {human.size(snapshot.bytes_done)} / {human.size(snapshot.bytes)}  "
-        f"{human.rate(snapshot.rate)}  ETA {'-' if eta is None else human.duration(eta)}  "
-        f"files {snapshot.files_done:,}/{snapshot.files:,}"
-    )
+    parts = [
+        Part(f"{percent:5.1f}%", 5),
+        Part(f"{human.size(snapshot.bytes_done)} / {human.size(snapshot.bytes)}", 2),
+        Part(human.rate(snapshot.rate), 1),
+        Part(f"ETA {'-' if eta is None else human.duration(eta)}", 3),
+        Part(f"files {snapshot.files_done:,}/{snapshot.files:,}", 4),
+    ]
+    return fit(parts, width)
 
 
 def file_lines(snapshot: Snapshot) -> list[tuple[str, str]]:
@@ -72,7 +114,7 @@ def summary(snapshot: Snapshot, failed: bool) -> str:
 
 
 class LiveView:
-    """A progress reporter drawing `status` and `file_lines` on stderr, redrawn every `REDRAW_SECONDS`."""
+    """A progress reporter drawing `frame` on stderr, redrawn every `REDRAW_SECONDS`."""
 
     interval = REDRAW_SECONDS
     first = 0.0
@@ -83,7 +125,7 @@ class LiveView:
     def report(self, snapshot: Snapshot) -> None:
         if self._live is None:
             self._live = self._start()
-        self._live.update(self._frame(snapshot), refresh=True)
+        self._live.update(frame(snapshot, self._live.console.width), refresh=True)
 
     def close(self, snapshot: Snapshot, failed: bool) -> None:
         if self._live is None:
@@ -98,8 +140,11 @@ class LiveView:
         from rich.console import Console
         from rich.live import Live
 
+        console = Console(
+            file=sys.stderr, highlight=False, color_system="auto" if terminal.colours(sys.stderr) else None
+        )
         live = Live(
-            console=Console(file=sys.stderr, highlight=False),
+            console=console,
             auto_refresh=False,
             transient=True,
             redirect_stdout=sys.stdout.isatty(),
@@ -108,23 +153,28 @@ class LiveView:
         live.start()
         return live
 
-    @staticmethod
-    def _frame(snapshot: Snapshot) -> Any:
-        from rich.console import Group
-        from rich.progress_bar import ProgressBar
-        from rich.table import Table
-        from rich.text import Text
 
-        head = Table.grid(padding=(0, 2))
-        line = Text(redact(status(snapshot)), no_wrap=True, overflow="ellipsis")
-        if snapshot.listing_done:
-            done = min(snapshot.bytes_done, snapshot.bytes)
-            head.add_row(ProgressBar(total=max(snapshot.bytes, 1), completed=done, width=BAR_WIDTH), line)
-        else:
-            head.add_row(line)
-        files = Table.grid(padding=(0, 2))
-        files.add_column(ratio=1, no_wrap=True, overflow="ellipsis")
-        files.add_column(justify="right", no_wrap=True)
-        for path, done in file_lines(snapshot):
-            files.add_row(Text(redact(f"  {path}")), Text(done))
-        return Group(head, files)
+def frame(snapshot: Snapshot, width: int) -> Any:
+    """The block for a terminal of `width` columns: the first line (`head`: the bar and `status`), then
+    `file_lines`, each path cut short (with an ellipsis) before its progress is."""
+    from rich.console import Group
+    from rich.progress_bar import ProgressBar
+    from rich.table import Table
+    from rich.text import Text
+
+    bar_width, text = head(snapshot, width)
+    first = Table.grid(padding=(0, GAP))
+    line = Text(redact(text), no_wrap=True, overflow="ellipsis")
+    if bar_width:
+        done = min(snapshot.bytes_done, snapshot.bytes)
+        first.add_row(ProgressBar(total=max(snapshot.bytes, 1), completed=done, width=bar_width), line)
+    else:
+        first.add_row(line)
+    lines = file_lines(snapshot)
+    progress_width = max((len(done) for _, done in lines), default=0)
+    files = Table.grid(padding=(0, GAP))
+    files.add_column(ratio=1, max_width=max(width - progress_width - GAP, 1), no_wrap=True, overflow="ellipsis")
+    files.add_column(justify="right", no_wrap=True)
+    for path, done_text in lines:
+        files.add_row(Text(redact(f"  {path}")), Text(done_text))
+    return Group(first, files)
