@@ -61,3 +61,18 @@ def test_build_takes_flat_values_and_refuses_names_no_group_declares():
 def test_a_grouped_settings_error_names_its_variable():
     with pytest.raises(ConfigError, match="DEPTH: expected a positive integer, got '0'"):
         parse_schema(_Schema, {"DEPTH": "0"})
+
+
+def test_a_help_text_may_be_a_function_of_the_program_reading_it():
+    @dataclass(frozen=True)
+    class Program:
+        folder: str
+
+    @dataclass(frozen=True)
+    class Per:
+        where: str | None = setting_field("WHERE", lambda program: f"Folder [default: {program.folder}].")
+
+    [(_, setting)] = settings_of(Per)
+    assert setting.help_for(Program("/a")) == "Folder [default: /a]."
+    assert setting.help_for(Program("/b")) == "Folder [default: /b]."
+    assert settings_of(_Schema)[0][1].help_for(Program("/a")) == "A name."
