@@ -66,8 +66,8 @@ format: install
 demo: install
 	$(PY) -m devkit.demo
 
-# The demo's S3, Hub and Iceberg servers on ports 8333-8335 until Ctrl-C, with the variables to export (the README's
-# "Try it"); SERVE_ARGS=--any-ports takes free ports instead.
+# The demo's S3, Hub and Iceberg servers on ports 8333-8335 until Ctrl-C, with the variables to export (the front
+# page's "Try it"); SERVE_ARGS=--any-ports takes free ports instead, SERVE_ARGS="--base-port N" N to N+2.
 serve: install
 	$(PY) -m devkit.serve $(SERVE_ARGS)
 
