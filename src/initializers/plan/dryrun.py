@@ -24,7 +24,7 @@ _SIZE_WIDTH = 8
 _GAP = 2
 #: Bytes of the table's rows held in memory while the plan is made; beyond, they wait in a temporary file.
 _SPOOL_BYTES = 1 << 20
-#: Rows laid out at once: a listing of a million files is never laid out whole.
+#: Rows written at once: a listing of a million files is never read back whole.
 _ROWS_AT_ONCE = 1000
 
 
