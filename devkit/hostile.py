@@ -22,7 +22,11 @@ from typing import Any, Literal
 from urllib.parse import parse_qs, unquote, urlsplit
 from xml.sax.saxutils import escape
 
-from devkit.serving import ServedInThread
+from devkit.serving import QuietDisconnects, ServedInThread
+
+
+class _Server(QuietDisconnects, ThreadingHTTPServer):
+    """The poser's server: quiet when the program under test hangs up on it, as it does on a refused answer."""
 
 
 @dataclass
@@ -69,7 +73,7 @@ class Poser:
         self.seen: list[Seen] = []
         self._routes: list[tuple[re.Pattern[str], Route]] = []
         self._lock = threading.Lock()
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
+        self._server = _Server(("127.0.0.1", 0), _handler(self))
         self._server.daemon_threads = True
         self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
         self._serving = ServedInThread(self._server, "poser")

@@ -15,7 +15,7 @@ import threading
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
-from devkit.serving import ServedInThread
+from devkit.serving import QuietDisconnects, ServedInThread
 
 _HEAD_LIMIT = 64 * 1024
 
@@ -52,7 +52,7 @@ class Proxy:
         self._serving.stop()
 
 
-class _Server(socketserver.ThreadingTCPServer):
+class _Server(QuietDisconnects, socketserver.ThreadingTCPServer):
     daemon_threads = True
     allow_reuse_address = True
 
