@@ -38,14 +38,14 @@ def _spans(cell: str) -> list[str]:
 
 
 def _rows() -> list[tuple[dict[str, str], str, int, str]]:
-    """(variables, program, exit code, message) of every row whose input starts with a variable's value."""
+    """(variables, program, exit code, message) of every row whose input's first code is a variable's value."""
     table = docs.section(docs.page("docs/behaviour.md"), "## Rejected input")
     found = []
     for row in table.splitlines():
-        if not row.startswith("| `"):
+        if not row.startswith("| ") or row.startswith(("| input |", "|---")):
             continue
         given, code, message = _cells(row)
-        if not _ASSIGNMENT.match(_spans(given)[0]):
+        if not _spans(given) or not _ASSIGNMENT.match(_spans(given)[0]):
             continue
         first = re.split(r"\(or | or ", given)[0]  # the first alternative: `A=1` (or `B=2`)
         env = dict(match.groups() for span in _spans(first) if (match := _ASSIGNMENT.match(span)))
