@@ -151,6 +151,26 @@ def test_rich_draws_the_first_line_whole_at_80_columns_and_fewer(width: int):
         assert path.endswith("…  1.0 GB / 5.0 GB  20%") and len(path) == width, path
 
 
+def test_a_file_named_with_control_characters_is_shown_not_obeyed(monkeypatch: pytest.MonkeyPatch):
+    """An S3 key may hold ESC: a terminal given it raw would obey the sequence (here, retitle its window). The live
+    view and the dry run's table write each control character as its escape instead."""
+    evil = "weights\x1b]0;pwned\x07\x9b.bin"
+    assert terminal.printable(evil) == "weights\\x1b]0;pwned\\x07\\x9b.bin"
+    console = Console(width=120, file=io.StringIO(), force_terminal=True)
+    console.print(live_view.frame(snapshot(in_flight=(InFlight(evil, 10 * MB, MB),)), 120))
+    monkeypatch.setenv("COLUMNS", "120")
+    out = Terminal()
+
+    def planned() -> Generator[list[RemoteFile], None, Selected]:
+        yield [RemoteFile(evil, 5, "v", "k")]
+        return Selected(1, {}, ())
+
+    dryrun.print_plan(planned(), out)
+    for shown in (console.file.getvalue(), out.getvalue()):
+        assert "\x1b]0" not in shown and "\x07" not in shown and "\x9b" not in shown, repr(shown)
+        assert "weights\\x1b]0;pwned\\x07\\x9b.bin" in shown
+
+
 def test_the_view_shows_the_largest_files_in_flight_first_and_how_far_each_got():
     files = tuple(InFlight(f"shard-{i}.bin", (10 - i) * MB, MB) for i in range(7))
     lines = live_view.file_lines(snapshot(in_flight=files))

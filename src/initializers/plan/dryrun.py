@@ -96,10 +96,10 @@ class _Table:
 
 def _row(size_text: str, text: str, width: int) -> list[str]:
     """A row's lines in `width` columns: the size right-aligned in `_SIZE_WIDTH`, then the text whole, as it is (a
-    path is never markup; control characters are dropped, as rich drops them), folded under itself at the edge."""
+    path is never markup; control characters shown as escapes, `terminal.printable`), folded under itself at the
+    edge."""
     from rich.cells import chop_cells
-    from rich.control import strip_control_codes
 
     indent = _SIZE_WIDTH + _GAP
-    first, *rest = chop_cells(strip_control_codes(text), max(width - indent, 1)) or [""]
+    first, *rest = chop_cells(terminal.printable(text), max(width - indent, 1)) or [""]
     return [f"{size_text:>{_SIZE_WIDTH}}{' ' * _GAP}{first}", *(" " * indent + piece for piece in rest)]

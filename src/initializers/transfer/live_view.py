@@ -176,5 +176,5 @@ def frame(snapshot: Snapshot, width: int) -> Any:
     files.add_column(ratio=1, max_width=max(width - progress_width - GAP, 1), no_wrap=True, overflow="ellipsis")
     files.add_column(justify="right", no_wrap=True)
     for path, done_text in lines:
-        files.add_row(Text(redact(f"  {path}")), Text(done_text))
+        files.add_row(Text(terminal.printable(redact(f"  {path}"))), Text(done_text))
     return Group(first, files)
