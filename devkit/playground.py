@@ -1,5 +1,5 @@
 """The demo's servers on loopback, seeded: `make demo` fetches from them, `make serve` keeps them up for a user, and
-tests/test_readme_snippets.py runs the README's snippets against them.
+tests/test_doc_snippets.py runs the documentation's snippets against them.
 
 S3 (SeaweedFS, its keys enforced): bucket `models` with all-MiniLM-L6-v2/, bucket `datasets` with tiny-corpus/ and
 an Iceberg warehouse holding the table shop.reviews. The Hub: the same model and corpus, and a private model repo
@@ -34,7 +34,7 @@ class Ports:
         return cls(s3=base, hub=base + 1, hub_cdn=base + 2)
 
 
-#: `make serve`'s ports, which the README's snippets name.
+#: `make serve`'s ports, which the documentation's snippets name.
 DOCUMENTED_PORTS = Ports.from_base(8333)
 TABLE_URI = "cache://shop/reviews"
 PRIVATE_REPO = "initializers/private-model"

@@ -1,8 +1,8 @@
-"""`make serve`: the playground's servers (devkit/playground.py) on the README's ports until Ctrl-C.
+"""`make serve`: the playground's servers (devkit/playground.py) on the documented ports until Ctrl-C.
 
-It prints the `export` lines a user pastes into another shell before trying the README's snippets. The servers'
+It prints the `export` lines a user pastes into another shell before trying the front page's snippets. The servers'
 data lives in one temp folder, removed when they stop (Ctrl-C, SIGTERM or SIGHUP). Ports in use are refused with
-exit 1 naming them, rather than moved: the README names them. The check holds them until the servers bind them
+exit 1 naming them, rather than moved: the documentation names them. The check holds them until the servers bind them
 (devkit.playground.HeldPorts): of two `make serve` started at once, one serves and the other is refused.
 """
 
@@ -65,12 +65,12 @@ def _stop(signum: int, _frame: FrameType | None) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="make serve", description=__doc__.splitlines()[0])
     choice = parser.add_mutually_exclusive_group()
-    choice.add_argument("--any-ports", action="store_true", help="free ports instead of the README's (for tests)")
+    choice.add_argument("--any-ports", action="store_true", help="free ports instead of the documented (for tests)")
     choice.add_argument(
         "--base-port",
         type=int,
         metavar="N",
-        help="S3 on N, the Hub on N+1 and its CDN on N+2, instead of the README's, refused alike when in use (tests)",
+        help="S3 on N, the Hub on N+1 and its CDN on N+2, instead of the documented, refused alike when in use (tests)",
     )
     args = parser.parse_args(argv)
     ports = None if args.any_ports else Ports.from_base(args.base_port) if args.base_port else DOCUMENTED_PORTS
@@ -87,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
         with held, playground.running(root, held) as servers:
             print("\n".join(["", *servers.sources(), "", "paste these lines into another shell:"]))
             print("\n".join(export_lines(servers.variables())))
-            print("\nthen try the README's snippets. Ctrl-C stops the servers and removes their data.", flush=True)
+            print("\nthen try the front page's snippets. Ctrl-C stops the servers and removes their data.", flush=True)
             while True:
                 signal.pause()
     except PortsInUse as busy:  # taken in the moment SeaweedFS's was let go (the servers are stopped by now)

@@ -3,6 +3,7 @@ a front page. (Its snippets run in test_doc_snippets.py; what it says of the pro
 
 from __future__ import annotations
 
+import io
 import re
 from pathlib import Path
 
@@ -110,3 +111,21 @@ def test_the_front_pages_init_container_is_the_one_of_deploy_job_yaml() -> None:
     job = yaml.safe_load(docs.page("deploy/job.yaml"))
     played = next(c for c in job["spec"]["template"]["spec"]["initContainers"] if c["name"] == shown["name"])
     assert {key: played[key] for key in shown} == shown
+
+
+def test_the_live_views_frame_in_the_docs_is_what_the_view_draws() -> None:
+    from rich.console import Console
+
+    from initializers.transfer import live_view
+    from initializers.transfer.progress import InFlight, Snapshot
+
+    behaviour = docs.page("docs/behaviour.md")
+    shown = docs.first_block(behaviour.split("(a frame of a run, 80 columns wide):")[1], "")
+    in_flight = (
+        InFlight("model-00001-of-00002.safetensors", 6_000_000, 2_800_000),
+        InFlight("model-00002-of-00002.safetensors", 3_000_000, 2_400_000),
+    )
+    run = Snapshot(2, 4, 6_500_000, 10_500_000, listing_done=True, seconds=3.25, in_flight=in_flight)
+    console = Console(width=80, file=io.StringIO(), force_terminal=True, color_system="standard")
+    console.print(live_view.frame(run, 80))
+    assert re.sub(r"\x1b\[[0-9;]*m", "", console.file.getvalue()) == shown

@@ -212,7 +212,7 @@ def test_shard_variables_are_written_and_checked_by_the_programs_schema():
 
 
 def _readme_initializer() -> sdk.Initializer:
-    """The README's own, both steps."""
+    """The front page's own, both steps."""
     return sdk.Initializer(
         dataset=sdk.HuggingFaceDatasetInitializer(storage_uri="hf://initializers/tiny-corpus"),
         model=sdk.S3ModelInitializer(

@@ -58,7 +58,7 @@ def _watch(process: subprocess.Popen[str], index: int, outcomes: queue.Queue[tup
 
 @pytest.mark.slow  # two make serve, one of which starts and seeds the real servers
 def test_of_two_make_serve_at_once_one_serves_and_the_other_is_refused_naming_the_port(tmp_path: Path) -> None:
-    base = free_port((0, 1, 2))  # free ports, given to both as the README's are: the race is the same
+    base = free_port((0, 1, 2))  # free ports, given to both as the documented ones are: the race is the same
     temp = tmp_path / "tmp"  # each one's temp folder: the data folder, and whatever else its servers leave
     temp.mkdir()
     command = [sys.executable, "-m", "devkit.serve", "--base-port", str(base)]

@@ -70,7 +70,7 @@ class Kind:
 
 
 DATASET = Kind("dataset", "/workspace/dataset", (), ("hf", "s3", "cache"))
-#: What a trainer loads (transformers, sentence-transformers, PEFT, llama.cpp): README.md explains each rule.
+#: What a trainer loads (transformers, sentence-transformers, PEFT, llama.cpp): docs/configuration.md explains it.
 MODEL = Kind(
     "model",
     "/workspace/model",

@@ -272,7 +272,7 @@ _WRONG_REGION = frozenset({"PermanentRedirect", "AuthorizationHeaderMalformed", 
 
 
 def s3_error(operation: Operation, where: str, status: int, code: str, message: str) -> str:
-    """The message for a failed S3 request: the README's table of S3 errors, in code."""
+    """The message for a failed S3 request: the table of S3's answers in docs/behaviour.md, in code."""
     if code == "NoSuchBucket":
         return f"the bucket of {where} does not exist ({code})"
     if status == 412:
