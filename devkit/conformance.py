@@ -1,0 +1,245 @@
+"""One fixture object per source, behind one interface, for the conformance suite (`tests/test_conformance.py`).
+
+As rclone's fstests drives every backend through `fs.Fs`, the suite drives every registered source through a
+`Store`: put files, change one, point a program at the store through a relay (`devkit.relay`) that counts what
+passes and injects faults, and read back what landed. A store says by capability flags which cases apply to it; a
+new source is one class here and one entry in `STORES`.
+
+The cache source makes its files from an Iceberg table, so its "files" are rows `(path, data)`, one data file per
+`put` file, and what landed is read back from the shards' rows.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from abc import ABC, abstractmethod
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, ClassVar
+from urllib.parse import quote, urlencode
+
+from devkit.hubserver import HubServer
+from devkit.relay import Relay, StatusFault
+from devkit.seaweed import SeaweedFS
+
+#: The Hub's error body, as the Hub answers (JSON); S3's is the relay's default XML.
+_HUB_ERROR = b'{"error": "conformance fault"}'
+
+
+class Store(ABC):
+    """A source's real server, seeded by the test, reached by the program through a relay."""
+
+    #: The registered scheme this store serves.
+    scheme: ClassVar[str]
+    #: Large files are fetched in ranges by the engine (8 MiB each).
+    ranged: ClassVar[bool] = True
+    #: A run reads one version of the source, whatever changes meanwhile (a Hub commit, a table's metadata file).
+    pinned_versions: ClassVar[bool] = False
+    #: The source makes its files (shards) itself, from what it reads, rather than copying files.
+    makes_files: ClassVar[bool] = False
+    #: IGNORE_PATTERNS / ALLOW_PATTERNS select files (else they are refused, exit 2).
+    selection: ClassVar[bool] = True
+    #: The bytes of a file are checked against a checksum the source vouches for (else by size only).
+    verifies_content: ClassVar[bool] = True
+
+    @abstractmethod
+    def put(self, files: dict[str, bytes]) -> None:
+        """Make the source hold exactly `files` (path relative to the source's root -> bytes)."""
+
+    @abstractmethod
+    def change(self, path: str, data: bytes) -> None:
+        """A new version of one file."""
+
+    @abstractmethod
+    def env(self, output: Path) -> dict[str, str]:
+        """The program's environment to fetch the source into `output`, through the relay."""
+
+    @abstractmethod
+    def relay_for(self, path: str) -> tuple[Relay, str]:
+        """The relay that carries `path`'s bytes, and a substring of the requests for them (to aim a fault)."""
+
+    @property
+    @abstractmethod
+    def relays(self) -> list[Relay]:
+        """Every relay in front of the store's servers (to reset or slow them all)."""
+
+    def error_fault(self, match: str, times: int = 1) -> StatusFault:
+        """A transient server error (500) on the requests `match` names."""
+        return StatusFault(status=500, times=times, match=match)
+
+    def throttle_fault(self, match: str, times: int = 3) -> StatusFault:
+        """A throttled answer asking to come back in 0.3 s."""
+        return StatusFault(status=503, times=times, match=match, headers={"Retry-After": "0.3"})
+
+    def landed(self, output: Path) -> dict[str, bytes]:
+        """What the run delivered, as path -> bytes: the files under `output` (the state folder excepted)."""
+        return {
+            p.relative_to(output).as_posix(): p.read_bytes()
+            for p in sorted(output.rglob("*"))
+            if p.is_file() and not p.relative_to(output).as_posix().startswith(".initializer/")
+        }
+
+    def reset(self) -> None:
+        """Forget the relays' counts and faults, and let bodies through at full speed."""
+        for relay in self.relays:
+            relay.reset()
+            relay.clear_faults()
+            relay.bytes_per_second = None
+            relay.slow_paths = None
+
+    def body_bytes(self) -> int:
+        return sum(relay.traffic.body_bytes for relay in self.relays)
+
+
+class S3Store(Store):
+    """A bucket on SeaweedFS; a relay in front of it."""
+
+    scheme = "s3"
+
+    def __init__(self, seaweed: SeaweedFS, s3: Any, bucket: str, relay: Relay) -> None:
+        self.seaweed, self.s3, self.bucket, self.relay = seaweed, s3, bucket, relay
+        self.prefix = "root"
+
+    def put(self, files: dict[str, bytes]) -> None:
+        for path, data in files.items():
+            self.change(path, data)
+
+    def change(self, path: str, data: bytes) -> None:
+        self.s3.put_object(Bucket=self.bucket, Key=f"{self.prefix}/{path}", Body=data)
+
+    def env(self, output: Path) -> dict[str, str]:
+        return {**self.seaweed.env(), "ENDPOINT": self.relay.endpoint,
+                "STORAGE_URI": f"s3://{self.bucket}/{self.prefix}", "OUTPUT_PATH": str(output)}  # fmt: skip
+
+    def relay_for(self, path: str) -> tuple[Relay, str]:
+        return self.relay, f"/{self.bucket}/{self.prefix}/{quote(path, safe='/~')}"
+
+    @property
+    def relays(self) -> list[Relay]:
+        return [self.relay]
+
+
+class HubStore(Store):
+    """A dataset repo on our Hub server; relays in front of its API origin and its CDN (where LFS files come from)."""
+
+    scheme = "hf"
+    pinned_versions = True  # a run resolves the revision to a commit once and reads every file at it
+    repo = "org/conformance"
+
+    def __init__(self, hub: HubServer, api: Relay, cdn: Relay) -> None:
+        self.hub, self.api, self.cdn = hub, api, cdn
+        hub.cdn_public_endpoint = cdn.endpoint
+        self._made = False
+
+    def put(self, files: dict[str, bytes]) -> None:
+        if self._made:
+            self.hub.commit(self.repo, dict(files), repo_type="dataset")
+        else:
+            self.hub.add_repo(self.repo, files, repo_type="dataset")
+            self._made = True
+
+    def change(self, path: str, data: bytes) -> None:
+        self.hub.commit(self.repo, {path: data}, repo_type="dataset")
+
+    def env(self, output: Path) -> dict[str, str]:
+        return {"STORAGE_URI": f"hf://datasets/{self.repo}", "HF_ENDPOINT": self.api.endpoint,
+                "OUTPUT_PATH": str(output)}  # fmt: skip
+
+    def relay_for(self, path: str) -> tuple[Relay, str]:
+        """LFS files (the suite's `.bin` files) come from the CDN, named in its query; the others from `resolve`."""
+        if path.endswith(".bin"):
+            return self.cdn, urlencode({"file": path})
+        return self.api, f"/resolve/main/{quote(path)}"
+
+    @property
+    def relays(self) -> list[Relay]:
+        return [self.api, self.cdn]
+
+    def error_fault(self, match: str, times: int = 1) -> StatusFault:
+        return StatusFault(status=500, times=times, match=match, body=_HUB_ERROR, content_type="application/json")
+
+    def throttle_fault(self, match: str, times: int = 3) -> StatusFault:
+        return StatusFault(status=429, times=times, match=match, headers={"Retry-After": "0.3"}, body=_HUB_ERROR,
+                           content_type="application/json")  # fmt: skip
+
+
+class CacheStore(Store):
+    """An Iceberg table on SeaweedFS whose rows are `(path, data)`, one data file per file put; the program reads it
+    through a relay in front of SeaweedFS and writes it as Parquet shards, read back as rows."""
+
+    scheme = "cache"
+    ranged = False  # pyarrow reads the data files itself: no ranges of the engine's
+    pinned_versions = True  # METADATA_LOC names one metadata file, so one snapshot, whatever is committed later
+    makes_files = True
+    selection = False  # every row is sharded
+    verifies_content = False  # Iceberg records no checksum of a data file: parts are checked by size and rows
+    nodes = 2
+
+    def __init__(self, seaweed: SeaweedFS, bucket: str, relay: Relay, root: Path) -> None:
+        from devkit.iceberg import sql_catalog
+
+        self.seaweed, self.bucket, self.relay = seaweed, bucket, relay
+        self.catalog = sql_catalog(root, f"s3://{bucket}/warehouse", seaweed)
+        self.table: Any = None
+        self.data_files: dict[str, str] = {}  # path -> the key of the data file holding its row
+
+    def _rows(self, files: dict[str, bytes]) -> Any:
+        import pyarrow as pa
+
+        schema = pa.schema([pa.field("path", pa.string()), pa.field("data", pa.binary())])
+        return pa.table({"path": list(files), "data": list(files.values())}, schema=schema)
+
+    def put(self, files: dict[str, bytes]) -> None:
+        for path, data in files.items():
+            if self.table is None:
+                self.table = self.catalog.create_table("shop.files", self._rows({}).schema)
+            self._append(path, data)
+
+    def _append(self, path: str, data: bytes) -> None:
+        before = self._data_file_paths()
+        self.table.append(self._rows({path: data}))
+        (added,) = self._data_file_paths() - before
+        self.data_files[path] = added.split("://", 1)[1].split("/", 1)[1]  # the key in the bucket
+
+    def _data_file_paths(self) -> set[str]:
+        return {task.file.file_path for task in self.table.scan().plan_files()}
+
+    def change(self, path: str, data: bytes) -> None:
+        from pyiceberg.expressions import EqualTo
+
+        self.table.delete(EqualTo("path", path))
+        self._append(path, data)
+
+    def env(self, output: Path) -> dict[str, str]:
+        return {**self.seaweed.env(), "ENDPOINT": self.relay.endpoint, "STORAGE_URI": "cache://shop/files",
+                "METADATA_LOC": self.table.metadata_location, "NUM_DATA_NODES": str(self.nodes),
+                "OUTPUT_PATH": str(output)}  # fmt: skip
+
+    def relay_for(self, path: str) -> tuple[Relay, str]:
+        return self.relay, f"/{self.bucket}/{self.data_files[path]}"
+
+    @property
+    def relays(self) -> list[Relay]:
+        return [self.relay]
+
+    def landed(self, output: Path) -> dict[str, bytes]:
+        """The rows of every shard, as path -> data; a path in two rows is a failure of the suite's, not a dict's."""
+        import pyarrow.parquet as pq
+
+        found: dict[str, bytes] = {}
+        for part in sorted(output.glob("shard-*/*.parquet")):
+            for row in pq.read_table(part).to_pylist():
+                assert row["path"] not in found, f"{row['path']!r} is in two rows"
+                found[row["path"]] = row["data"]
+        return found
+
+
+def manifest_entries(output: Path) -> list[dict[str, Any]]:
+    return json.loads((output / ".initializer" / "manifest.json").read_text())["files"]
+
+
+@contextlib.contextmanager
+def hub_store() -> Iterator[HubStore]:
+    with HubServer() as hub, Relay(hub.endpoint) as api, Relay(hub.cdn_endpoint) as cdn:
+        yield HubStore(hub, api, cdn)

@@ -1,0 +1,289 @@
+"""One set of behaviours run against every registered source, each against its real server, as rclone's fstests runs
+one suite against every backend: SeaweedFS for s3://, our Hub server for hf://, an Iceberg table on SeaweedFS for
+cache://. Each store is a `devkit.conformance.Store`; a case that does not apply to a store is skipped naming the
+capability it lacks. Every run is the dataset program (the model program's default selection would pick files).
+
+Runs are bound by events (the relays' counts, the program's log lines); timeouts only guard against a hang.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from test_reliability import finish, wait_until
+
+from devkit.conformance import CacheStore, HubStore, S3Store, Store, hub_store, manifest_entries
+from devkit.programs import ProgramResult, run_program, start_program
+from devkit.relay import CorruptFault, Relay, ResetFault
+
+#: Only catches a hang: the runs take seconds.
+HANG_CEILING_SECONDS = 120.0
+#: Bigger than two 8 MiB ranges, so fetched in three.
+BIG = os.urandom(20 * 1024 * 1024 + 777)
+BIG_PATH = "weights/big.bin"  # `.bin`: an LFS file on the Hub, as weights are
+TARGET = "weights/target.bin"  # the file faults are aimed at
+SMALL = {f"small/{i}.json": f'{{"i": {i}}}\n'.encode() * (i + 1) for i in range(4)}
+FILES = {**SMALL, TARGET: os.urandom(256 * 1024)}
+ODD = {
+    "a b/c d.txt": b"spaces",
+    "ünï/çødé ✓.txt": b"unicode",
+    "日本/語.json": b"{}",
+    "hash#tag.txt": b"hash",
+    "per%cent %41.txt": b"percent",
+    "plus+sign/a+b.txt": b"plus",
+    "semi;colon,comma=eq&amp.txt": b"punctuation",
+    "deep/1/2/3/4/5/6/7/leaf.txt": b"deep",
+    "empty.txt": b"",
+}
+#: Body bytes of everything but the slowed file, at most (small files, listings, the table's metadata): more than
+#: that past the relay means the slowed file's bytes are arriving.
+OTHERS_CEILING = 512 * 1024
+
+
+def registered_schemes() -> list[str]:
+    """Every scheme a source registered (importing `initializers.sources` registers them all)."""
+    import initializers.sources  # noqa: F401
+    from initializers.config import registry
+
+    return list(registry._PLUGINS)
+
+
+def _s3(request: pytest.FixtureRequest, _tmp: Path) -> Iterator[Store]:
+    seaweed = request.getfixturevalue("seaweed")
+    with Relay(seaweed.endpoint) as relay:
+        yield S3Store(seaweed, request.getfixturevalue("s3"), request.getfixturevalue("bucket"), relay)
+
+
+def _hf(_request: pytest.FixtureRequest, _tmp: Path) -> Iterator[Store]:
+    with hub_store() as store:
+        yield store
+
+
+def _cache(request: pytest.FixtureRequest, tmp: Path) -> Iterator[Store]:
+    seaweed = request.getfixturevalue("seaweed")
+    with Relay(seaweed.endpoint) as relay:
+        yield CacheStore(seaweed, request.getfixturevalue("bucket"), relay, tmp)
+
+
+#: Each registered scheme's store: a source registered without one fails `test_every_registered_source_has_a_store`.
+STORES: dict[str, Callable[[pytest.FixtureRequest, Path], Iterator[Store]]] = {
+    "s3": _s3,
+    "hf": _hf,
+    "cache": _cache,
+}
+assert {S3Store.scheme, HubStore.scheme, CacheStore.scheme} == set(STORES)
+
+
+def test_every_registered_source_has_a_store():
+    missing = sorted(set(registered_schemes()) - set(STORES))
+    assert not missing, f"sources without a conformance store in tests/test_conformance.py: {missing}"
+
+
+@pytest.fixture(params=registered_schemes())
+def store(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Store]:
+    if request.param not in STORES:
+        pytest.fail(f"no conformance store for the registered scheme {request.param}://")
+    yield from STORES[request.param](request, tmp_path_factory.mktemp("store"))
+
+
+def fetch(store: Store, output: Path, **extra: str) -> ProgramResult:
+    return run_program("dataset", {**store.env(output), **extra}, timeout=HANG_CEILING_SECONDS)
+
+
+def ok(result: ProgramResult) -> None:
+    assert result.code == 0, result.stdout + result.stderr
+    assert result.last["event"] == "done", result.last
+
+
+def completed(output: Path) -> bool:
+    return (output / ".initializer" / "manifest.json").exists()
+
+
+def requested(relay: Relay, match: str) -> int:
+    """GETs of the bytes `match` names that reached the relay."""
+    return sum(1 for method, path in relay.traffic.requests if method == "GET" and match in path)
+
+
+def slowed_mid_file(store: Store, path: str, bytes_per_second: int) -> tuple[Relay, str]:
+    """Slow the bodies of `path` to `bytes_per_second` per response; returns its relay and match."""
+    relay, match = store.relay_for(path)
+    relay.slow_paths, relay.bytes_per_second = match, bytes_per_second
+    return relay, match
+
+
+def wait_mid_file(store: Store, relay: Relay, match: str) -> None:
+    """Until the slowed file is asked for and its bytes are crossing the relay."""
+    wait_until(lambda: requested(relay, match) > 0 and store.body_bytes() > OTHERS_CEILING, timeout=60)
+
+
+# -- 1. names -------------------------------------------------------------------------------------------------------
+
+
+def test_nested_and_odd_names_land_at_their_paths(store: Store, tmp_path: Path):
+    store.put(ODD)
+    result = fetch(store, tmp_path / "out")
+    ok(result)
+    assert store.landed(tmp_path / "out") == ODD
+
+
+# -- 2. a large file in ranges --------------------------------------------------------------------------------------
+
+
+def test_a_large_file_arrives_whole_in_ranges(store: Store, tmp_path: Path):
+    if not store.ranged:
+        pytest.skip(f"{store.scheme}: no ranged reads (capability `ranged`): pyarrow reads the table's data files")
+    store.put({BIG_PATH: BIG, **SMALL})
+    result = fetch(store, tmp_path / "out")
+    ok(result)
+    assert store.landed(tmp_path / "out") == {BIG_PATH: BIG, **SMALL}
+    relay, match = store.relay_for(BIG_PATH)
+    assert requested(relay, match) >= 3, relay.traffic.requests  # three 8 MiB ranges at least
+    (entry,) = [e for e in manifest_entries(tmp_path / "out") if e["path"] == BIG_PATH]
+    assert entry["size"] == len(BIG) and "checksum" in entry, entry
+
+
+# -- 3. a version changed mid-run -----------------------------------------------------------------------------------
+
+
+def test_a_version_changed_mid_run_is_never_mixed(store: Store, tmp_path: Path):
+    """One version, or a failure naming the file; the re-run brings the new version."""
+    old, new = {**SMALL, BIG_PATH: BIG}, {**SMALL, BIG_PATH: BIG[::-1]}
+    store.put(old)
+    output = tmp_path / "out"
+    relay, match = slowed_mid_file(store, BIG_PATH, 8 << 20)
+    process = start_program("dataset", {**store.env(output), "MAX_WORKERS": "1"})
+    try:
+        wait_mid_file(store, relay, match)
+        store.change(BIG_PATH, new[BIG_PATH])
+        result = finish(process, timeout=HANG_CEILING_SECONDS)
+    finally:
+        process.kill()
+    landed = store.landed(output)
+    if store.pinned_versions:
+        ok(result)
+        assert landed == old, "the version the run began with"
+    elif result.code == 0:
+        assert landed in (old, new)
+    else:
+        assert result.code == 1 and BIG_PATH in result.last["error"], result.last
+        assert "changed" in result.last["error"] and not completed(output)
+        assert landed.get(BIG_PATH) in (None, old[BIG_PATH], new[BIG_PATH])
+    store.reset()
+    ok(fetch(store, output))
+    assert store.landed(output) == new
+
+
+# -- 4. a byte flipped in transit -----------------------------------------------------------------------------------
+
+
+def test_a_byte_flipped_in_transit_is_caught(store: Store, tmp_path: Path):
+    """Fetched again (the file ends correct) or exit 1, never a wrong file at its path."""
+    store.put(FILES)
+    relay, match = store.relay_for(TARGET)
+    flip = relay.add_fault(CorruptFault(match=match, times=1))
+    result = fetch(store, tmp_path / "out")
+    assert flip.hits == 1
+    landed = store.landed(tmp_path / "out")
+    if result.code == 0:
+        assert landed == FILES, "a flipped byte landed"
+    else:
+        assert result.code == 1 and TARGET in result.last["error"], result.stdout
+        assert landed.get(TARGET) in (None, FILES[TARGET]) and not completed(tmp_path / "out")
+
+
+# -- 5. a transient error, then success -----------------------------------------------------------------------------
+
+
+def test_a_transient_error_then_success(store: Store, tmp_path: Path):
+    store.put(FILES)
+    relay, match = store.relay_for(TARGET)
+    error = relay.add_fault(store.error_fault(match, times=2))
+    reset = relay.add_fault(ResetFault(match=match, after_bytes=1000, times=1))
+    result = fetch(store, tmp_path / "out")
+    ok(result)
+    assert (error.hits, reset.hits) == (2, 1)
+    assert store.landed(tmp_path / "out") == FILES
+
+
+# -- 6. a throttled answer ------------------------------------------------------------------------------------------
+
+
+def test_a_throttled_answer_is_waited_out(store: Store, tmp_path: Path):
+    store.put(FILES)
+    relay, match = store.relay_for(TARGET)
+    throttled = relay.add_fault(store.throttle_fault(match, times=3))
+    result = fetch(store, tmp_path / "out")
+    ok(result)
+    assert throttled.hits == 3
+    assert store.landed(tmp_path / "out") == FILES
+
+
+# -- 7. a stop mid-file, then the re-run ----------------------------------------------------------------------------
+
+
+def test_a_stop_mid_file_then_the_rerun_fetches_only_what_is_missing(store: Store, tmp_path: Path):
+    files = {**SMALL, BIG_PATH: BIG}
+    store.put(files)
+    output = tmp_path / "out"
+    relay, match = slowed_mid_file(store, BIG_PATH, 2 << 20)
+    process = start_program("dataset", store.env(output))
+    try:
+        wait_mid_file(store, relay, match)
+        process.send_signal(signal.SIGTERM)
+        stopped = finish(process, timeout=HANG_CEILING_SECONDS)
+    finally:
+        process.kill()
+    assert stopped.code == 1 and stopped.last["error"].startswith("stopped by SIGTERM"), stopped.last
+    assert not completed(output)
+    done = set(Store.landed(store, output))
+    print("STOPPED", store.scheme, sorted(done), stopped.last["error"])  # the files at their final paths, whatever they hold
+    store.reset()
+    again = fetch(store, output)
+    ok(again)
+    assert store.landed(output) == files
+    assert again.last["fetched_files"] == again.last["files"] - len(done), (done, again.last)
+    if not store.makes_files:
+        for path in done:
+            assert requested(*store.relay_for(path)) == 0, f"{path} was done, and fetched again"
+
+
+# -- 8. selection ---------------------------------------------------------------------------------------------------
+
+
+SELECTABLE = {"keep/a.txt": b"a", "keep/b.json": b"{}", "drop/c.txt": b"c", "x.log": b"log"}
+
+
+def test_selection_applies(store: Store, tmp_path: Path):
+    store.put(SELECTABLE)
+    if not store.selection:
+        for variable, pattern in (("IGNORE_PATTERNS", "*.log"), ("ALLOW_PATTERNS", "keep/*")):
+            refused = fetch(store, tmp_path / "out", **{variable: pattern})
+            assert refused.code == 2, refused.stdout + refused.stderr
+            assert f"{variable} does not apply to {store.scheme}:// sources" in refused.last["error"]
+        assert not (tmp_path / "out").exists()
+        return
+    result = fetch(store, tmp_path / "out", ALLOW_PATTERNS="keep/*,x.log", IGNORE_PATTERNS="*.json,*.log")
+    ok(result)
+    assert store.landed(tmp_path / "out") == {"keep/a.txt": b"a"}
+
+
+# -- 9. the manifest ------------------------------------------------------------------------------------------------
+
+
+def test_the_manifest_lists_every_file_with_its_size_and_check(store: Store, tmp_path: Path):
+    store.put(FILES)
+    output = tmp_path / "out"
+    ok(fetch(store, output))
+    on_disk = Store.landed(store, output)
+    entries = manifest_entries(output)
+    assert {e["path"]: e["size"] for e in entries} == {path: len(data) for path, data in on_disk.items()}
+    for entry in entries:
+        assert entry["version"], entry
+        if store.verifies_content:
+            assert entry["checksum"]["algorithm"] and entry["checksum"]["hexdigest"], entry
+        else:
+            assert "checksum" in entry or entry["verified"] == "size+version", entry
