@@ -20,7 +20,7 @@ from typing import Any, ClassVar
 from urllib.parse import quote, urlencode
 
 from devkit.hubserver import HubServer
-from devkit.relay import Relay, StatusFault
+from devkit.relay import CorruptFault, Relay, StatusFault
 from devkit.seaweed import SeaweedFS
 
 #: The Hub's error body, as the Hub answers (JSON); S3's is the relay's default XML.
@@ -68,9 +68,13 @@ class Store(ABC):
         """A transient server error (500) on the requests `match` names."""
         return StatusFault(status=500, times=times, match=match)
 
-    def throttle_fault(self, match: str, times: int = 3) -> StatusFault:
-        """A throttled answer asking to come back in 0.3 s."""
-        return StatusFault(status=503, times=times, match=match, headers={"Retry-After": "0.3"})
+    def throttle_fault(self, match: str, times: int = 3, method: str | None = None) -> StatusFault:
+        """A throttled answer (503 SlowDown) asking to come back in 0.3 s, to the requests `match` and `method` name."""
+        return StatusFault(status=503, times=times, match=match, method=method, headers={"Retry-After": "0.3"})
+
+    def flip_fault(self, match: str) -> CorruptFault:
+        """The first byte of one answer carrying the file's bytes inverted."""
+        return CorruptFault(match=match, times=1)
 
     def landed(self, output: Path) -> dict[str, bytes]:
         """What the run delivered, as path -> bytes: the files under `output` (the state folder excepted)."""
@@ -159,9 +163,10 @@ class HubStore(Store):
     def error_fault(self, match: str, times: int = 1) -> StatusFault:
         return StatusFault(status=500, times=times, match=match, body=_HUB_ERROR, content_type="application/json")
 
-    def throttle_fault(self, match: str, times: int = 3) -> StatusFault:
-        return StatusFault(status=429, times=times, match=match, headers={"Retry-After": "0.3"}, body=_HUB_ERROR,
-                           content_type="application/json")  # fmt: skip
+    def throttle_fault(self, match: str, times: int = 3, method: str | None = None) -> StatusFault:
+        """The Hub's rate limit: 429 with Retry-After."""
+        return StatusFault(status=429, times=times, match=match, method=method, headers={"Retry-After": "0.3"},
+                           body=_HUB_ERROR, content_type="application/json")  # fmt: skip
 
 
 class CacheStore(Store):
@@ -222,6 +227,11 @@ class CacheStore(Store):
     @property
     def relays(self) -> list[Relay]:
         return [self.relay]
+
+    def flip_fault(self, match: str) -> CorruptFault:
+        """Aimed at the read from the data file's first byte: pyarrow reads the footer first (a flip there falls in
+        bytes it then reads again), then the whole file from its start, which a part copies byte for byte."""
+        return CorruptFault(match=match, times=1, range_from=0)
 
     def landed(self, output: Path) -> dict[str, bytes]:
         """The rows of every shard, as path -> data; a path in two rows is a failure of the suite's, not a dict's."""

@@ -18,7 +18,7 @@ from test_reliability import finish, wait_until
 
 from devkit.conformance import CacheStore, HubStore, S3Store, Store, hub_store, manifest_entries
 from devkit.programs import ProgramResult, run_program, start_program
-from devkit.relay import CorruptFault, Relay, ResetFault
+from devkit.relay import Relay, ResetFault
 
 #: Only catches a hang: the runs take seconds.
 HANG_CEILING_SECONDS = 120.0
@@ -42,6 +42,31 @@ ODD = {
 #: Body bytes of everything but the slowed file, at most (small files, listings, the table's metadata): more than
 #: that past the relay means the slowed file's bytes are arriving.
 OTHERS_CEILING = 512 * 1024
+
+
+#: What a source does otherwise than its documentation says, found by this suite: (case, scheme) -> the finding. The
+#: case runs and is expected to fail (strictly: once the source is fixed, the entry must go).
+FINDINGS = {
+    ("flip", "cache"): (
+        "a byte flipped in the read a part is copied from lands at the part's final path, exit 0, manifest written: "
+        "Iceberg records no checksum of a data file and the copy is checked by its size only"
+    ),
+    ("manifest", "cache"): (
+        "cache parts are listed with neither `checksum` nor `verified`; docs/configuration.md (VERIFY) and "
+        'docs/durability.md say such entries carry "verified": "size+version"'
+    ),
+    ("throttle-any", "cache"): (
+        "a HEAD answered 503 (no body, as S3 answers a HEAD) three times is named `AWS Error UNKNOWN (HTTP status "
+        "503)` by pyarrow, which the cache source does not count as transient: exit 1 at once, where "
+        "docs/behaviour.md says throttling and 5xx answers are waited out and retried"
+    ),
+}
+
+
+def known_finding(request: pytest.FixtureRequest, case: str, store: Store) -> None:
+    """Expect the case to fail for `store` when the suite has a finding about it."""
+    if finding := FINDINGS.get((case, store.scheme)):
+        request.applymarker(pytest.mark.xfail(reason=f"{store.scheme}: {finding}", strict=True))
 
 
 def registered_schemes() -> list[str]:
@@ -180,16 +205,22 @@ def test_a_version_changed_mid_run_is_never_mixed(store: Store, tmp_path: Path):
 # -- 4. a byte flipped in transit -----------------------------------------------------------------------------------
 
 
-def test_a_byte_flipped_in_transit_is_caught(store: Store, tmp_path: Path):
-    """Fetched again (the file ends correct) or exit 1, never a wrong file at its path."""
+def test_a_byte_flipped_in_transit_is_caught(request: pytest.FixtureRequest, store: Store, tmp_path: Path):
+    """Fetched again (the file ends correct) or exit 1, never a wrong file at its path; for a store that makes its
+    files, every file it made holds the bytes an unbroken read makes (a second run, without the fault)."""
+    known_finding(request, "flip", store)
     store.put(FILES)
     relay, match = store.relay_for(TARGET)
-    flip = relay.add_fault(CorruptFault(match=match, times=1))
+    flip = relay.add_fault(store.flip_fault(match))
     result = fetch(store, tmp_path / "out")
     assert flip.hits == 1
     landed = store.landed(tmp_path / "out")
     if result.code == 0:
         assert landed == FILES, "a flipped byte landed"
+        if store.makes_files:
+            store.reset()
+            ok(fetch(store, tmp_path / "clean"))
+            assert Store.landed(store, tmp_path / "out") == Store.landed(store, tmp_path / "clean")
     else:
         assert result.code == 1 and TARGET in result.last["error"], result.stdout
         assert landed.get(TARGET) in (None, FILES[TARGET]) and not completed(tmp_path / "out")
@@ -212,10 +243,14 @@ def test_a_transient_error_then_success(store: Store, tmp_path: Path):
 # -- 6. a throttled answer ------------------------------------------------------------------------------------------
 
 
-def test_a_throttled_answer_is_waited_out(store: Store, tmp_path: Path):
+@pytest.mark.parametrize("method", ["GET", None], ids=["get", "any"])
+def test_a_throttled_answer_is_waited_out(request: pytest.FixtureRequest, store: Store, tmp_path: Path, method: str):
+    """Three throttled answers in a row to the requests for a file's bytes (its GETs, or any of them: HEADs too)."""
+    if method is None:
+        known_finding(request, "throttle-any", store)
     store.put(FILES)
     relay, match = store.relay_for(TARGET)
-    throttled = relay.add_fault(store.throttle_fault(match, times=3))
+    throttled = relay.add_fault(store.throttle_fault(match, times=3, method=method))
     result = fetch(store, tmp_path / "out")
     ok(result)
     assert throttled.hits == 3
@@ -239,8 +274,7 @@ def test_a_stop_mid_file_then_the_rerun_fetches_only_what_is_missing(store: Stor
         process.kill()
     assert stopped.code == 1 and stopped.last["error"].startswith("stopped by SIGTERM"), stopped.last
     assert not completed(output)
-    done = set(Store.landed(store, output))
-    print("STOPPED", store.scheme, sorted(done), stopped.last["error"])  # the files at their final paths, whatever they hold
+    done = set(Store.landed(store, output))  # the files at their final paths, whatever they hold
     store.reset()
     again = fetch(store, output)
     ok(again)
@@ -274,7 +308,12 @@ def test_selection_applies(store: Store, tmp_path: Path):
 # -- 9. the manifest ------------------------------------------------------------------------------------------------
 
 
-def test_the_manifest_lists_every_file_with_its_size_and_check(store: Store, tmp_path: Path):
+def test_the_manifest_lists_every_file_with_its_size_and_check(
+    request: pytest.FixtureRequest, store: Store, tmp_path: Path
+):
+    """Every file on disk, and only those, with its size, version and the checksum it was verified against (or
+    `"verified": "size+version"` where the source vouches for none)."""
+    known_finding(request, "manifest", store)
     store.put(FILES)
     output = tmp_path / "out"
     ok(fetch(store, output))
@@ -286,4 +325,4 @@ def test_the_manifest_lists_every_file_with_its_size_and_check(store: Store, tmp
         if store.verifies_content:
             assert entry["checksum"]["algorithm"] and entry["checksum"]["hexdigest"], entry
         else:
-            assert "checksum" in entry or entry["verified"] == "size+version", entry
+            assert "checksum" in entry or entry.get("verified") == "size+version", entry
