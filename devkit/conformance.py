@@ -32,6 +32,11 @@ class Store(ABC):
 
     #: The registered scheme this store serves.
     scheme: ClassVar[str]
+    #: The program run against it: the dataset program takes every scheme but a model-only one, and fetches every
+    #: file by default (the model program's default selection would pick among them).
+    kind: ClassVar[str] = "dataset"
+    #: The program reaches the server through a relay (`relay_for`), so faults can be injected and bytes counted.
+    relayed: ClassVar[bool] = True
     #: Large files are fetched in ranges by the engine (8 MiB each).
     ranged: ClassVar[bool] = True
     #: A run reads one version of the source, whatever changes meanwhile (a Hub commit, a table's metadata file).
