@@ -69,9 +69,9 @@ class Store(ABC):
     def relays(self) -> list[Relay]:
         """Every relay in front of the store's servers (to reset or slow them all)."""
 
-    def error_fault(self, match: str, times: int = 1) -> StatusFault:
-        """A transient server error (500) on the requests `match` names."""
-        return StatusFault(status=500, times=times, match=match)
+    def error_fault(self, match: str, times: int = 1, method: str | None = None) -> StatusFault:
+        """A transient server error (500) on the requests `match` and `method` name."""
+        return StatusFault(status=500, times=times, match=match, method=method)
 
     def throttle_fault(self, match: str, times: int = 3, method: str | None = None) -> StatusFault:
         """A throttled answer (503 SlowDown) asking to come back in 0.3 s, to the requests `match` and `method` name."""
@@ -165,8 +165,11 @@ class HubStore(Store):
     def relays(self) -> list[Relay]:
         return [self.api, self.cdn]
 
-    def error_fault(self, match: str, times: int = 1) -> StatusFault:
-        return StatusFault(status=500, times=times, match=match, body=_HUB_ERROR, content_type="application/json")
+    def error_fault(self, match: str, times: int = 1, method: str | None = None) -> StatusFault:
+        """The Hub's 500, a JSON error."""
+        return StatusFault(
+            status=500, times=times, match=match, method=method, body=_HUB_ERROR, content_type="application/json"
+        )
 
     def throttle_fault(self, match: str, times: int = 3, method: str | None = None) -> StatusFault:
         """The Hub's rate limit: 429 with Retry-After."""

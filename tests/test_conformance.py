@@ -56,9 +56,15 @@ FINDINGS = {
         'docs/durability.md say such entries carry "verified": "size+version"'
     ),
     ("throttle-any", "cache"): (
-        "a HEAD answered 503 (no body, as S3 answers a HEAD) three times is named `AWS Error UNKNOWN (HTTP status "
-        "503)` by pyarrow, which the cache source does not count as transient: exit 1 at once, where "
-        "docs/behaviour.md says throttling and 5xx answers are waited out and retried"
+        "a data file's HEAD answered 503 SlowDown three times (no body, as S3 answers a HEAD) is named `AWS Error "
+        "UNKNOWN (HTTP status 503)` by pyarrow once its own three attempts are spent, which the cache source does "
+        "not count as transient: exit 1 without a wait of its own, where docs/behaviour.md says throttling is "
+        "waited out (up to 330 s)"
+    ),
+    ("transient-any", "cache"): (
+        "a data file's HEAD answered 500 three times is named `AWS Error UNKNOWN (HTTP status 500)` by pyarrow once "
+        "its own three attempts are spent, which the cache source does not count as transient: exit 1 without a "
+        "retry of its own, where docs/behaviour.md lists 5xx among the cache's transient types"
     ),
 }
 
@@ -241,15 +247,20 @@ def test_a_byte_flipped_in_transit_is_caught(request: pytest.FixtureRequest, sto
 # -- 5. a transient error, then success -----------------------------------------------------------------------------
 
 
-def test_a_transient_error_then_success(store: Store, tmp_path: Path):
+@pytest.mark.parametrize("method", ["GET", None], ids=["get", "any"])
+def test_a_transient_error_then_success(request: pytest.FixtureRequest, store: Store, tmp_path: Path, method: str):
+    """Server errors and a reset on the requests for a file's bytes, fewer than the attempts a request gets (5): to
+    its GETs, two 500s and a reset mid-body; to any of them (HEADs too), three 500s in a row."""
     requires(store, "relayed", "no relay can stand between the program and its server")
+    if method is None:
+        known_finding(request, "transient-any", store)
     store.put(FILES)
     relay, match = store.relay_for(TARGET)
-    error = relay.add_fault(store.error_fault(match, times=2))
-    reset = relay.add_fault(ResetFault(match=match, after_bytes=1000, times=1))
+    error = relay.add_fault(store.error_fault(match, times=2 if method else 3, method=method))
+    reset = relay.add_fault(ResetFault(match=match, method="GET", after_bytes=1000, times=1)) if method else None
     result = fetch(store, tmp_path / "out")
     ok(result)
-    assert (error.hits, reset.hits) == (2, 1)
+    assert error.hits == error.times and (reset is None or reset.hits == 1)
     assert store.landed(tmp_path / "out") == FILES
 
 
