@@ -44,12 +44,15 @@ ODD = {
 OTHERS_CEILING = 512 * 1024
 
 
-#: What a source does otherwise than its documentation says, found by this suite: (case, scheme) -> the finding. The
-#: case runs and is expected to fail (strictly: once the source is fixed, the entry must go).
+#: What a source does otherwise than a case asks, found by this suite: (case, scheme) -> the finding, and where the
+#: documentation says otherwise. The case runs and is expected to fail (strictly: once the source is fixed, the entry
+#: must go).
 FINDINGS = {
     ("flip", "cache"): (
-        "a byte flipped in the read a part is copied from lands at the part's final path, exit 0, manifest written: "
-        "Iceberg records no checksum of a data file and the copy is checked by its size only"
+        "a byte flipped in the read a part is copied from lands at the part's final path (its first byte, Parquet's "
+        "PAR1 magic, wrong), exit 0, manifest written: Iceberg records no checksum of a data file and the copy is "
+        "checked by its size only, a limit docs/configuration.md (VERIFY) admits, though docs/cache.md says the part "
+        "is the data file copied byte for byte"
     ),
     ("manifest", "cache"): (
         "cache parts are listed with neither `checksum` nor `verified`; docs/configuration.md (VERIFY) and "
@@ -76,7 +79,8 @@ def known_finding(request: pytest.FixtureRequest, case: str, store: Store) -> No
 
 
 def registered_schemes() -> list[str]:
-    """Every scheme a source registered (importing `initializers.sources` registers them all)."""
+    """Every scheme a source registered (importing `initializers.sources` registers them all). The registry lists
+    its plug-ins only for schemes named (`plugins_for`), so its own table is read."""
     import initializers.sources  # noqa: F401
     from initializers.config import registry
 
