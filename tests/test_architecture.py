@@ -14,7 +14,10 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "src" / "initializers"
 #: From the floor up: each package may import only the ones before it.
-FLOORS = ["common", "process", "adapters", "config", "destination", "cache", "transfer", "sources", "plan", "kubeflow"]
+FLOORS = [
+    "common", "store", "process", "adapters", "config", "destination", "cache", "transfer", "sources", "plan",
+    "kubeflow",
+]  # fmt: skip
 #: The root: the programs' entry points (the two initializers share `cli`), and one run end to end.
 ROOT_MODULES = {"__init__", "run", "cli", "dataset", "model", "cache_server"}
 
@@ -69,6 +72,17 @@ def test_packages_import_only_the_floors_below_them():
             if _floor(target) not in below:
                 wrong[module].add(target)
     assert not wrong, dict(wrong)
+
+
+def test_a_source_is_written_against_the_store_contract_never_the_engine():
+    """Sources sit above the engine's floor only so that the run can hand one to the other; a source imports the
+    contract (`store`) and never a module of the engine (`transfer`), which runs its files by the contract."""
+    reaching = {
+        module: sorted(target for target in imported if _floor(target) == "transfer")
+        for module, imported in GRAPH.items()
+        if _floor(module) == "sources"
+    }
+    assert not {module: targets for module, targets in reaching.items() if targets}
 
 
 def test_no_import_cycle():

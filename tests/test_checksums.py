@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 from initializers.common.errors import FetchError
 from initializers.common.remote_file import Checksum, RemoteFile
+from initializers.store.retry import Retriable
 from initializers.transfer.checksums import (
     CRC32,
     ChecksumMismatch,
@@ -24,7 +25,6 @@ from initializers.transfer.checksums import (
     combined_crc32,
     crc32_combine,
 )
-from initializers.transfer.retry import Retriable
 
 
 @given(st.binary(max_size=4096), st.binary(max_size=4096))

@@ -3,16 +3,17 @@
 from __future__ import annotations
 
 from devkit.driven_clock import DrivenClock
+from initializers.store.contract import PART_SIZE
+from initializers.store.round_trips import RoundTrips
+from initializers.store.throttle import Throttle
 from initializers.transfer.concurrency import (
     BASE_REQUESTS,
     NO_REQUESTS,
     REQUESTS_PER_SECOND,
     Latency,
     Ramp,
-    RoundTrips,
 )
-from initializers.transfer.range_sizes import MAX_PART_SIZE, PART_SIZE
-from initializers.transfer.throttle import Throttle
+from initializers.transfer.range_sizes import MAX_PART_SIZE
 
 
 def feed(ramp: Ramp, throughput_of: dict[int, float], windows: int, cpu_share: float = 0.2) -> list[int]:

@@ -20,7 +20,7 @@ from initializers.destination.done import DoneFile
 from initializers.destination.stable_storage import boot_id
 from initializers.destination.state import StateDir
 from initializers.process.termination import PATH_VARIABLE
-from initializers.transfer.range_sizes import PART_SIZE
+from initializers.store.contract import PART_SIZE
 
 OBJECTS = {f"d/{i:02d}.bin": os.urandom(64 * 1024) for i in range(12)} | {"d/big.bin": os.urandom(40 << 20)}
 _SYSCALL = re.compile(r"^\d+\s+(\w+)\((.*)\)\s+=\s+(-?\d+)")

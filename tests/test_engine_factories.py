@@ -14,13 +14,13 @@ import pytest
 from initializers.common.errors import FetchError
 from initializers.common.remote_file import RemoteFile
 from initializers.destination.state import StateDir
-from initializers.sources.base import Maker, Storage
+from initializers.store.contract import Maker, Storage
+from initializers.store.sink import Sink
 from initializers.transfer.concurrency import Ramp
 from initializers.transfer.engine import Assembly, Engine, Task
 from initializers.transfer.making import MadeGroups
 from initializers.transfer.progress import Progress
 from initializers.transfer.ranges import StoredRanges
-from initializers.transfer.sink import Sink
 
 #: How long a test waits for an event another thread sets: a generous ceiling on shared cores, never reached.
 EVENT_CEILING_SECONDS = 60.0

@@ -19,16 +19,15 @@ import pytest
 from devkit.driven_clock import DrivenClock
 from initializers.common.errors import FetchError
 from initializers.common.logs import structlog
-from initializers.common.remote_file import Checksum, RemoteFile
+from initializers.common.remote_file import CRC32, Checksum, RemoteFile
 from initializers.destination.state import StateDir
-from initializers.sources.base import Storage
-from initializers.transfer.checksums import CRC32
+from initializers.store.contract import Storage
+from initializers.store.retry import ATTEMPTS
+from initializers.store.sink import Sink
 from initializers.transfer.concurrency import Ramp
 from initializers.transfer.engine import Engine
 from initializers.transfer.progress import Progress
 from initializers.transfer.ranges import StoredRanges
-from initializers.transfer.retry import ATTEMPTS
-from initializers.transfer.sink import Sink
 
 KiB = 1 << 10
 SMALL, LARGE = 64 * KiB, 256 * KiB

@@ -15,8 +15,7 @@ import pytest
 
 from devkit.driven_clock import DrivenClock
 from initializers.common.errors import FetchError
-from initializers.common.remote_file import Checksum, RemoteFile
-from initializers.transfer.checksums import CRC32
+from initializers.common.remote_file import CRC32, Checksum, RemoteFile
 from initializers.transfer.engine import Cancelled, OpenFile
 from initializers.transfer.progress import Progress
 from initializers.transfer.ranges import PartSink

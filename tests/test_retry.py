@@ -14,8 +14,8 @@ from devkit.relay import Relay, StatusFault
 from initializers.common.errors import FetchError
 from initializers.common.remote_file import Checksum
 from initializers.sources.hub.get import HubGetter
-from initializers.transfer.retry import ATTEMPTS, THROTTLE_BUDGET_SECONDS, Retriable, retrying
-from initializers.transfer.throttle import FIRST_PAUSE_SECONDS, JITTER, MOST_BETWEEN_PROBES_SECONDS
+from initializers.store.retry import ATTEMPTS, THROTTLE_BUDGET_SECONDS, Retriable, retrying
+from initializers.store.throttle import FIRST_PAUSE_SECONDS, JITTER, MOST_BETWEEN_PROBES_SECONDS
 
 
 def failing(times: int | None, error: Callable[[], Exception]) -> tuple[Callable[[], str], list[int]]:

@@ -8,6 +8,7 @@ import pytest
 
 from initializers.sources.s3 import listing as s3_listing
 from initializers.sources.s3.listing import ListedObject, ListPage, key_ranges, page_query, parse_page
+from initializers.store.contract import MAX_EMPTY_PAGES
 
 NS = ' xmlns="http://s3.amazonaws.com/doc/2006-03-01/"'
 
@@ -126,8 +127,8 @@ def test_a_chain_of_pages_that_moves_on_is_followed():
         ([_page(["a", "b"], "t1"), _page(["a", "b"], "t2")], "listed 'a' .. 'b' again"),
         ([_page(["a"], "t1", ("d/",)), _page(["c"], "t2"), _page(["a"], "t3", ("d/",))], "listed 'a' .. 'd/' again"),
         (
-            [_page([], f"t{n}") for n in range(s3_listing.MAX_EMPTY_PAGES)],
-            f"{s3_listing.MAX_EMPTY_PAGES} pages in a row listed nothing",
+            [_page([], f"t{n}") for n in range(MAX_EMPTY_PAGES)],
+            f"{MAX_EMPTY_PAGES} pages in a row listed nothing",
         ),
     ],
     ids=["token", "keys", "folders", "empty"],

@@ -19,7 +19,7 @@ from devkit.programs import ProgramResult, catches, run_program, start_program
 from devkit.stalling import Stall, StallingHub, StallingS3, StallingServer
 from initializers.common.errors import FetchError, Stopped
 from initializers.process.stopping import StoppingClock, stoppable
-from initializers.transfer.retry import retrying
+from initializers.store.retry import retrying
 
 #: Seconds a stopped run may take to exit, at most: far more than it needs, far less than "never".
 STOP_CEILING_SECONDS = 15.0

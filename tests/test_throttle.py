@@ -4,8 +4,8 @@ while the throttling goes on and starts short again once answers come, and the r
 from __future__ import annotations
 
 from devkit.driven_clock import DrivenClock
+from initializers.store.throttle import FIRST_PAUSE_SECONDS, JITTER, MOST_BETWEEN_PROBES_SECONDS, Throttle
 from initializers.transfer.concurrency import Latency, Ramp
-from initializers.transfer.throttle import FIRST_PAUSE_SECONDS, JITTER, MOST_BETWEEN_PROBES_SECONDS, Throttle
 
 
 def test_a_throttled_answer_holds_every_request_of_the_source_until_a_probe_is_answered() -> None:

@@ -16,7 +16,7 @@ from initializers.common.errors import FetchError
 from initializers.sources.hub.get import HUB_TRUST, hub_transient
 from initializers.sources.iceberg.source import pyarrow_transient
 from initializers.sources.s3.get import S3_TRUST, s3_transient
-from initializers.transfer.retry import retrying, untrusted_certificate
+from initializers.store.retry import retrying, untrusted_certificate
 
 
 @pytest.mark.parametrize(

@@ -27,12 +27,13 @@ from initializers.plan.safe_paths import plan_files
 from initializers.plan.selection import Selected, Selection
 from initializers.plan.todo import Fetching, Listed, todo_pass
 from initializers.process.stopping import Stop, StoppingClock, stoppable
-from initializers.sources.base import Source
 from initializers.sources.http.http1 import Proxy  # the package's face registers every source
+from initializers.store.contract import Source
 from initializers.transfer import live_view
 from initializers.transfer.bandwidth import TokenBucket
 from initializers.transfer.concurrency import Ramp
 from initializers.transfer.engine import Engine
+from initializers.transfer.factories import task_factory
 from initializers.transfer.progress import Fetched, Progress, ProgressEvents, Reporter
 
 PROGRESS_INTERVAL_SECONDS = 5.0
@@ -192,7 +193,7 @@ def _list_and_fetch(
             round_trips=source.round_trips,
         )
         bandwidth = TokenBucket(config.max_bandwidth) if config.max_bandwidth else None
-        factory = source.task_factory(ramp, bandwidth)
+        factory = task_factory(source, ramp, bandwidth)
         engine = waiting.transfers = Engine(factory, state.temps, state.journal, ramp, progress)
         todo = todo_pass(iter(planned), index, state, progress, log, config.verify)
         listing = Lookahead([todo], LISTING_LOOKAHEAD, "listing", stop=engine.cancel, check_stop=stop.check)

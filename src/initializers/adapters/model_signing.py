@@ -79,8 +79,8 @@ def verified(signature_path: Path, method: str, trust_path: Path) -> Signed:
 
 def _verifiers() -> tuple[Any, Any, Any]:
     """model_signing's key and certificate verifiers and its bundle reader, without the package's `__init__`: that
-    one imports its signers too, and with them sigstore, tuf and boto3 (0.75 s of CPU here, three times what these
-    modules need). The package stands in as a bare namespace unless something imported it whole already."""
+    one imports its signers too, and with them sigstore, tuf and boto3 (far more CPU than these modules need:
+    bench/results.md). The package stands in as a bare namespace unless something imported it whole already."""
     spec = importlib.util.find_spec("model_signing")
     if spec is None or spec.submodule_search_locations is None:
         raise ConfigError("SIGNATURE needs model_signing, which is not installed: install initializers[signing]")

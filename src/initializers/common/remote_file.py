@@ -5,10 +5,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import NamedTuple
 
+#: Checksum kinds besides hashlib's names: Git's blob id, sha1 over a "blob <size>\\0" header and the content (the
+#: Hub's oid for non-LFS files), and S3's CRC-32 (base64 of the big-endian value, combined over ranges).
+GIT_SHA1 = "git-sha1"
+CRC32 = "crc32"
+
 
 @dataclass(frozen=True)
 class Checksum:
-    algorithm: str  # a hashlib name, or GIT_SHA1
+    algorithm: str  # a hashlib name, GIT_SHA1 or CRC32
     hexdigest: str
 
 

@@ -1,9 +1,9 @@
-"""Sources as plug-ins: the contracts they fulfil (`base`), one sub-package per source (`s3`, `hub`, `iceberg`)
-and the HTTP client they share (`http`). Importing this package registers every source (`config.registry`): each
-sub-package's face declares its scheme, options and opener, and imports nothing heavy.
+"""Sources as plug-ins, each written against the store contract (`initializers.store`): one sub-package per source
+(`s3`, `hub`, `iceberg`) and the HTTP client they share (`http`). Importing this package registers every source
+(`config.registry`): each sub-package's face declares its scheme, options and opener, and imports nothing heavy.
 
-May import `common`, `adapters`, `config`, `cache` and `transfer`; a source's modules are imported only when its
-scheme is used.
+May import `common`, `store`, `adapters`, `config` and `cache`, never the engine (`transfer`); a source's modules are
+imported only when its scheme is used.
 """
 
 from __future__ import annotations

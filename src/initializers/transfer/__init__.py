@@ -1,8 +1,8 @@
 """Moving bytes, written once for every source: the engine (parallel tasks into temporaries, verify, rename), its task
-factories (ranges of stored files, groups of made files), the lane (small files, many requests in flight from one
-thread), how many transfers and how large a range (`concurrency`, `range_sizes`), the bandwidth cap, verification
-(`checksums`), the one retry policy and the throttling it answers as a fleet (`throttle`), progress.
+factories (ranges of stored files, groups of made files; `factories` picks one by what the source is), the lane (small
+files, many requests in flight from one thread), how many transfers and how large a range (`concurrency`,
+`range_sizes`), the bandwidth cap, verification (`checksums`), progress.
 
-May import `common` and `destination`; it knows sources only by the narrow interfaces it declares (`Sink`,
-`Reader`, `Exchange`, `Making`).
+May import `common`, `store` and `destination`; it knows sources only by the store contract (`store.contract`) and the
+narrow interfaces it declares (`Reader`, `Making`).
 """

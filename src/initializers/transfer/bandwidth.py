@@ -13,7 +13,7 @@ import threading
 
 from initializers.common.clock import Clock, SystemClock
 from initializers.common.remote_file import Checksum
-from initializers.transfer.sink import Sink
+from initializers.store.sink import Sink
 
 #: Credit an idle bucket may save up, in seconds of the rate: a burst after a pause stays short.
 BURST_SECONDS = 0.1

@@ -16,13 +16,10 @@ from collections.abc import Callable
 from typing import Any
 
 from initializers.common.errors import FetchError, changed_during_download
-from initializers.common.remote_file import Checksum, RemoteFile
-from initializers.transfer.retry import Retriable
+from initializers.common.remote_file import CRC32, GIT_SHA1, Checksum, RemoteFile
+from initializers.store.retry import Retriable
 
 _BLOCK_BYTES = 1 << 20
-#: Git's blob id: sha1 over a "blob <size>\\0" header and the content (the Hub's oid for non-LFS files).
-GIT_SHA1 = "git-sha1"
-CRC32 = "crc32"
 
 
 class ChecksumMismatch(FetchError, Retriable):

@@ -35,8 +35,10 @@ import threading
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from initializers.transfer.range_sizes import MAX_PART_SIZE, PART_SIZE
-from initializers.transfer.throttle import Throttle
+from initializers.store.contract import PART_SIZE
+from initializers.store.round_trips import RoundTrips
+from initializers.store.throttle import Throttle
+from initializers.transfer.range_sizes import MAX_PART_SIZE
 
 #: Seconds between decisions: long enough to average many requests, short enough to ramp within a second.
 WINDOW_SECONDS = 0.25
@@ -51,9 +53,8 @@ _PROBE_EVERY = 8
 #: Small-file requests in flight before any latency is measured: as many as a CPU-bound run does well with.
 BASE_REQUESTS = 64
 #: Small-file requests one process completes per second where its CPU is the limit: the rate `follow_round_trip`
-#: keeps going over a round trip. At 64 KiB objects a request costs us about a millisecond of CPU (14-17 CPU s per
-#: GB through the emulator, on these machines); more requests in flight than this rate calls for only cost CPU
-#: (1000 x 64 KiB at RTT 50 ms: 256 at once took 20% more CPU than 64, and were slower on a loaded machine).
+#: keeps going over a round trip. At 64 KiB objects a request costs us about a millisecond of CPU; more requests in
+#: flight than this rate calls for only cost CPU (the measurements: bench/results.md, "Figures once quoted in src").
 REQUESTS_PER_SECOND = 1000
 #: Round trips the first request on a connection spends on the network: opening it, then the request itself. The
 #: first wave of requests opens its connections, so the start is sized for it.
@@ -109,30 +110,6 @@ class RequestTimes:
             self._waiting = self._total = 0.0
             self._count = 0
         return latency or NO_REQUESTS
-
-
-class RoundTrips:
-    """The shortest round trip a source's requests have shown so far: the network's share of a request's time, which
-    no number of requests in flight shortens. The source's HTTP client adds every request's wait for its answer;
-    the ramp reads it. Thread-safe."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._shortest: float | None = None
-
-    def add(self, seconds: float) -> None:
-        shortest = self._shortest
-        if shortest is not None and seconds >= shortest:  # most requests: nothing to change, and no lock taken
-            return  # (the value only ever falls, so one read that says "not shorter" stays true)
-        with self._lock:
-            if self._shortest is None or seconds < self._shortest:
-                self._shortest = seconds
-
-    @property
-    def shortest(self) -> float | None:
-        """Seconds; None before any request was answered."""
-        with self._lock:
-            return self._shortest
 
 
 @dataclass

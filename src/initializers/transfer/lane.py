@@ -21,6 +21,7 @@ from typing import Generic, NamedTuple, Protocol, TypeVar
 
 from initializers.common import logs
 from initializers.common.clock import Clock
+from initializers.store.lane import Exchange
 from initializers.transfer.engine import Cancelled
 
 #: Files waiting for the lane at most: a thread handing in more waits until the lane takes some.
@@ -29,20 +30,6 @@ _MOST_WAITING = 256
 #: for answers past their deadline.
 _POLL_SECONDS = 0.25
 _log = logs.get_logger("initializers.transfer.lane")
-
-
-class Exchange(Protocol):
-    """One request in flight on a connection of its own."""
-
-    def fileno(self) -> int:
-        """What a selector watches for its answer."""
-
-    def advance(self) -> bool:
-        """Read what has arrived of the answer into its sink, without waiting; True once it is all in. Raises what
-        the request failed with."""
-
-    def abandon(self) -> None:
-        """Drop the connection: the request failed, or the run is stopping."""
 
 
 _Item = TypeVar("_Item")

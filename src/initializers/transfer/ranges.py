@@ -16,7 +16,7 @@ import threading
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from functools import partial
-from typing import NamedTuple, Protocol
+from typing import Protocol
 
 from initializers.common import logs
 from initializers.common.clock import Clock
@@ -24,15 +24,17 @@ from initializers.common.errors import FetchError
 from initializers.common.remote_file import Checksum, RemoteFile
 from initializers.destination.partials import missing
 from initializers.destination.stable_storage import start_writeback
+from initializers.store.contract import PART_SIZE, comes_whole
+from initializers.store.lane import Exchange, LaneReads
+from initializers.store.retry import TRANSIENT, Retriable, retrying
+from initializers.store.sink import Sink
+from initializers.store.throttle import Throttle
 from initializers.transfer.bandwidth import TokenBucket
 from initializers.transfer.concurrency import Ramp
 from initializers.transfer.engine import Assembly, Cancelled, OpenFile, Task, disk_error
-from initializers.transfer.lane import Exchange, Lane
+from initializers.transfer.lane import Lane
 from initializers.transfer.progress import Progress
-from initializers.transfer.range_sizes import PART_SIZE, comes_whole, range_size
-from initializers.transfer.retry import TRANSIENT, Retriable, retrying
-from initializers.transfer.sink import Sink
-from initializers.transfer.throttle import Throttle
+from initializers.transfer.range_sizes import range_size
 
 _log = logs.get_logger("initializers.transfer.engine")
 #: How often a range in flight records how far it got: a kill loses about this much of its transfer.
@@ -51,14 +53,6 @@ _LANE_BATCH = 64
 #: Throttled answers a file in the lane is asked again for in the lane, as the fleet's hold lets it; past them it goes
 #: the threads' way, under the retry policy's budget (throttling that long holds the whole lane anyway).
 _LANE_THROTTLED_TIMES = 8
-
-
-class LaneReads(NamedTuple):
-    """How a source reads small files in the lane: `begin(file, sink)` asks for all of `file` and returns the request
-    in flight, its answer to be read into `sink` without waiting; `timeout`: seconds an answer may go without a byte."""
-
-    begin: Callable[[RemoteFile, Sink], Exchange]
-    timeout: float
 
 
 class Reader(Protocol):

@@ -18,10 +18,10 @@ from initializers import __version__
 from initializers.common.clock import Clock, SystemClock
 from initializers.common.errors import FetchError
 from initializers.sources.http.http1 import NOT_YET, Connection, Proxy, Response
-from initializers.transfer.concurrency import RoundTrips
-from initializers.transfer.retry import Retriable, retry_after, retrying
-from initializers.transfer.sink import Sink
-from initializers.transfer.throttle import Throttle
+from initializers.store.retry import Retriable, retry_after, retrying
+from initializers.store.round_trips import RoundTrips
+from initializers.store.sink import Sink
+from initializers.store.throttle import Throttle
 
 _T = TypeVar("_T")
 #: Per thread; a loopback recv rarely returns more. Mapped rather than allocated, so that only the pages bodies

@@ -1,9 +1,9 @@
 """Hub file downloads: GETs of a file, or of ranges of it, on its `resolve/<commit>/<path>` URL, redirects followed.
 
 huggingface_hub's `hf_hub_download` sends a HEAD before each GET (for a size and digest the tree listing
-already gave us) and reads bodies through httpx at about 4 CPU seconds per GB here. This sends the GET alone,
-on the connections `http_get` keeps, and streams the body into the engine's sink, which checks the digest
-as the bytes pass. As huggingface_hub does, the token goes only to the Hub itself, never to the CDN a
+already gave us) and reads bodies through httpx at more CPU per byte than this path (bench/results.md). This sends
+the GET alone, on the connections `http_get` keeps, and streams the body into the engine's sink, which checks the
+digest as the bytes pass. As huggingface_hub does, the token goes only to the Hub itself, never to the CDN a
 download is redirected to, and a resume whose Range the server ignores starts the file over.
 """
 
@@ -16,8 +16,8 @@ from initializers.common.clock import Clock
 from initializers.common.errors import FetchError
 from initializers.sources.http.getter import RETRIABLE_STATUS, USER_AGENT, HttpGetter, retriable
 from initializers.sources.http.http1 import ProtocolError, Response
-from initializers.transfer.retry import Retriable
-from initializers.transfer.sink import Sink
+from initializers.store.retry import Retriable
+from initializers.store.sink import Sink
 
 _MAX_REDIRECTS = 10
 _REDIRECTS = frozenset({301, 302, 303, 307, 308})

@@ -23,9 +23,7 @@ from urllib.parse import urljoin, urlsplit
 
 from initializers.common.errors import FetchError
 from initializers.sources.http.http1 import CONNECT_TIMEOUT
-
-#: Pages in a row without an entry before a paginated listing is taken to go nowhere.
-MAX_EMPTY_PAGES = 100
+from initializers.store.contract import MAX_EMPTY_PAGES
 
 
 @dataclass

@@ -18,18 +18,16 @@ from typing import Any, TypeVar
 
 from initializers.common import logs
 from initializers.common.errors import ConfigError, FetchError
-from initializers.common.remote_file import Checksum, RemoteFile
+from initializers.common.remote_file import GIT_SHA1, Checksum, RemoteFile
 from initializers.config.contract import Config, Kind
-from initializers.sources.base import Storage
 from initializers.sources.hub import library
 from initializers.sources.hub.get import BAD_TOKEN, HUB_TRUST, HubGetter, gated, hub_transient, not_found
 from initializers.sources.hub.guard import HubGuard
 from initializers.sources.hub.location import HfLocation
 from initializers.sources.hub.options import HubOptions
-from initializers.transfer.checksums import GIT_SHA1
-from initializers.transfer.range_sizes import PART_SIZE, comes_whole
-from initializers.transfer.retry import Retriable, retrying, untrusted_certificate
-from initializers.transfer.sink import Sink
+from initializers.store.contract import PART_SIZE, Storage, comes_whole
+from initializers.store.retry import Retriable, retrying, untrusted_certificate
+from initializers.store.sink import Sink
 
 _T = TypeVar("_T")
 _log = logs.get_logger("initializers.hf")

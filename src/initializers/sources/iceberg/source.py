@@ -25,12 +25,12 @@ from initializers.common.remote_file import RemoteFile
 from initializers.config.contract import Config
 from initializers.config.settings import values_of
 from initializers.config.uris import CacheLocation
-from initializers.sources.base import Maker
 from initializers.sources.iceberg.options import CacheOptions
 from initializers.sources.iceberg.storage import S3_SCHEMES, TableStorage
 from initializers.sources.s3.aws import Role, aws_access
 from initializers.sources.s3.options import AwsOptions
-from initializers.transfer.retry import Retriable, retrying
+from initializers.store.contract import Maker
+from initializers.store.retry import Retriable, retrying
 
 if TYPE_CHECKING:  # pyarrow and pyiceberg load only once the configuration is known to be valid
     from pyiceberg.table import FileScanTask, StaticTable, Table

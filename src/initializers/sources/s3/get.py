@@ -21,13 +21,12 @@ from urllib.parse import quote, urlsplit
 
 from initializers.common import logs
 from initializers.common.errors import FetchError, changed_during_download
-from initializers.common.remote_file import Checksum
+from initializers.common.remote_file import CRC32, Checksum
 from initializers.sources.http.getter import RETRIABLE_STATUS, USER_AGENT, HttpExchange, HttpGetter, retriable
 from initializers.sources.http.http1 import ProtocolError, Response
 from initializers.sources.s3.sigv4 import GetSigner, SigningCredentials, canonical_query
-from initializers.transfer.checksums import CRC32
-from initializers.transfer.retry import Retriable
-from initializers.transfer.sink import Sink
+from initializers.store.retry import Retriable
+from initializers.store.sink import Sink
 
 _MAX_LISTING_PAGE = 16 << 20  # a page of 1000 keys of 1 KiB each is about 1.3 MB
 #: A key whose botocore-built URL reveals the bucket's addressing (see ObjectEndpoint.from_object_url).

@@ -10,6 +10,8 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 from urllib.parse import unquote_plus
 
+from initializers.store.contract import MAX_EMPTY_PAGES
+
 PAGE_SIZE = 1000  # the most S3 returns per page
 
 
@@ -37,11 +39,6 @@ class ListPage:
     objects: list[ListedObject]
     next_token: str | None  # None on the last page
     folders: list[str] = field(default_factory=list)  # common prefixes, when the page was asked with a delimiter
-
-
-#: Pages in a row that list nothing before a listing is taken to go nowhere: S3 may send an empty page with a
-#: continuation token (past many deleted keys), but not without end.
-MAX_EMPTY_PAGES = 100
 
 
 class PageChain:

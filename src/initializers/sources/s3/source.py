@@ -18,7 +18,6 @@ from initializers.common.lookahead import Lookahead
 from initializers.common.remote_file import Checksum, RemoteFile
 from initializers.config.contract import Config
 from initializers.config.uris import S3Location
-from initializers.sources.base import Storage
 from initializers.sources.s3.aws import AwsAccess, Role, aws_access
 from initializers.sources.s3.get import OPEN, PROBE_KEY, GetRequest, ObjectEndpoint, S3Getter
 from initializers.sources.s3.listing import (
@@ -32,9 +31,9 @@ from initializers.sources.s3.listing import (
 )
 from initializers.sources.s3.options import AwsOptions
 from initializers.sources.s3.sigv4 import SigningCredentials
-from initializers.transfer.lane import Exchange
-from initializers.transfer.ranges import LaneReads
-from initializers.transfer.sink import Sink
+from initializers.store.contract import Storage
+from initializers.store.lane import Exchange, LaneReads
+from initializers.store.sink import Sink
 
 if TYPE_CHECKING:
     import botocore.session

@@ -1,0 +1,102 @@
+"""The contracts sources fulfil: list what they have, then deliver it.
+
+A `Storage` (S3, the Hub) holds files and reads any byte range of one into a sink, in the spirit of rclone's
+one `Fs` interface. A `Maker` (the cache source) makes the files it lists, several in one go (the shard parts
+cut from one pass over a data file), at paths it is given. Everything else (filtering, safe paths, parallelism,
+temporaries, verification, the manifest) is written once, against these contracts: the engine picks how to move a
+source's files by which of the two it is (`transfer.factories`).
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from initializers.common.remote_file import RemoteFile
+from initializers.store.lane import LaneReads
+from initializers.store.round_trips import RoundTrips
+from initializers.store.sink import Sink
+from initializers.store.throttle import Throttle
+
+#: The size of the ranges a large file is fetched in over capped connections, as AWS advises for parallel GETs (the
+#: Hub's CDN is alike): what a `Storage` advises unless it knows better; the engine grows it on fast connections.
+PART_SIZE = 8 << 20
+
+#: Pages in a row without an entry before a paginated listing is taken to go nowhere, for every store: S3 may send an
+#: empty page with a continuation token (past many deleted keys), a Hub page may hold only folders, but not without end.
+MAX_EMPTY_PAGES = 100
+
+
+def comes_whole(size: int, part: int | None) -> bool:
+    """A file of up to two parts comes in one request: splitting it would save at most one part's time and lose the
+    check of its checksum as it streams in."""
+    return not part or size <= 2 * part
+
+
+class Source(ABC):
+    """What every source offers a run: a listing, a description for the manifest, and a way to be stopped."""
+
+    #: Parallel transfers at the start; more while more raise throughput (see `concurrency`).
+    default_workers: int = 8
+    #: The most parallel transfers when MAX_WORKERS is not set: enough to fill a link of capped connections, and as
+    #: many small-file requests as do well before more threads cost more CPU than the round trips they hide.
+    max_workers: int = 64
+    #: The most small-file requests at once when MAX_WORKERS is not set (None: `max_workers`): over a long round trip
+    #: each waits on the network, not the CPU, and only more of them in flight raise throughput (see `concurrency`).
+    max_requests: int | None = None
+    #: A glob of top-level folders whose whole content the source defines (the cache source's shards): files
+    #: there that the plan no longer lists are stale and get removed. None: files beside the plan are left alone.
+    owned_folders: str | None = None
+    #: The pause its requests share while its server throttles them, which the concurrency ramp follows (None: the
+    #: source reads through a library that paces itself, as pyarrow does).
+    throttle: Throttle | None = None
+    #: The round trips its requests have shown, which the concurrency ramp starts small-file requests from (None: the
+    #: source measures none).
+    round_trips: RoundTrips | None = None
+
+    @abstractmethod
+    def list_files(self) -> Iterator[RemoteFile]:
+        """Every file under the source root, with paths relative to it; raises FetchError when unreachable."""
+
+    @abstractmethod
+    def describe(self) -> dict[str, Any]:
+        """What the manifest records about the source, free of secrets: its URI and, once `list_files` has run,
+        the version it resolved to."""
+
+    def interrupt(self) -> None:  # noqa: B027 - optional hook
+        """Unblock transfers waiting on the network, from another thread, when the run is being stopped."""
+
+    def close(self) -> None:  # noqa: B027 - optional hook, most sources hold nothing
+        """Release connections."""
+
+
+class Storage(Source):
+    """Files stored as they are, read by byte ranges (S3, the Hub)."""
+
+    max_requests = 256  # as many as s5cmd runs by default
+    #: How small files are read in the lane, many requests kept in flight by one thread; None: the source reads each
+    #: file in a thread of its own.
+    lane_reads: LaneReads | None = None
+
+    def part_size_for(self, file: RemoteFile) -> int | None:
+        """The smallest range `file` is fetched in (connections measured fast get larger ones); a file of up to two
+        ranges comes whole. None: `file` comes whole, whatever its size."""
+        return PART_SIZE
+
+    @abstractmethod
+    def read(self, file: RemoteFile, offset: int, length: int, sink: Sink) -> None:
+        """Write bytes [offset, offset + length) of `file` into `sink`; raise FetchError on failure."""
+
+
+class Maker(Source):
+    """Files made rather than copied (shard parts cut from a table's data files), several in one go."""
+
+    @abstractmethod
+    def made_with(self, file: RemoteFile) -> str:
+        """Files sharing this key are made together by one `make` (the shard parts cut from one data file)."""
+
+    @abstractmethod
+    def make(self, files: list[tuple[RemoteFile, str]], on_bytes: Callable[[int], None]) -> None:
+        """Leave each complete file of one group at its destination (on the same filesystem), reporting bytes
+        as they are written."""
