@@ -17,6 +17,7 @@ import initializers.sources  # noqa: F401 - registers every source: scheme_of as
 from initializers.common.errors import ConfigError, FetchError
 from initializers.common.logs import get_logger
 from initializers.common.remote_file import RemoteFile
+from initializers.config import registry
 from initializers.config.contract import DATASET, MODEL, Config, Kind
 from initializers.config.patterns import Globs
 from initializers.config.uris import S3Location, scheme_of
@@ -59,6 +60,30 @@ def test_schemes_per_kind():
         scheme_of("gs://b/x", DATASET)
     with pytest.raises(ConfigError, match="is not a URI"):
         scheme_of("/local/path", DATASET)
+
+
+def test_a_program_accepts_the_schemes_registered_for_it_in_registration_order(monkeypatch: pytest.MonkeyPatch):
+    assert DATASET.schemes == ("hf", "s3", "cache")
+    assert MODEL.schemes == ("hf", "s3")
+    monkeypatch.setattr(registry, "_PLUGINS", dict(registry._PLUGINS))  # the throwaway source is gone after the test
+    registry.register(
+        registry.SourcePlugin("tmp", "tmp://X", (), lambda uri, _kind: uri, lambda *_: None, kinds=("dataset",)),
+        Config.shared_settings(),
+    )
+    assert DATASET.schemes == ("hf", "s3", "cache", "tmp") and MODEL.schemes == ("hf", "s3")
+    assert scheme_of("tmp://x", DATASET) == "tmp"
+    refused = "STORAGE_URI: scheme tmp:// is not supported by the model-initializer; it accepts hf://, s3://"
+    with pytest.raises(ConfigError, match=f"^{re.escape(refused)}$"):
+        scheme_of("tmp://x", MODEL)
+    with pytest.raises(ConfigError, match=re.escape("give the source as hf://... or s3://...")):
+        Config.from_env({}).require_storage_uri(MODEL)
+    with pytest.raises(ConfigError, match=re.escape("hf://..., s3://..., cache://... or tmp://...")):
+        Config.from_env({}).require_storage_uri(DATASET)
+    with pytest.raises(RuntimeError, match="registered for no program"):
+        registry.register(
+            registry.SourcePlugin("none", "none://X", (), lambda uri, _kind: uri, lambda *_: None, kinds=()),
+            Config.shared_settings(),
+        )
 
 
 @pytest.mark.parametrize("kind", [MODEL, DATASET])

@@ -47,14 +47,14 @@ class WeightFormat:
 
 @dataclass(frozen=True)
 class Kind:
-    """What distinguishes the dataset program from the model program: defaults, not code."""
+    """What distinguishes the dataset program from the model program: defaults, not code. The sources it accepts are
+    not listed here: each source names the programs it serves when it registers (`SourcePlugin.kinds`)."""
 
     name: str
     default_output_path: str
     #: The list the Kubeflow SDK sends when the user leaves `ignore_patterns` alone: IGNORE_PATTERNS unset or
     #: exactly this list selects the kind's default selection (below); any other list means exactly that list.
     default_ignore_patterns: tuple[str, ...]
-    schemes: tuple[str, ...]
     #: The default selection's allow side (empty: every file) ...
     default_allow: tuple[str, ...] = ()
     #: ... its ignore side ...
@@ -68,14 +68,19 @@ class Kind:
     def program(self) -> str:
         return f"{self.name}-initializer"
 
+    @property
+    def schemes(self) -> tuple[str, ...]:
+        """The schemes this program accepts, in registration order; read from the registry at each call, as it is
+        filled only when `initializers.sources` is imported."""
+        return registry.schemes_of(self.name)
 
-DATASET = Kind("dataset", "/workspace/dataset", (), ("hf", "s3", "cache"))
+
+DATASET = Kind("dataset", "/workspace/dataset", ())
 #: What a trainer loads (transformers, sentence-transformers, PEFT, llama.cpp): docs/configuration.md explains it.
 MODEL = Kind(
     "model",
     "/workspace/model",
     ("*.msgpack", "*.h5", "*.bin", "*.pt", "*.pth"),
-    ("hf", "s3"),
     default_allow=(
         # configs, weight indexes, sentence-transformers modules
         *("*.json", "*.yaml", "*.yml"),

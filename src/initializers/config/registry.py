@@ -1,6 +1,7 @@
-"""The source registry: each source declares itself here (its scheme and the form of its URIs, its option groups,
-how its URI is checked, how it is opened), and the contract, the run and the SDK builder read it, never a source's
-modules by name.
+"""The source registry: each source declares itself here (its scheme and the form of its URIs, the programs that
+accept it, its option groups, how its URI is checked, how it is opened), and the contract, the run and the SDK builder
+read it, never a source's modules by name: a program accepts the schemes registered for it (`schemes_of`), so a new
+source edits no central list.
 
 A source registers from its package's `__init__` (`initializers.sources` imports them all, as rclone's
 `backend/all` does); opening one imports its modules only then, so a model download never loads the cache
@@ -43,6 +44,8 @@ class SourcePlugin:
     locate: Callable[[str, Any], Any]
     #: Imports the source's modules and opens it: (uri, config holding only its own option groups, kind).
     open: Callable[..., Any]
+    #: The programs that accept it, by their kind's name (`Kind.name`): both unless it says otherwise.
+    kinds: tuple[str, ...] = ("dataset", "model")
     #: True when a run splits the plan over SHARD_COUNT initializers; False when the source shards by itself.
     splits_plan: bool = True
     #: Shared settings (field names) that mean nothing for this source, and why: refused when given.
@@ -68,6 +71,8 @@ def register(plugin: SourcePlugin, shared: list[tuple[str, Setting]]) -> None:
     """Add `plugin`; `shared`: the contract's own settings, whose names no group may reuse."""
     if plugin.scheme in _PLUGINS:
         raise RuntimeError(f"the scheme {plugin.scheme}:// is registered twice")
+    if not plugin.kinds:
+        raise RuntimeError(f"the scheme {plugin.scheme}:// is registered for no program")
     new_groups = [group for group in plugin.options if group not in _GROUPS]
     taken = shared + [setting for group in _GROUPS for setting in settings_of(group)]
     _check_unique(taken + [setting for group in new_groups for setting in settings_of(group)])
@@ -92,6 +97,14 @@ def plugin(scheme: str) -> SourcePlugin:
     """The source registered for `scheme` (which `uris.scheme_of` has checked against the program's kind, or found
     a source that claims the URI)."""
     return _PLUGINS[scheme]
+
+
+def schemes_of(kind: str) -> tuple[str, ...]:
+    """The schemes of the sources registered for the `kind` program (a `Kind`'s name), in registration order: the
+    order its messages and --help list them in."""
+    if not _PLUGINS:
+        raise RuntimeError("no source is registered: import initializers.sources first")
+    return tuple(scheme for scheme, plugin in _PLUGINS.items() if kind in plugin.kinds)
 
 
 def plugins_for(schemes: Iterable[str]) -> list[SourcePlugin]:

@@ -41,6 +41,7 @@ register(
         (CacheOptions, AwsOptions),
         lambda uri, _kind: CacheLocation.parse(uri),
         _open,
+        kinds=("dataset",),  # a table's rows made into Parquet shards: a dataset, never a model
         splits_plan=False,
         refuses=_REFUSES,
         notes=_NOTES,
