@@ -15,7 +15,7 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[1] / "src" / "initializers"
 #: From the floor up: each package may import only the ones before it.
 FLOORS = [
-    "common", "store", "process", "adapters", "config", "destination", "cache", "transfer", "sources", "plan",
+    "common", "store", "process", "adapters", "config", "destination", "cache", "transfer", "sources", "plan", "steps",
     "kubeflow",
 ]  # fmt: skip
 #: The root: the programs' entry points (the two initializers share `cli`), and one run end to end.

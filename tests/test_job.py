@@ -13,13 +13,14 @@ from typing import Any
 
 import pytest
 
-from initializers import run as job
 from initializers.common.errors import FetchError
 from initializers.common.remote_file import Checksum, RemoteFile
+from initializers.destination import manifest
 from initializers.destination.done import DoneFile
 from initializers.destination.state import StateDir
 from initializers.plan.index import PlanIndex
 from initializers.plan.todo import Fetching, Listed, Verdict, todo_pass, verdict
+from initializers.steps.outcome import Outcome, outcome, up_to_date
 from initializers.transfer.progress import Fetched, Progress
 
 BODY = b"the bytes of a file fetched earlier\n"
@@ -150,7 +151,8 @@ def test_nothing_to_fetch_yields_nothing_not_even_the_announcement(state: StateD
 
 def test_the_pass_refuses_the_file_that_would_not_fit_before_yielding_it(state: StateDir, tmp_path: Path):
     index = PlanIndex(tmp_path / "index.sqlite")
-    huge = remote("huge.bin", size=state.destination.free_space() + 1)
+    # Twice the free space and a GiB more: other processes on the machine free space meanwhile, never that much.
+    huge = remote("huge.bin", size=2 * state.destination.free_space() + (1 << 30))
     index.plan([huge])
     stream = todo_pass(iter([[huge]]), index, state, Progress(), Log(), verify=False)
     assert next(stream) == Fetching(already_done=0)
@@ -171,15 +173,15 @@ def test_the_pass_refuses_the_file_that_would_not_fit_before_yielding_it(state: 
 def test_a_manifest_stands_only_when_nothing_was_fetched_and_it_lists_every_file_of_this_source(
     fetched: int, listed: Listed, same_source: bool, stands: bool
 ):
-    previous = {"format": job.manifest.FORMAT, "source": {"uri": "s3://b/p"}, "total_files": 3}
+    previous = {"format": manifest.FORMAT, "source": {"uri": "s3://b/p"}, "total_files": 3}
     described = {"uri": "s3://b/p" if same_source else "s3://b/other"}
-    assert job._up_to_date(fetched, listed, 3, previous, described) is stands
+    assert up_to_date(fetched, listed, 3, previous, described) is stands
 
 
 def test_an_outcome_reports_totals_and_what_was_fetched_over_the_runs_duration():
     started = datetime(2026, 1, 1, tzinfo=UTC)
-    result = job.outcome((5, 500), Fetched(2, 200, 1, 50), started, started + timedelta(seconds=1.5), "/out")
-    assert result == job.Outcome(
+    result = outcome((5, 500), Fetched(2, 200, 1, 50), started, started + timedelta(seconds=1.5), "/out")
+    assert result == Outcome(
         files=5, bytes=500, fetched_files=2, fetched_bytes=200, seconds=1.5, output_path="/out", dry_run=False,
         resumed_files=1, kept_bytes=50,
     )  # fmt: skip

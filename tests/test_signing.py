@@ -244,11 +244,11 @@ def test_bad_signature_settings_exit_2_naming_the_variable(
 def test_the_cache_source_refuses_signature_settings():
     from initializers.common.errors import ConfigError
     from initializers.config.contract import DATASET, Config
-    from initializers.run import _signing
+    from initializers.steps.signing import signing_for
 
     config = Config.from_env({"STORAGE_URI": "cache://schema/table", "SIGNATURE": "enforce"})
     with pytest.raises(ConfigError, match=r"SIGNATURE does not apply to cache:// sources"):
-        _signing(config, DATASET)
+        signing_for(config, DATASET)
 
 
 def test_a_stop_is_taken_while_files_are_hashed_again(keys: Keys, tmp_path: Path):

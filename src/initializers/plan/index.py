@@ -33,6 +33,8 @@ CREATE TABLE folders (path TEXT PRIMARY KEY) WITHOUT ROWID;
 _BATCH_ROWS = 10_000
 #: The most values bound to one statement (SQLite builds before 3.32 take at most 999).
 _MOST_VALUES = 500
+#: The index's file in a run's state folder (`.initializer/`; a dry run's in a temporary folder elsewhere).
+FILE_NAME = "index.sqlite"
 
 
 class PlanIndex:

@@ -13,6 +13,7 @@ from enum import Enum
 from typing import Any
 
 from initializers.common.remote_file import Checksum, RemoteFile
+from initializers.destination import manifest
 from initializers.destination.done import DoneFile
 from initializers.destination.state import StateDir
 from initializers.plan.index import PlanIndex
@@ -53,6 +54,29 @@ def verdict(file: RemoteFile, done: DoneFile, digest: Callable[[Checksum], str])
     if checksum is None:
         return Verdict.UNVERIFIABLE
     return Verdict.INTACT if digest(checksum) == checksum.hexdigest else Verdict.DIFFERS
+
+
+def take_stock(index: PlanIndex, state: StateDir, log: Any) -> dict[str, Any] | None:
+    """What earlier runs finished, into the plan: the manifests' files and the journal's; the partial downloads a
+    re-run can resume are kept, the other temporaries go. Returns the head of the manifest found, before this run
+    touches it."""
+    previous = manifest.read_head(state.manifest_path)
+    index.add_finished(manifest.read_files(state.withdrawn_manifest_path), in_manifest=False)
+    index.add_finished(manifest.read_files(state.manifest_path), in_manifest=True)
+    index.add_finished(state.journal.files(), in_manifest=False)
+    state.journal.restart(state.journal.files())  # the manifests stay where they are: no need to copy them
+    partials = state.temps.keep_partials()  # the others go
+    if partials:
+        log.info("resuming", files=len(partials), already_here=sum(partial.kept_bytes for partial in partials))
+    return previous
+
+
+def files_only(stream: Iterator[RemoteFile | Fetching]) -> Iterator[RemoteFile]:
+    """The files of `todo_pass`'s stream once its one `Fetching` has been taken."""
+    for item in stream:
+        if not isinstance(item, RemoteFile):
+            raise AssertionError(f"todo_pass yielded {item!r} after its files began")
+        yield item
 
 
 def todo_pass(

@@ -1,13 +1,17 @@
 """How the engine moves a source's files, picked by what the source is (`store.contract`): a `Storage`'s in ranges of
-its stored files (`ranges`), a `Maker`'s in groups of files it makes together (`making`)."""
+its stored files (`ranges`), a `Maker`'s in groups of files it makes together (`making`); and the engine itself, paced
+by the ramp and the bandwidth cap."""
 
 from __future__ import annotations
 
+from initializers.destination.journal import Journal
+from initializers.destination.temporaries import Temporaries
 from initializers.store.contract import Maker, Source, Storage
 from initializers.transfer.bandwidth import TokenBucket
 from initializers.transfer.concurrency import Ramp
-from initializers.transfer.engine import TaskFactory
+from initializers.transfer.engine import Engine, TaskFactory
 from initializers.transfer.making import MadeGroups
+from initializers.transfer.progress import Progress
 from initializers.transfer.ranges import StoredRanges
 
 
@@ -19,3 +23,24 @@ def task_factory(source: Source, ramp: Ramp, bandwidth: TokenBucket | None) -> T
     if isinstance(source, Maker):
         return MadeGroups(source)
     raise TypeError(f"{type(source).__name__} is neither a Storage nor a Maker: the engine cannot move its files")
+
+
+def engine_for(
+    source: Source,
+    max_workers: int | None,
+    max_bandwidth: int | None,
+    temps: Temporaries,
+    journal: Journal,
+    progress: Progress,
+) -> tuple[Engine, Ramp]:
+    """The engine that moves `source`'s files, and the ramp that paces it: MAX_WORKERS (else the source's own
+    bounds) and MAX_BANDWIDTH, if set."""
+    ramp = Ramp(
+        source.default_workers,
+        max_workers or source.max_workers,
+        max_workers or source.max_requests or source.max_workers,
+        throttle=source.throttle,
+        round_trips=source.round_trips,
+    )
+    bandwidth = TokenBucket(max_bandwidth) if max_bandwidth else None
+    return Engine(task_factory(source, ramp, bandwidth), temps, journal, ramp, progress), ramp

@@ -1,0 +1,92 @@
+"""Completion: once every planned file is done, the manifest that claims it (or, for a manifest that still stands,
+nothing at all), written after the stale files go and the publisher's signature is checked."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any, NamedTuple
+
+from initializers.config.signing import SigningOptions
+from initializers.destination import manifest
+from initializers.destination.state import StateDir
+from initializers.plan import shares
+from initializers.plan.index import PlanIndex
+from initializers.plan.selection import Selected
+from initializers.plan.todo import Listed
+from initializers.steps.context import RunContext
+from initializers.steps.outcome import Outcome, finished, outcome_of, this_run, up_to_date
+from initializers.steps.signing import check_landed
+from initializers.store.contract import Source
+from initializers.transfer.progress import Progress
+
+
+class Listing(NamedTuple):
+    """What the listing found, once it ended: the plan's counts, the selection's findings and allow list, the
+    manifest found before the run, and when the run began."""
+
+    listed: Listed
+    selected: Selected
+    allow_patterns: tuple[str, ...]
+    previous: dict[str, Any] | None
+    started_at: datetime
+
+
+def complete(
+    run: RunContext,
+    source: Source,
+    state: StateDir,
+    progress: Progress,
+    signing: SigningOptions | None,
+    index: PlanIndex,
+    listing: Listing,
+) -> Outcome:
+    """The run's end once every file is done: `up to date` when the manifest found stands, else the manifest written
+    anew (by the last share of a split plan), after the stale files of folders the source owns go."""
+    root = str(state.root)
+    described = source.describe()  # after listing: it now names the resolved version
+    files = listing.listed.planned  # this share's, when the plan is split
+    total = files if state.share is None else index.totals()[0]
+    run.log.info("listed", files=files, already_done=listing.listed.done, fetched=progress.files_done,
+                 ignored=listing.selected.listed - total)  # fmt: skip
+    if state.share is not None:
+        described = {**described, **shares.described(index, state.share)}
+    if signing is None and up_to_date(progress.files_done, listing.listed, total, listing.previous, described):
+        state.journal.remove()
+        standing = outcome_of(index, None, listing.started_at, root)
+        run.log.info("up to date", files=standing.files, bytes=standing.bytes, manifest=str(state.manifest_path))
+        return standing
+    _remove_stale(source, state, index, run.log)
+    run.waiting.step = "the manifest to be written"
+    run.stop.check()  # the last point a stop is taken at (but for re-hashing under SIGNATURE): the run completes
+    index.add_finished(state.journal.files(), in_manifest=False)  # what this run finished, as it finished it
+    with shares.completing(state, index, described, run.log) as complete:
+        if not complete:  # other shares of the split plan are still due: the last one writes the manifest
+            return outcome_of(index, progress, listing.started_at, root)
+        if signing:
+            run.waiting.step = "the publisher's signature to be checked"
+        verdict = check_landed(signing, state, index, listing.selected, run.log, run.stop) if signing else None
+        entries = ((file, finished(file, done)) for file, done in index.planned())
+        state.write_manifest(
+            manifest.lines(
+                run.kind,
+                described,
+                listing.selected.ignored_patterns,
+                listing.started_at,
+                datetime.now(UTC),
+                index.totals(),
+                entries,
+                listing.allow_patterns,
+                verdict.record() if verdict else None,
+                this_run(progress.fetched()),
+            )
+        )
+    state.journal.remove()
+    return outcome_of(index, progress, listing.started_at, root)
+
+
+def _remove_stale(source: Source, state: StateDir, index: PlanIndex, log: Any) -> None:
+    """Files in the folders the source owns (the cache source's shards) that the plan no longer lists."""
+    if source.owned_folders:
+        stale = state.destination.remove_stale(source.owned_folders, index.planned_paths(f"{source.owned_folders}/*"))
+        if stale:
+            log.info("removed stale files", files=len(stale), first=stale[:5])

@@ -1,0 +1,60 @@
+"""Listing and fetching: what earlier runs finished taken into the plan, then the listing planned into the index
+while the engine fetches what still needs it, the two running as one pipeline; then completion."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from initializers.common.lookahead import Lookahead
+from initializers.common.streams import Returning
+from initializers.config.signing import SigningOptions
+from initializers.destination.state import StateDir
+from initializers.plan.index import FILE_NAME, PlanIndex
+from initializers.plan.selection import Selection
+from initializers.plan.todo import Fetching, files_only, take_stock, todo_pass
+from initializers.steps import completing
+from initializers.steps.context import RunContext
+from initializers.steps.opening import planned
+from initializers.steps.outcome import Outcome
+from initializers.store.contract import Source
+from initializers.transfer.factories import engine_for
+from initializers.transfer.progress import Progress
+
+#: Files the listing may run ahead of the transfers: enough to keep them busy, few enough to keep memory flat.
+LISTING_LOOKAHEAD = 2000
+
+
+def list_and_fetch(
+    run: RunContext, source: Source, state: StateDir, progress: Progress, signing: SigningOptions | None
+) -> Outcome:
+    """The listing thread plans into the index, and it is closed only once that thread has ended: one that outlives
+    its grace (a listing that does not answer) leaves it to the process's exit, which comes next. With `signing`,
+    the publisher's signature is checked before the manifest is written, and every run writes it anew."""
+    started_at = datetime.now(UTC)
+    index = PlanIndex(state.dir / FILE_NAME)
+    listing_ended = True
+    try:
+        previous = take_stock(index, state, run.log)
+        selection = Selection(run.config, run.kind, run.log, keep=signing.relative_path() if signing else None)
+        plan = Returning(planned(source, selection, index, state.share, run.log))
+        engine, ramp = engine_for(
+            source, run.config.max_workers, run.config.max_bandwidth, state.temps, state.journal, progress
+        )
+        run.waiting.transfers = engine
+        todo = todo_pass(iter(plan), index, state, progress, run.log, run.config.verify)
+        lookahead = Lookahead([todo], LISTING_LOOKAHEAD, "listing", stop=engine.cancel, check_stop=run.stop.check)
+        try:
+            first = next(lookahead, None)  # `Fetching`, once a file needs fetching; None: none does
+            if isinstance(first, Fetching):
+                state.remove_manifest()  # before the first transfer: a changed file must not look complete
+                run.log.info("fetching", already_done=first.already_done, workers=ramp.workers, max_workers=ramp.cap,
+                             max_requests=ramp.request_cap)  # fmt: skip
+            engine.fetch(files_only(lookahead), run.stop.check)
+        finally:
+            listing_ended = lookahead.close()
+        run.waiting.transfers = None
+        found = completing.Listing(lookahead.returned()[0], plan.value, selection.allow.patterns, previous, started_at)
+        return completing.complete(run, source, state, progress, signing, index, found)
+    finally:
+        if listing_ended:
+            index.close()

@@ -1,0 +1,70 @@
+"""What a run did, as the programs report it (the `done` line, the termination message) and the manifest records it;
+and whether a manifest found already stands for what was listed."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from initializers.common.remote_file import RemoteFile
+from initializers.destination import manifest
+from initializers.destination.done import DoneFile
+from initializers.plan.index import PlanIndex
+from initializers.plan.todo import Listed
+from initializers.transfer.progress import Fetched, Progress
+
+
+@dataclass(frozen=True)
+class Outcome:
+    files: int
+    bytes: int
+    fetched_files: int
+    fetched_bytes: int  # what came over the network: a resumed file's kept bytes are not among them
+    seconds: float
+    output_path: str
+    dry_run: bool = False
+    resumed_files: int = 0  # of the files fetched, those an earlier run had started
+    kept_bytes: int = 0  # what that run had fetched of them, kept rather than fetched again
+
+
+def outcome(
+    totals: tuple[int, int], fetched: Fetched, started_at: datetime, ended_at: datetime, output_path: str
+) -> Outcome:
+    """A run's outcome: `totals` as (files, bytes), and what this run `fetched`."""
+    return Outcome(
+        files=totals[0],
+        bytes=totals[1],
+        fetched_files=fetched.files,
+        fetched_bytes=fetched.bytes,
+        seconds=(ended_at - started_at).total_seconds(),
+        output_path=output_path,
+        resumed_files=fetched.resumed_files,
+        kept_bytes=fetched.kept_bytes,
+    )
+
+
+def outcome_of(index: PlanIndex, progress: Progress | None, started_at: datetime, output_path: str) -> Outcome:
+    """Sizes as written (a file the source produced has its size only once it is there); `progress`: what this run
+    fetched, None for nothing."""
+    fetched = progress.fetched() if progress is not None else Fetched()
+    return outcome(index.totals(), fetched, started_at, datetime.now(UTC), output_path)
+
+
+def this_run(fetched: Fetched) -> dict[str, int]:
+    """What this run fetched and what a resume kept, as the manifest records it."""
+    return {"fetched_files": fetched.files, "fetched_bytes": fetched.bytes, "resumed_files": fetched.resumed_files,
+            "kept_bytes": fetched.kept_bytes}  # fmt: skip
+
+
+def up_to_date(
+    fetched: int, listed: Listed, total: int, previous: dict[str, Any] | None, described: dict[str, Any]
+) -> bool:
+    """Nothing was fetched, and the manifest already lists every planned file, for this source: it stands."""
+    return not fetched and listed.in_manifest == listed.planned and manifest.describes(previous, described, total)
+
+
+def finished(file: RemoteFile, done: DoneFile | None) -> DoneFile:
+    """A planned file's record of being done, which every planned file has by the time the manifest is written."""
+    assert done is not None, f"{file.path} was planned, and neither fetched nor found done"
+    return done
