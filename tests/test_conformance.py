@@ -19,6 +19,7 @@ from test_reliability import finish, wait_until
 from devkit.conformance import CacheStore, HubStore, S3Store, Store, hub_store, manifest_entries
 from devkit.programs import ProgramResult, run_program, start_program
 from devkit.relay import Relay, ResetFault
+from initializers.destination.manifest import MADE_FROM_VERSION, SIZE_AND_VERSION
 
 #: Only catches a hang: the runs take seconds.
 HANG_CEILING_SECONDS = 120.0
@@ -53,21 +54,6 @@ FINDINGS = {
         "PAR1 magic, wrong), exit 0, manifest written: Iceberg records no checksum of a data file and the copy is "
         "checked by its size only, a limit docs/configuration.md (VERIFY) admits, though docs/cache.md says the part "
         "is the data file copied byte for byte"
-    ),
-    ("manifest", "cache"): (
-        "cache parts are listed with neither `checksum` nor `verified`; docs/configuration.md (VERIFY) and "
-        'docs/durability.md say such entries carry "verified": "size+version"'
-    ),
-    ("throttle-any", "cache"): (
-        "a data file's HEAD answered 503 SlowDown three times (no body, as S3 answers a HEAD) is named `AWS Error "
-        "UNKNOWN (HTTP status 503)` by pyarrow once its own three attempts are spent, which the cache source does "
-        "not count as transient: exit 1 without a wait of its own, where docs/behaviour.md says throttling is "
-        "waited out (up to 330 s)"
-    ),
-    ("transient-any", "cache"): (
-        "a data file's HEAD answered 500 three times is named `AWS Error UNKNOWN (HTTP status 500)` by pyarrow once "
-        "its own three attempts are spent, which the cache source does not count as transient: exit 1 without a "
-        "retry of its own, where docs/behaviour.md lists 5xx among the cache's transient types"
     ),
 }
 
@@ -342,12 +328,9 @@ def test_selection_applies(store: Store, tmp_path: Path):
 # -- 9. the manifest ------------------------------------------------------------------------------------------------
 
 
-def test_the_manifest_lists_every_file_with_its_size_and_check(
-    request: pytest.FixtureRequest, store: Store, tmp_path: Path
-):
+def test_the_manifest_lists_every_file_with_its_size_and_check(store: Store, tmp_path: Path):
     """Every file on disk, and only those, with its size, version and the checksum it was verified against (or
-    `"verified": "size+version"` where the source vouches for none)."""
-    known_finding(request, "manifest", store)
+    `"verified": "size+version"` where the source vouches for none, `"made from version"` for a file it makes)."""
     store.put(FILES)
     output = tmp_path / "out"
     ok(fetch(store, output))
@@ -360,4 +343,5 @@ def test_the_manifest_lists_every_file_with_its_size_and_check(
         if store.verifies_content:
             assert entry["checksum"]["algorithm"] and entry["checksum"]["hexdigest"], entry
         else:
-            assert "checksum" in entry or entry.get("verified") == "size+version", entry
+            unchecked = MADE_FROM_VERSION if store.makes_files else SIZE_AND_VERSION
+            assert "checksum" in entry or entry.get("verified") == unchecked, entry

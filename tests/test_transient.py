@@ -67,6 +67,19 @@ def test_pyarrow_s3_errors_by_the_aws_error_type_they_name():
     assert pyarrow_transient(digits, "digits") is None
 
 
+@pytest.mark.parametrize(("status", "transient", "throttled"), [(500, True, False), (503, True, True),
+                         (429, True, True), (404, False, False), (403, False, False)])  # fmt: skip
+def test_an_answer_without_a_body_is_judged_by_its_status(status: int, transient: bool, throttled: bool):
+    """S3 answers a HEAD without a body, so pyarrow names no type: `UNKNOWN (HTTP status N)`; the status decides."""
+    headless = OSError(
+        f"When reading information for key 'a/b' in bucket 'w': AWS Error UNKNOWN (HTTP status {status}) during "
+        "HeadObject operation: No response body."
+    )
+    found = pyarrow_transient(headless, "headless")
+    assert (found is not None) is transient
+    assert found is None or found.throttled is throttled
+
+
 def test_a_certificate_failure_is_found_behind_httpx_and_named_per_source(tmp_path: Path):
     """A real handshake with a self-signed server: the SSL error itself, and httpx's wrapper around it."""
     cert, key = self_signed_certificate(tmp_path)

@@ -74,6 +74,9 @@ def _public(source: dict[str, Any]) -> dict[str, Any]:
 #: What a manifest entry without a checksum says was verified: the size, and the version the requests were pinned
 #: to (an S3 object's ETag, with If-Match), for a file the source stores without a digest of its content.
 SIZE_AND_VERSION = "size+version"
+#: ... and for a file the initializer made itself (a cache shard part), whose size is known only once it is made: the
+#: version it was made from (the table's snapshot), and nothing of its content.
+MADE_FROM_VERSION = "made from version"
 
 
 def _entry(file: RemoteFile, done: DoneFile) -> dict[str, Any]:
@@ -81,8 +84,8 @@ def _entry(file: RemoteFile, done: DoneFile) -> dict[str, Any]:
     entry: dict[str, Any] = {"path": file.path, "size": done.size, "version": file.version, "mtime_ns": done.mtime_ns}
     if (checksum := done.verified_against(file)) is not None:
         entry["checksum"] = {"algorithm": checksum.algorithm, "hexdigest": checksum.hexdigest}
-    elif file.exact_size:
-        entry["verified"] = SIZE_AND_VERSION
+    else:
+        entry["verified"] = SIZE_AND_VERSION if file.exact_size else MADE_FROM_VERSION
     return entry
 
 

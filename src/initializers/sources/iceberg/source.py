@@ -278,6 +278,10 @@ _TRANSIENT_TYPES = frozenset(
     {"INTERNAL_FAILURE", "SERVICE_UNAVAILABLE", "NETWORK_CONNECTION", "REQUEST_TIMEOUT", "SLOW_DOWN", "THROTTLING"}
 )
 _THROTTLING_TYPES = frozenset({"SLOW_DOWN", "THROTTLING"})
+#: An answer without a body (S3's to a HEAD) has no type to name: pyarrow says "AWS Error UNKNOWN (HTTP status 503)
+#: during HeadObject operation", and the status decides, as for the S3 source (`S3's answers`).
+_UNTYPED_STATUS = re.compile(r"\bAWS Error UNKNOWN \(HTTP status (\d{3})\) during\b")
+_THROTTLING_STATUSES = frozenset({429, 503})
 
 
 def pyarrow_transient(exc: OSError, explained: str) -> Retriable | None:
@@ -287,6 +291,10 @@ def pyarrow_transient(exc: OSError, explained: str) -> Retriable | None:
     error_type = _aws_error_type(exc)
     if error_type in _TRANSIENT_TYPES:
         return Retriable(explained, throttled=error_type in _THROTTLING_TYPES)
+    if status := _UNTYPED_STATUS.search(_first_line(exc)):
+        code = int(status.group(1))
+        if code >= 500 or code in _THROTTLING_STATUSES:
+            return Retriable(explained, throttled=code in _THROTTLING_STATUSES)
     return None
 
 
