@@ -65,12 +65,11 @@ def known_finding(request: pytest.FixtureRequest, case: str, store: Store) -> No
 
 
 def registered_schemes() -> list[str]:
-    """Every scheme a source registered (importing `initializers.sources` registers them all). The registry lists
-    its plug-ins only for schemes named (`plugins_for`), so its own table is read."""
+    """Every scheme a source registered (importing `initializers.sources` registers them all)."""
     import initializers.sources  # noqa: F401
     from initializers.config import registry
 
-    return list(registry._PLUGINS)
+    return list(registry.schemes())
 
 
 def _s3(request: pytest.FixtureRequest, _tmp: Path) -> Iterator[Store]:

@@ -99,6 +99,11 @@ def plugin(scheme: str) -> SourcePlugin:
     return _PLUGINS[scheme]
 
 
+def schemes() -> tuple[str, ...]:
+    """Every registered scheme, in registration order (the conformance suite runs one store per scheme)."""
+    return tuple(_PLUGINS)
+
+
 def schemes_of(kind: str) -> tuple[str, ...]:
     """The schemes of the sources registered for the `kind` program (a `Kind`'s name), in registration order: the
     order its messages and --help list them in."""
