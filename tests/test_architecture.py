@@ -113,3 +113,26 @@ def test_each_floor_imports_alone_and_loads_nothing_above_it(floor: str):
     loaded = json.loads(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout)
     above = set(FLOORS[FLOORS.index(floor) + 1 :]) | (ROOT_MODULES - {"__init__"})
     assert not [name for name in loaded if _floor(name) in above]
+
+
+#: The most modules of the package one module imports: more says it does more than one thing.
+MOST_IMPORTED_MODULES = 14
+#: The longest function: longer ones hide steps that deserve names.
+MOST_FUNCTION_LINES = 60
+
+
+def test_no_module_imports_more_than_fourteen_of_the_packages_modules():
+    crowded = {module: len(imported) for module, imported in GRAPH.items() if len(imported) > MOST_IMPORTED_MODULES}
+    assert not crowded
+
+
+def test_no_function_is_longer_than_sixty_lines():
+    long = [
+        f"{path.relative_to(PACKAGE)}:{node.lineno} {node.name} ({node.end_lineno - node.lineno + 1} lines)"
+        for path in PACKAGE.rglob("*.py")
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+        and node.end_lineno is not None
+        and node.end_lineno - node.lineno + 1 > MOST_FUNCTION_LINES
+    ]
+    assert not long

@@ -336,7 +336,7 @@ def test_nested_columns_survive_renames(local_catalog: Any, tmp_path: Path) -> N
     ids=["access-denied", "missing-file-named-403", "missing-path-named-403"],
 )  # fmt: skip
 def test_storage_errors_are_classified_by_the_aws_error_type_not_by_digits(message: str, denied: bool) -> None:
-    from initializers.sources.iceberg.source import _explain_os_error
+    from initializers.sources.iceberg.errors import explain_os_error
 
-    explained = _explain_os_error(OSError(message), None)
+    explained = explain_os_error(OSError(message), None)
     assert explained.startswith("access denied") is denied and message in explained

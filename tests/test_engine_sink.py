@@ -17,8 +17,8 @@ from devkit.driven_clock import DrivenClock
 from initializers.common.errors import FetchError
 from initializers.common.remote_file import CRC32, Checksum, RemoteFile
 from initializers.transfer.engine import Cancelled, OpenFile
+from initializers.transfer.part_sink import PartSink
 from initializers.transfer.progress import Progress
-from initializers.transfer.ranges import PartSink
 
 BODY = os.urandom(300_000)
 WHOLE = b"head-" + BODY  # the file the part belongs to: the part starts at offset 5

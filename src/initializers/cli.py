@@ -7,7 +7,7 @@ import os
 import shlex
 import signal
 import sys
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
 
@@ -17,6 +17,9 @@ from initializers.common.errors import ConfigError, InitializerError, Stopped
 from initializers.config import registry
 from initializers.config.contract import Config, Kind
 from initializers.config.settings import BOOL, Setting, settings_of
+
+if TYPE_CHECKING:
+    from initializers.run import Outcome
 
 EXIT_OK, EXIT_FETCH_FAILED, EXIT_BAD_CONFIG = 0, 1, 2
 #: The values a true-or-false option takes after it (as the BOOL codec reads them).
@@ -125,7 +128,7 @@ def run(kind: Kind, options: dict[str, Any], words: list[str]) -> int:
     positional words, refused."""
     from initializers import run as job  # deferred: --help stays fast
     from initializers.common import logs
-    from initializers.process import early_stops, termination, workspace_owner
+    from initializers.process import early_stops, workspace_owner
 
     try:
         if words:
@@ -158,6 +161,13 @@ def run(kind: Kind, options: dict[str, Any], words: list[str]) -> int:
         return failed(log, f"{exc.strerror or exc}{f' ({exc.filename})' if exc.filename else ''}", EXIT_FETCH_FAILED)
     except Exception:
         return failed(log, "internal error; please report it with this log", EXIT_FETCH_FAILED, traceback=True)
+    return _done(outcome, log)
+
+
+def _done(outcome: Outcome, log: Any) -> int:
+    """The last log line and the termination message of a run that did its work; exit 0."""
+    from initializers.process import termination
+
     if outcome.dry_run:
         termination.leave(f"dry run: {outcome.files} files, {outcome.bytes} bytes to fetch into {outcome.output_path}")
         log.info("dry run done", files=outcome.files, bytes=outcome.bytes, output_path=outcome.output_path)

@@ -108,12 +108,7 @@ def retrying(
             throttle.answered(sent_at)
             return answer
         except Exception as exc:  # resets, timeouts, TLS and framing errors, 5xx, throttling are worth another try
-            if failure := untrusted_certificate(exc):
-                hint = f"; for a private CA set {trust} to its certificate file" if trust else ""
-                raise FetchError(
-                    f"cannot {verb} {where}: the server's TLS certificate does not verify ({failure.verify_message})"
-                    f"{hint}"
-                ) from None
+            _refuse_untrusted(exc, f"{verb} {where}", trust)
             if not isinstance(exc, transient):
                 raise
             before_retry()
@@ -138,6 +133,15 @@ def retrying(
             _log.info("waiting to retry", request=f"{verb} {where}", reason=_reason(exc), wait_s=round(wait, 2))
             if not throttled:  # the fleet's hold is waited out at the next turn, where a probe may end it
                 clock.sleep(wait)
+
+
+def _refuse_untrusted(exc: Exception, request: str, trust: str | None) -> None:
+    """A certificate that does not verify is final: FetchError naming the variable of the CA certificates (`trust`)."""
+    if failure := untrusted_certificate(exc):
+        hint = f"; for a private CA set {trust} to its certificate file" if trust else ""
+        raise FetchError(
+            f"cannot {request}: the server's TLS certificate does not verify ({failure.verify_message}){hint}"
+        ) from None
 
 
 def _backoff(failures: int) -> float:

@@ -4,5 +4,5 @@ files, many requests in flight from one thread), how many transfers and how larg
 `range_sizes`), the bandwidth cap, verification (`checksums`), progress.
 
 May import `common`, `store` and `destination`; it knows sources only by the store contract (`store.contract`) and the
-narrow interfaces it declares (`Reader`, `Making`).
+narrow interface it declares for made files (`Making`).
 """

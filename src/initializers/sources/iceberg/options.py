@@ -4,8 +4,9 @@ beside it and registered with it. It also reads `AwsOptions`, for the table's st
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
-from initializers.config.settings import POSITIVE_INT, group_field, setting_field
+from initializers.config.settings import POSITIVE_INT, group_field, setting_field, values_of
 
 _RECORDED_ONLY = "Accepted from Kubeflow and recorded; not needed."
 
@@ -30,6 +31,10 @@ class KubeflowCacheCluster:
         "started or awaited.",
         POSITIVE_INT,
     )
+
+    def recorded(self) -> dict[str, Any]:
+        """The values Kubeflow sent, as the manifest records them (those not sent left out)."""
+        return {name: value for name, value in values_of(self).items() if value is not None}
 
 
 @dataclass(frozen=True)

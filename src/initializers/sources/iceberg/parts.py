@@ -204,12 +204,7 @@ class PartWriter:
                 live += batch.num_rows
                 if live >= span.stop:
                     break
-        for (part, _), count in zip(parts, written, strict=True):
-            if count != part.rows:
-                raise FetchError(
-                    f"{task.file.file_path}: found {count} of the {part.rows} rows the table's metadata promises "
-                    f"from row {part.start}; the data file changed under the table"
-                )
+        _check_rows(task, [part for part, _ in parts], written)
 
 
 def _row_groups_for(metadata: pq.FileMetaData, part: Part) -> tuple[list[int], int, int]:
@@ -236,3 +231,13 @@ def _same_schema(found: pa.Schema, wanted: pa.Schema) -> bool:
 
 def _field_id(field: pa.Field) -> bytes | None:
     return (field.metadata or {}).get(_FIELD_ID)
+
+
+def _check_rows(task: FileScanTask, parts: list[Part], written: list[int]) -> None:
+    """Each part got the rows the table's metadata promises it: fewer means the data file changed under the table."""
+    for part, count in zip(parts, written, strict=True):
+        if count != part.rows:
+            raise FetchError(
+                f"{task.file.file_path}: found {count} of the {part.rows} rows the table's metadata promises "
+                f"from row {part.start}; the data file changed under the table"
+            )

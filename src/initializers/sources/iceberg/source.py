@@ -13,24 +13,22 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import re
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urlsplit
 
-from initializers.cache.arrow_memory import prefer_system_allocator
 from initializers.cache.sharding import cut, shard_sizes
 from initializers.common.errors import ConfigError, FetchError
 from initializers.common.remote_file import RemoteFile
 from initializers.config.contract import Config
-from initializers.config.settings import values_of
 from initializers.config.uris import CacheLocation
+from initializers.sources.iceberg.errors import explain_os_error, first_line, pyarrow_transient
 from initializers.sources.iceberg.options import CacheOptions
 from initializers.sources.iceberg.storage import S3_SCHEMES, TableStorage
 from initializers.sources.s3.aws import Role, aws_access
 from initializers.sources.s3.options import AwsOptions
 from initializers.store.contract import Maker
-from initializers.store.retry import Retriable, retrying
+from initializers.store.retry import retrying
 
 if TYPE_CHECKING:  # pyarrow and pyiceberg load only once the configuration is known to be valid
     from pyiceberg.table import FileScanTask, StaticTable, Table
@@ -57,11 +55,10 @@ class IcebergSource(Maker):
         self._only = node_shard(config, self._nodes)
         if self._only is not None:
             self.owned_folders = shard_folder(self._only)
-        prefer_system_allocator()  # read when pyarrow first allocates, which is later
         role = Role.given(options.iam_role, "IAM_ROLE") or Role.given(aws.role_arn, "ROLE_ARN")
         self._storage = TableStorage(config, self._metadata_location, aws_access(aws, role))
         self._description: dict[str, Any] = {"uri": str(location), "metadata_location": self._metadata_location}
-        recorded = {name: value for name, value in values_of(options.kubeflow).items() if value is not None}
+        recorded = options.kubeflow.recorded()
         if recorded:
             self._description["kubeflow"] = recorded
         self._parts: dict[str, Part] = {}
@@ -184,13 +181,13 @@ class IcebergSource(Maker):
             raise FetchError(f"{what}: permission denied ({exc})") from None
         except (ValidationError, IcebergValidationError, json.JSONDecodeError, UnicodeDecodeError) as exc:
             if metadata:
-                raise FetchError(f"{what} is not an Iceberg table metadata file: {_first_line(exc)}") from None
-            raise FetchError(f"{what}: {_first_line(exc)}") from None
+                raise FetchError(f"{what} is not an Iceberg table metadata file: {first_line(exc)}") from None
+            raise FetchError(f"{what}: {first_line(exc)}") from None
         except OSError as exc:
-            explained = _explain_os_error(exc, self._storage.endpoint)
+            explained = explain_os_error(exc, self._storage.endpoint)
             raise pyarrow_transient(exc, explained) or FetchError(f"{what}: {explained}") from None
         except ValueError as exc:  # pyiceberg's refusals (unsupported formats, deletes, types) are ValueErrors
-            raise FetchError(f"{what}: {_first_line(exc)}") from None
+            raise FetchError(f"{what}: {first_line(exc)}") from None
 
 
 def data_nodes(options: CacheOptions) -> int:
@@ -266,53 +263,3 @@ def _metadata_location(value: str | None) -> str:
     if scheme and len(scheme) > 1:  # a one-letter scheme is a Windows drive, not ours
         raise ConfigError(f"METADATA_LOC: scheme {scheme}:// is not supported; expected s3://, s3a:// or a local path")
     return os.path.abspath(value)
-
-
-#: pyarrow's S3 errors name the AWS error type: "... AWS Error ACCESS_DENIED during HeadObject operation: ...".
-_AWS_ERROR_TYPE = re.compile(r"\bAWS Error (\w+) during\b")
-_DENIED_TYPES = frozenset({"ACCESS_DENIED", "INVALID_ACCESS_KEY_ID", "SIGNATURE_DOES_NOT_MATCH", "UNRECOGNIZED_CLIENT"})
-
-
-#: Types worth another attempt: a 5xx, a dropped or refused connection, S3 asking for patience.
-_TRANSIENT_TYPES = frozenset(
-    {"INTERNAL_FAILURE", "SERVICE_UNAVAILABLE", "NETWORK_CONNECTION", "REQUEST_TIMEOUT", "SLOW_DOWN", "THROTTLING"}
-)
-_THROTTLING_TYPES = frozenset({"SLOW_DOWN", "THROTTLING"})
-#: An answer without a body (S3's to a HEAD) has no type to name: pyarrow says "AWS Error UNKNOWN (HTTP status 503)
-#: during HeadObject operation", and the status decides, as for the S3 source (`S3's answers`).
-_UNTYPED_STATUS = re.compile(r"\bAWS Error UNKNOWN \(HTTP status (\d{3})\) during\b")
-_THROTTLING_STATUSES = frozenset({429, 503})
-
-
-def pyarrow_transient(exc: OSError, explained: str) -> Retriable | None:
-    """The cache's one rule for what is worth another attempt, for every read pyarrow's S3 client makes (metadata,
-    manifests, deletes, data files): the AWS error types of a 5xx, a dropped connection or throttling; None for a
-    failure no retry changes. `explained`: the failure as messages say it."""
-    error_type = _aws_error_type(exc)
-    if error_type in _TRANSIENT_TYPES:
-        return Retriable(explained, throttled=error_type in _THROTTLING_TYPES)
-    if status := _UNTYPED_STATUS.search(_first_line(exc)):
-        code = int(status.group(1))
-        if code >= 500 or code in _THROTTLING_STATUSES:
-            return Retriable(explained, throttled=code in _THROTTLING_STATUSES)
-    return None
-
-
-def _aws_error_type(exc: OSError) -> str | None:
-    """The AWS error type pyarrow names, never digits that a file name may hold."""
-    return match.group(1) if (match := _AWS_ERROR_TYPE.search(_first_line(exc))) else None
-
-
-def _explain_os_error(exc: OSError, endpoint: str | None) -> str:
-    """pyarrow's message, with what to check."""
-    text = _first_line(exc)
-    error_type = _aws_error_type(exc)
-    if error_type in _DENIED_TYPES:
-        return f"access denied: {text}; check ACCESS_KEY_ID / SECRET_ACCESS_KEY / IAM_ROLE and their s3:GetObject"
-    if "NETWORK_CONNECTION" in text or "curlCode" in text or "onnect" in text:
-        return f"cannot reach the storage{f' at {endpoint}' if endpoint else ''}: {text}"
-    return text
-
-
-def _first_line(exc: BaseException) -> str:
-    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
+from initializers.cache.arrow_memory import prefer_system_allocator
 from initializers.config.contract import Config
 from initializers.config.uris import S3Location
 from initializers.sources.http.http1 import CONNECT_TIMEOUT, Proxy, proxy_url
@@ -33,6 +34,7 @@ class TableStorage:
     """Where the table's files are read from, and with which settings; `file_io()` is safe to call from threads."""
 
     def __init__(self, config: Config, metadata_location: str, access: AwsAccess) -> None:
+        prefer_system_allocator()  # for pyarrow's reads of the table: read when it first allocates, which is later
         self._settings = {
             "py-io-impl": "pyiceberg.io.pyarrow.PyArrowFileIO",
             "s3.connect-timeout": str(CONNECT_TIMEOUT),
