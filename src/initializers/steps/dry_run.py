@@ -9,9 +9,8 @@ from pathlib import Path
 
 from initializers.plan import dryrun
 from initializers.plan.index import FILE_NAME, PlanIndex
-from initializers.plan.selection import Selection
 from initializers.steps.context import RunContext
-from initializers.steps.opening import open_source, plan_share, planned
+from initializers.steps.opening import open_source, plan_share, planned, selection_for
 from initializers.steps.outcome import Outcome
 from initializers.steps.signing import signing_for
 
@@ -31,7 +30,7 @@ def dry_run(run: RunContext) -> Outcome:
             log.info("listing", source=uri, output_path=output_path, dry_run=True)
             run.waiting.step = f"the listing of {uri}"
             signing = signing_for(config, kind)
-            selection = Selection(config, kind, log, keep=signing.relative_path() if signing else None)
+            selection = selection_for(config, kind, log, signing)
             with run.stop.interruptible():
                 files, size = dryrun.print_plan(planned(source, selection, index, plan_share(config, kind), log),
                                                 sys.stdout)  # fmt: skip

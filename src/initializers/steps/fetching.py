@@ -10,11 +10,10 @@ from initializers.common.streams import Returning
 from initializers.config.signing import SigningOptions
 from initializers.destination.state import StateDir
 from initializers.plan.index import FILE_NAME, PlanIndex
-from initializers.plan.selection import Selection
 from initializers.plan.todo import Fetching, files_only, take_stock, todo_pass
 from initializers.steps import completing
 from initializers.steps.context import RunContext
-from initializers.steps.opening import planned
+from initializers.steps.opening import planned, selection_for
 from initializers.steps.outcome import Outcome
 from initializers.store.contract import Source
 from initializers.transfer.factories import engine_for
@@ -35,7 +34,7 @@ def list_and_fetch(
     listing_ended = True
     try:
         previous = take_stock(index, state, run.log)
-        selection = Selection(run.config, run.kind, run.log, keep=signing.relative_path() if signing else None)
+        selection = selection_for(run.config, run.kind, run.log, signing)
         plan = Returning(planned(source, selection, index, state.share, run.log))
         engine, ramp = engine_for(
             source, run.config.max_workers, run.config.max_bandwidth, state.temps, state.journal, progress

@@ -9,6 +9,7 @@ from typing import Any, cast
 from initializers.common.remote_file import RemoteFile
 from initializers.config import registry
 from initializers.config.contract import Config, Kind
+from initializers.config.signing import SigningOptions
 from initializers.config.uris import scheme_of
 from initializers.plan import shares
 from initializers.plan.index import PlanIndex
@@ -37,6 +38,12 @@ def plan_share(config: Config, kind: Kind) -> tuple[int, int] | None:
     """The share (index, count) of a plan split over several initializers that this run fetches; None when not
     split, or when the source shards by itself (the cache source's SHARD_INDEX)."""
     return config.shard() if plugin_of(config, kind).splits_plan else None
+
+
+def selection_for(config: Config, kind: Kind, log: Any, signing: SigningOptions | None) -> Selection:
+    """The run's selection rules; with `signing`, the signature file is fetched whatever they say, and the paths they
+    leave out are remembered for the signature check."""
+    return Selection(config, kind, log, keep=signing.relative_path() if signing else None)
 
 
 def planned(
