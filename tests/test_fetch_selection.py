@@ -17,7 +17,7 @@ from devkit.seaweed import SeaweedFS
 from initializers.common.errors import ConfigError
 from initializers.common.logs import get_logger
 from initializers.common.remote_file import RemoteFile
-from initializers.common.streams import Returning
+from initializers.common.streams import KeepsReturnValue
 from initializers.config.contract import DATASET, MODEL, Config
 from initializers.kubeflow import sdk
 from initializers.plan.selection import Selection
@@ -253,7 +253,9 @@ def test_bandwidth_suffixes_are_binary_multiples(raw: str, rate: int):
 
 def test_the_selection_returns_what_it_listed_skipped_and_gave_up_once_the_listing_ends():
     names = ["config.json", "model.safetensors", "pytorch_model.bin", "original/consolidated.pth", "model.gguf"]
-    stream = Returning(Selection(Config(), MODEL, get_logger("test")).filter(RemoteFile(n, 10, "v", n) for n in names))
+    stream = KeepsReturnValue(
+        Selection(Config(), MODEL, get_logger("test")).filter(RemoteFile(n, 10, "v", n) for n in names)
+    )
     assert [file.path for file in stream] == ["config.json", "model.safetensors"]
     selected = stream.value
     assert selected.listed == 5
@@ -269,9 +271,9 @@ def test_a_stream_keeps_what_its_generator_returned_and_none_for_a_plain_iterato
         yield 2
         return "two"
 
-    numbers = Returning(counted())
+    numbers = KeepsReturnValue(counted())
     assert list(numbers) == [1, 2] and numbers.value == "two"
-    plain = Returning(iter([3]))
+    plain = KeepsReturnValue(iter([3]))
     assert list(plain) == [3] and plain.value is None
 
 

@@ -24,7 +24,7 @@ from devkit.seaweed import SECRET_KEY, SeaweedFS
 from initializers.common import human, terminal
 from initializers.common.logs import get_logger
 from initializers.common.remote_file import RemoteFile
-from initializers.common.streams import Returning
+from initializers.common.streams import KeepsReturnValue
 from initializers.config.contract import MODEL, Config
 from initializers.plan import dryrun
 from initializers.plan.selection import Selected, Selection
@@ -240,7 +240,7 @@ def test_a_dry_run_on_a_terminal_is_a_table_of_human_sizes_with_a_total(monkeypa
                RemoteFile("tf_model.h5", 99, "v", "k"), RemoteFile("tokenizer.json", 3 * MB, "v", "k")]  # fmt: skip
 
     def planned() -> Generator[list[RemoteFile], None, Selected]:  # two batches, then the selection's findings
-        selected = Returning(selection.filter(listing))
+        selected = KeepsReturnValue(selection.filter(listing))
         files = iter(selected)
         yield list(itertools.islice(files, 2))
         yield list(files)

@@ -14,8 +14,9 @@ _T = TypeVar("_T")
 _R = TypeVar("_R")
 
 
-class Returning(Generic[_T, _R]):
-    """Iterates `items`; `value` is what they returned once they ended (None for an iterator not a generator)."""
+class KeepsReturnValue(Generic[_T, _R]):
+    """Iterates `items` and keeps the return value a plain `for` drops: `value`, once they ended (None for an
+    iterator not a generator)."""
 
     def __init__(self, items: Iterable[_T]) -> None:
         self._items = items

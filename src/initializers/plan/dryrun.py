@@ -15,7 +15,7 @@ from typing import TextIO
 
 from initializers.common import human, terminal
 from initializers.common.remote_file import RemoteFile
-from initializers.common.streams import Returning
+from initializers.common.streams import KeepsReturnValue
 from initializers.plan.selection import Selected
 
 #: The size column's width: `999.9 kB`, the widest `human.size` below a petabyte, fits.
@@ -34,7 +34,7 @@ def print_plan(planned: Iterable[list[RemoteFile]], out: TextIO) -> tuple[int, i
     with tempfile.SpooledTemporaryFile(_SPOOL_BYTES, mode="w+", encoding="utf-8", newline="\n") as spool:
         writer = _Table(out, spool) if out.isatty() else _JsonLines(out)
         files = size = 0
-        batches: Returning[list[RemoteFile], Selected] = Returning(planned)
+        batches: KeepsReturnValue[list[RemoteFile], Selected] = KeepsReturnValue(planned)
         for batch in batches:
             files += len(batch)
             size += sum(file.size for file in batch)

@@ -7,7 +7,7 @@ from typing import Any
 
 from initializers.common.errors import FetchError
 from initializers.common.remote_file import RemoteFile
-from initializers.common.streams import Returning
+from initializers.common.streams import KeepsReturnValue
 from initializers.destination.state import STATE_DIR
 
 #: The longest file or folder name ext4, XFS and NFS take (S3 keys may have longer segments).
@@ -64,7 +64,7 @@ def plan_files(
     Batches grow from one file, so the first is ready at once, to PLAN_BATCH, over which the checks are shared.
     Returns what `files` returned (the selection's findings)."""
     planned = 0
-    selected = Returning(files)
+    selected = KeepsReturnValue(files)
 
     def checked() -> Iterator[RemoteFile]:
         for file in selected:

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from initializers.common.errors import FetchError
-from initializers.common.streams import Returning
+from initializers.common.streams import KeepsReturnValue
 from initializers.config.contract import Config, Kind, WeightFormat
 from initializers.config.patterns import Globs
 
@@ -76,8 +76,8 @@ class Selection:
         """The files to fetch, as they are listed (weights of a format a better one may replace are held back until
         the listing shows whether it does); returns what was skipped, which it logs. Raises when every listed file
         was skipped."""
-        by_patterns = Returning(self._by_patterns(files))
-        by_format = Returning(self._one_weight_format(iter(by_patterns)))
+        by_patterns = KeepsReturnValue(self._by_patterns(files))
+        by_format = KeepsReturnValue(self._one_weight_format(iter(by_patterns)))
         kept = 0
         for file in by_format:
             kept += 1

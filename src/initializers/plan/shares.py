@@ -15,7 +15,7 @@ from typing import Any
 
 from initializers.common.errors import FetchError
 from initializers.common.remote_file import RemoteFile
-from initializers.common.streams import Returning
+from initializers.common.streams import KeepsReturnValue
 from initializers.destination.state import StateDir
 from initializers.plan.index import PlanIndex
 
@@ -25,7 +25,7 @@ def own_share(
 ) -> Generator[list[RemoteFile], None, Any]:
     """This run's files: the whole listing goes into the index first, since the shares are balanced over all of it.
     Returns what `planned` returned."""
-    whole = Returning(planned)
+    whole = KeepsReturnValue(planned)
     for _ in whole:
         pass
     number, count = share

@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from initializers.common.lookahead import Lookahead
-from initializers.common.streams import Returning
+from initializers.common.streams import KeepsReturnValue
 from initializers.config.signing import SigningOptions
 from initializers.destination.state import StateDir
 from initializers.plan.index import FILE_NAME, PlanIndex
@@ -35,7 +35,7 @@ def list_and_fetch(
     try:
         previous = take_stock(index, state, run.log)
         selection = selection_for(run.config, run.kind, run.log, signing)
-        plan = Returning(planned(source, selection, index, state.share, run.log))
+        plan = KeepsReturnValue(planned(source, selection, index, state.share, run.log))
         engine, ramp = engine_for(
             source, run.config.max_workers, run.config.max_bandwidth, state.temps, state.journal, progress
         )
