@@ -1,6 +1,6 @@
 """The job's own decisions, as pure pieces: which done files still stand (VERIFY's verdict), the pass over the plan
-that skips them and returns what it counted, whether a manifest stands, and the outcome a run reports. Over real
-files in a temporary folder and a real SQLite plan index; no source."""
+that skips them and returns what it counted (`still_to_fetch`), whether a manifest stands, and the outcome a run
+reports. Over real files in a temporary folder and a real SQLite plan index; no source."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from initializers.destination import manifest
 from initializers.destination.done import DoneFile
 from initializers.destination.state import StateDir
 from initializers.plan.index import PlanIndex
-from initializers.plan.todo import Fetching, Listed, Verdict, todo_pass, verdict
+from initializers.plan.todo import Fetching, Listed, Verdict, still_to_fetch, verdict
 from initializers.steps.outcome import Outcome, outcome, up_to_date
 from initializers.transfer.progress import Fetched, Progress
 
@@ -97,7 +97,7 @@ def run_pass(
 ) -> tuple[list[RemoteFile | Fetching], Listed, Log, Progress]:
     index.plan(files)
     log, progress = Log(), Progress()
-    stream = todo_pass(iter([files]), index, state, progress, log, verify)
+    stream = still_to_fetch(iter([files]), index, state, progress, log, verify)
     items: list[RemoteFile | Fetching] = []
     while True:
         try:
@@ -154,7 +154,7 @@ def test_the_pass_refuses_the_file_that_would_not_fit_before_yielding_it(state: 
     # Twice the free space and a GiB more: other processes on the machine free space meanwhile, never that much.
     huge = remote("huge.bin", size=2 * state.destination.free_space() + (1 << 30))
     index.plan([huge])
-    stream = todo_pass(iter([[huge]]), index, state, Progress(), Log(), verify=False)
+    stream = still_to_fetch(iter([[huge]]), index, state, Progress(), Log(), verify=False)
     assert next(stream) == Fetching(already_done=0)
     with pytest.raises(FetchError, match="not enough space in OUTPUT_PATH"):
         next(stream)

@@ -1,7 +1,7 @@
 """A generator's return value, kept for whoever iterates it with a plain `for`.
 
-The listing's stages (selection, planning, the todo pass) stream files and return what they found once their
-input has ended; each passes on what the stage before it returned, so the findings reach the end of the stream
+The listing's stages (selection, planning, `plan.todo.still_to_fetch`) stream files and return what they found once
+their input has ended; each passes on what the stage before it returned, so the findings reach the end of the stream
 as values, not through holders filled along the way.
 """
 

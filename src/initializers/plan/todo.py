@@ -1,8 +1,9 @@
 """Which planned files still need a transfer: a file an earlier run finished, at the size and version the source
 offers and untouched on disk (with VERIFY, still hashing to the checksum it was verified against then), is skipped.
 
-The pass runs on the listing's thread, a stream the transfers consume as it goes: it yields `Fetching` once, before
-the first file to fetch (the caller withdraws the manifest there), then the files, and returns what it counted.
+`still_to_fetch` runs on the listing's thread, a stream the transfers consume as it goes: it yields `Fetching` once,
+before the first file to fetch (the caller withdraws the manifest there), then the files, and returns what it counted
+(`Listed`).
 """
 
 from __future__ import annotations
@@ -23,14 +24,14 @@ from initializers.transfer.progress import Progress
 
 @dataclass(frozen=True)
 class Fetching:
-    """The pass reached the first file to fetch, with `already_done` planned files skipped before it."""
+    """`still_to_fetch` reached the first file to fetch, with `already_done` planned files skipped before it."""
 
     already_done: int
 
 
 @dataclass(frozen=True)
 class Listed:
-    """What the pass found, once the listing ended: planned files (this share's, when the plan is split), those
+    """What `still_to_fetch` found, once the listing ended: planned files (this share's, when the plan is split), those
     skipped as done, and how many of those the manifest already lists."""
 
     planned: int
@@ -72,14 +73,14 @@ def take_stock(index: PlanIndex, state: StateDir, log: Any) -> dict[str, Any] | 
 
 
 def files_only(stream: Iterator[RemoteFile | Fetching]) -> Iterator[RemoteFile]:
-    """The files of `todo_pass`'s stream once its one `Fetching` has been taken."""
+    """The files of `still_to_fetch`'s stream once its one `Fetching` has been taken."""
     for item in stream:
         if not isinstance(item, RemoteFile):
-            raise AssertionError(f"todo_pass yielded {item!r} after its files began")
+            raise AssertionError(f"still_to_fetch yielded {item!r} after its files began")
         yield item
 
 
-def todo_pass(
+def still_to_fetch(
     batches: Iterator[list[RemoteFile]],
     index: PlanIndex,
     state: StateDir,

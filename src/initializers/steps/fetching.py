@@ -10,7 +10,7 @@ from initializers.common.streams import KeepsReturnValue
 from initializers.config.signing import SigningOptions
 from initializers.destination.state import StateDir
 from initializers.plan.index import FILE_NAME, PlanIndex
-from initializers.plan.todo import Fetching, files_only, take_stock, todo_pass
+from initializers.plan.todo import Fetching, files_only, still_to_fetch, take_stock
 from initializers.steps import completing
 from initializers.steps.context import RunContext
 from initializers.steps.opening import planned, selection_for
@@ -40,7 +40,7 @@ def list_and_fetch(
             source, run.config.max_workers, run.config.max_bandwidth, state.temps, state.journal, progress
         )
         run.waiting.transfers = engine
-        todo = todo_pass(iter(plan), index, state, progress, run.log, run.config.verify)
+        todo = still_to_fetch(iter(plan), index, state, progress, run.log, run.config.verify)
         lookahead = Lookahead([todo], LISTING_LOOKAHEAD, "listing", stop=engine.cancel, check_stop=run.stop.check)
         try:
             first = next(lookahead, None)  # `Fetching`, once a file needs fetching; None: none does
