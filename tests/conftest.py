@@ -12,6 +12,8 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the devkit package beside src/
 
+from devkit.azurite import Azurite
+from devkit.fake_gcs import FakeGCS
 from devkit.moto import Moto, allow
 from devkit.seaweed import SeaweedFS
 
@@ -19,7 +21,7 @@ from devkit.seaweed import SeaweedFS
 #: fixture, or running the programs as processes (a run costs seconds of CPU), or building images. Found per test, by
 #: the fixtures it uses and the names its code reaches through the module's own functions, so new tests are sorted
 #: as they are added; mark a test `@pytest.mark.slow` by hand only for another reason.
-SLOW_FIXTURES = frozenset({"seaweed", "moto", "runtime"})
+SLOW_FIXTURES = frozenset({"seaweed", "moto", "runtime", "fake_gcs", "azurite"})
 SLOW_NAMES = frozenset({"run_program", "start_program", "images"})
 
 
@@ -90,6 +92,20 @@ def moto() -> Iterator[Moto]:
         server.add_role("s3-reader", reader, allow("s3:GetObject", "s3:ListBucket"))
         server.add_role("admin-only", admin, allow("s3:GetObject", "s3:ListBucket"))
         server.enforce_auth()
+        yield server
+
+
+@pytest.fixture(scope="session")
+def fake_gcs() -> Iterator[FakeGCS]:
+    """Google Cloud Storage's JSON API (fake-gcs-server), no credentials checked: STORAGE_EMULATOR_HOST reaches it."""
+    with FakeGCS.start() as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def azurite() -> Iterator[Azurite]:
+    """Azure Blob Storage (Azurite, strict), SharedKey enforced for the development account."""
+    with Azurite.start() as server:
         yield server
 
 
