@@ -13,7 +13,7 @@ import pytest
 from devkit.hubserver import HubServer
 from devkit.programs import ProgramResult, run_program
 from initializers.destination.locking import RunLock
-from initializers.destination.tree import Destination
+from initializers.destination.output_path import Destination
 
 
 @pytest.fixture(scope="module")

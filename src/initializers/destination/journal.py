@@ -17,8 +17,8 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from initializers.destination.done import DoneFile
+from initializers.destination.output_path import Destination
 from initializers.destination.stable_storage import boot_header, sync_filesystem, synced_marker, trusted_lines
-from initializers.destination.tree import Destination
 
 JOURNAL = "journal.jsonl"
 

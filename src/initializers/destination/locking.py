@@ -19,7 +19,7 @@ from pathlib import Path
 from initializers.common.clock import Clock, SystemClock
 from initializers.common.errors import ConfigError
 from initializers.destination.nofollow import refuse_link
-from initializers.destination.tree import Destination
+from initializers.destination.output_path import Destination
 
 LOCK = "lock"
 _LOCK_POLL_SECONDS = 0.5

@@ -11,7 +11,7 @@ from pathlib import Path
 from initializers.destination.done import DoneFile
 from initializers.destination.journal import JOURNAL, journal_entries
 from initializers.destination.locking import exclusively
-from initializers.destination.tree import Destination
+from initializers.destination.output_path import Destination
 
 #: The folder under `.initializer/` holding each share's folder and record (named before the word "share" was).
 SHARES = "shards"

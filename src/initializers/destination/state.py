@@ -20,9 +20,9 @@ from initializers.common.errors import ConfigError, FetchError, InitializerError
 from initializers.destination import manifest
 from initializers.destination.journal import Journal
 from initializers.destination.locking import RunLock
+from initializers.destination.output_path import Destination
 from initializers.destination.share_records import ShareRecords, share_path
 from initializers.destination.temporaries import Temporaries
-from initializers.destination.tree import Destination
 
 #: The folder under OUTPUT_PATH that holds temporaries, the journal and the manifest; no source may write there.
 STATE_DIR = ".initializer"

@@ -12,9 +12,9 @@ import threading
 from pathlib import Path
 
 from initializers.common.remote_file import RemoteFile
+from initializers.destination.output_path import NEW_FILE, Destination
 from initializers.destination.partials import RECORD_SUFFIX, Partial, PartRecord, header, read_partial
 from initializers.destination.stable_storage import sync_filesystem
-from initializers.destination.tree import NEW_FILE, Destination
 
 #: Temporaries are read back as well as written: ranges are hashed from them as they join up.
 _TEMPORARY = NEW_FILE & ~os.O_WRONLY | os.O_RDWR
