@@ -18,8 +18,8 @@ from pathlib import Path
 
 from initializers.common.clock import Clock, SystemClock
 from initializers.common.errors import ConfigError
-from initializers.destination.nofollow import refuse_link
 from initializers.destination.output_path import Destination
+from initializers.destination.tree import refuse_link
 
 LOCK = "lock"
 _LOCK_POLL_SECONDS = 0.5

@@ -1,4 +1,4 @@
-"""OUTPUT_PATH as the initializer writes it: reached from its root's descriptor, never through a link (`nofollow`).
+"""OUTPUT_PATH as the initializer writes it: reached from its root's descriptor, never through a link (`tree`).
 
 State files are made afresh or replaced whole, on stable storage; files finished under it are found as they were
 left, stale ones removed; a download that cannot fit is refused before it starts filling the volume.
@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from initializers.common.errors import FetchError
-from initializers.destination.nofollow import Tree
+from initializers.destination.tree import Tree
 
 if TYPE_CHECKING:
     from initializers.destination.done import DoneFile

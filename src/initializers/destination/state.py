@@ -82,7 +82,7 @@ class StateDir:
 
     def _prepare(self, waiting: Callable[[str, float], None]) -> None:
         """Create the folders, prove they are writable and take the lock, before any transfer starts; a link
-        where one of them goes is refused (`nofollow`). A run that failed early may remove its state folders
+        where one of them goes is refused (`tree`). A run that failed early may remove its state folders
         while this one waits for its lock (`_leave_as_found`): once the lock is held, it must still be the one at
         its path, else the folders are made again and the lock taken anew."""
         for attempt in range(_PREPARE_ATTEMPTS):

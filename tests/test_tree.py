@@ -1,4 +1,4 @@
-"""nofollow.Tree: folders under a root walked and made from descriptors, refusing links and files in the way."""
+"""tree.Tree: folders under a root walked and made from descriptors, refusing links and files in the way."""
 
 from __future__ import annotations
 
@@ -8,8 +8,7 @@ from pathlib import Path
 import pytest
 
 from initializers.common.errors import FetchError
-from initializers.destination import nofollow
-from initializers.destination.nofollow import Tree
+from initializers.destination.tree import Tree
 
 
 def open_descriptors() -> int:
@@ -70,7 +69,7 @@ def test_a_file_entry_may_be_absent_or_a_file_never_a_link_or_a_folder(tree: Tre
 def test_folders_past_the_kept_open_limit_are_closed_after_use(
     tree: Tree, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ):
-    monkeypatch.setattr(nofollow, "MOST_KEPT_OPEN", 3)  # the root and two more
+    monkeypatch.setattr("initializers.destination.tree.MOST_KEPT_OPEN", 3)  # the root and two more
     before = open_descriptors()
     for name in ("a", "b", "c", "a"):
         with tree.folder(f"{name}/sub"):
