@@ -10,9 +10,9 @@ import pytest
 from devkit.moto import ACCOUNT, Moto
 from initializers.common.errors import ConfigError, FetchError
 from initializers.config.contract import Config
-from initializers.sources.s3.aws import NO_CREDENTIALS, Role, aws_access
-from initializers.sources.s3.options import AwsOptions
-from initializers.sources.s3.sigv4 import SigningCredentials
+from initializers.sources.aws.access import NO_CREDENTIALS, Role, aws_access
+from initializers.sources.aws.options import AwsOptions
+from initializers.sources.aws.sigv4 import SigningCredentials
 
 
 @pytest.fixture(autouse=True)

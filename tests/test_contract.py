@@ -13,9 +13,9 @@ from initializers.common.errors import ConfigError
 from initializers.config.contract import DATASET, MODEL, Config
 from initializers.config.registry import option_groups
 from initializers.config.settings import setting_fields, settings_of
+from initializers.sources.aws.options import AwsOptions
 from initializers.sources.hub.options import HubOptions
 from initializers.sources.iceberg.options import CacheOptions, KubeflowCacheCluster
-from initializers.sources.s3.options import AwsOptions
 
 
 def test_unset_empty_and_custom_ignore_patterns_are_distinct():

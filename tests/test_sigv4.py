@@ -10,8 +10,8 @@ from botocore.awsrequest import AWSRequest
 from botocore.config import Config
 from botocore.credentials import Credentials
 
-from initializers.sources.s3.get import PROBE_KEY, ObjectEndpoint
-from initializers.sources.s3.sigv4 import GetSigner, SigningCredentials, canonical_query
+from initializers.sources.aws.bucket import PROBE_KEY, ObjectEndpoint
+from initializers.sources.aws.sigv4 import GetSigner, SigningCredentials, canonical_query
 
 WHEN = datetime(2026, 11, 29, 12, 30, 45, tzinfo=UTC)
 

@@ -13,9 +13,9 @@ import pytest
 from devkit.hubserver import HubServer
 from devkit.relay import Relay, self_signed_certificate
 from initializers.common.errors import FetchError
+from initializers.sources.aws.bucket import S3_TRUST, s3_transient
 from initializers.sources.hub.get import HUB_TRUST, hub_transient
 from initializers.sources.iceberg.errors import pyarrow_transient
-from initializers.sources.s3.get import S3_TRUST, s3_transient
 from initializers.store.retry import retrying, untrusted_certificate
 
 

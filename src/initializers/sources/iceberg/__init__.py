@@ -1,6 +1,6 @@
-"""The cache:// source: an Iceberg table read with pyiceberg (`storage`: its FileIO over S3; `parts`: one data
-file's rows into shard parts) and made into Parquet shards (`source`). This face registers it; pyiceberg and pyarrow
-are imported when a cache:// URI is opened.
+"""The cache:// source: an Iceberg table read with pyiceberg (`storage`: its FileIO over S3, on the AWS access it
+shares with the S3 source, `sources.aws`; `parts`: one data file's rows into shard parts) and made into Parquet shards
+(`source`). This face registers it; pyiceberg and pyarrow are imported when a cache:// URI is opened.
 """
 
 from __future__ import annotations
@@ -10,9 +10,8 @@ from typing import Any
 from initializers.config.contract import Config, Kind
 from initializers.config.registry import SourcePlugin, register
 from initializers.config.uris import CacheLocation
+from initializers.sources.aws.options import BOTOCORE_VARIABLES, AwsOptions
 from initializers.sources.iceberg.options import CacheOptions
-from initializers.sources.s3 import ALSO_READS
-from initializers.sources.s3.options import AwsOptions
 
 #: Every row of the table is sharded, and pyarrow reads its files: selection and the bandwidth cap do not apply.
 _REFUSES = {
@@ -45,7 +44,7 @@ register(
         splits_plan=False,
         refuses=_REFUSES,
         notes=_NOTES,
-        also_reads=(*ALSO_READS, "ARROW_DEFAULT_MEMORY_POOL"),
+        also_reads=(*BOTOCORE_VARIABLES, "ARROW_DEFAULT_MEMORY_POOL"),
     ),
     Config.shared_settings(),
 )

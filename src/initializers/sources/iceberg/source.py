@@ -22,11 +22,11 @@ from initializers.common.errors import ConfigError, FetchError
 from initializers.common.remote_file import RemoteFile
 from initializers.config.contract import Config
 from initializers.config.uris import CacheLocation
+from initializers.sources.aws.access import Role, aws_access
+from initializers.sources.aws.options import AwsOptions
 from initializers.sources.iceberg.errors import explain_os_error, first_line, pyarrow_transient
 from initializers.sources.iceberg.options import CacheOptions
 from initializers.sources.iceberg.storage import S3_SCHEMES, TableStorage
-from initializers.sources.s3.aws import Role, aws_access
-from initializers.sources.s3.options import AwsOptions
 from initializers.store.contract import Maker
 from initializers.store.retry import retrying
 
@@ -146,7 +146,7 @@ class IcebergSource(Maker):
     def _open_table(self) -> StaticTable:
         from pyiceberg.table import StaticTable
 
-        if self._storage.locate():  # through the S3 source, which retries by itself
+        if self._storage.locate():  # through the bucket's signed GETs, which retry by themselves
             self._description["region"] = self._storage.region
         return self._retrying(
             "open",

@@ -1,11 +1,12 @@
 """pyiceberg's FileIO for the cache source: the contract's settings, the bucket's own region, current credentials.
 
 pyarrow's S3 filesystem takes one region and static keys. Credentials come from where the S3 source gets them
-(static keys, the AWS chain, an assumed role) and refresh the same way: a FileIO is made anew whenever botocore
-has refreshed them, so an assumed role's or web identity's session never expires under a long materialisation.
-pyarrow does not follow S3's region redirects, so when the metadata file is on S3 the S3 source reads its first
-byte first: S3 redirects that request when the bucket lives in another region than configured, and pyarrow is
-then given the bucket's own region. That read also reports a missing or forbidden metadata file in S3's words.
+(`sources.aws`: static keys, the AWS chain, an assumed role) and refresh the same way: a FileIO is made anew whenever
+botocore has refreshed them, so an assumed role's or web identity's session never expires under a long
+materialisation. pyarrow does not follow S3's region redirects, so when the metadata file is on S3 its first byte is
+read first, with the S3 source's signed GETs (`S3Getter`): S3 redirects that request when the bucket lives in another
+region than configured, and pyarrow is then given the bucket's own region. That read also reports a missing or
+forbidden metadata file in S3's words.
 """
 
 from __future__ import annotations
@@ -17,11 +18,10 @@ from urllib.parse import urlsplit
 
 from initializers.cache.arrow_memory import prefer_system_allocator
 from initializers.config.contract import Config
-from initializers.config.uris import S3Location
+from initializers.sources.aws.access import AwsAccess
+from initializers.sources.aws.bucket import S3Getter
+from initializers.sources.aws.sigv4 import SigningCredentials
 from initializers.sources.http.http1 import CONNECT_TIMEOUT, Proxy, proxy_url
-from initializers.sources.s3.aws import AwsAccess
-from initializers.sources.s3.sigv4 import SigningCredentials
-from initializers.sources.s3.source import S3Source
 
 if TYPE_CHECKING:
     from pyiceberg.io import FileIO
@@ -45,14 +45,14 @@ class TableStorage:
         if access.anonymous:
             self._settings["s3.anonymous"] = "true"
         parts = urlsplit(metadata_location)
-        self._metadata: tuple[S3Source, str] | None = None
+        self._metadata: tuple[S3Getter, str] | None = None
         # A region is always set: without one, pyarrow asks AWS for the bucket's region, a stall of seconds per file.
         self.region = access.region
         self._credentials: Callable[[], SigningCredentials | None]
         if parts.scheme.lower() in S3_SCHEMES:
-            source = S3Source(S3Location(parts.netloc, parts.path.lstrip("/")), config, access)
-            self._metadata = source, _first_file(parts.path.lstrip("/"))
-            self._credentials = source.credentials
+            getter = S3Getter(parts.netloc, access, config.read_timeout)
+            self._metadata = getter, _first_file(parts.path.lstrip("/"))
+            self._credentials = getter.credentials
         elif access.static or access.role:  # local metadata: data files may still be on S3
             self._credentials = access.credentials()
         else:  # a local table, or pyarrow's own credential chain for S3 data files
@@ -75,12 +75,12 @@ class TableStorage:
         when the metadata file is not on S3."""
         if self._metadata is None:
             return False
-        source, key = self._metadata
+        getter, key = self._metadata
         try:
-            source.locate(key)
-            self.region = source.region
+            getter.locate(key)
+            self.region = getter.region
         finally:
-            source.close()
+            getter.close()
         return True
 
     def properties(self) -> dict[str, str]:

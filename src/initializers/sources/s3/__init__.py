@@ -1,5 +1,6 @@
-"""The s3:// source: credentials and AWS access (`aws`), SigV4 signing, listing pages, ranged GETs, and the
-source itself (`source`). This face registers it; the rest is imported when an s3:// URI is opened.
+"""The s3:// source: listing pages (`listing`), cut into key ranges listed at once, and the source itself (`source`),
+on the AWS access it shares with the cache source (`sources.aws`: credentials, SigV4, the bucket's signed GETs). This
+face registers it; the rest is imported when an s3:// URI is opened.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from initializers.config.contract import Config, Kind
 from initializers.config.registry import SourcePlugin, register
 from initializers.config.signing import SigningOptions
 from initializers.config.uris import S3Location
-from initializers.sources.s3.options import AwsOptions
+from initializers.sources.aws.options import BOTOCORE_VARIABLES, AwsOptions
 
 
 def _open(uri: str, config: Config, _kind: Kind) -> Any:
@@ -19,10 +20,6 @@ def _open(uri: str, config: Config, _kind: Kind) -> Any:
     return S3Source.from_config(uri, config)
 
 
-#: botocore's own: the credential chain, profiles, region, CA bundle.
-ALSO_READS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE", "AWS_REGION",
-              "AWS_DEFAULT_REGION", "AWS_CA_BUNDLE", "AWS_WEB_IDENTITY_TOKEN_FILE", "AWS_ROLE_ARN")  # fmt: skip
-
 register(
     SourcePlugin(
         "s3",
@@ -30,7 +27,7 @@ register(
         (AwsOptions, SigningOptions),
         lambda uri, _kind: S3Location.parse(uri),
         _open,
-        also_reads=ALSO_READS,
+        also_reads=BOTOCORE_VARIABLES,
     ),
     Config.shared_settings(),
 )

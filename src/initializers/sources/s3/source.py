@@ -8,18 +8,17 @@ imported, which brings the first byte sooner.
 
 from __future__ import annotations
 
-import ssl
-from collections.abc import Callable, Iterator
-from functools import partial
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterator
+from typing import Any
 
-from initializers.common.errors import ConfigError, FetchError
+from initializers.common.errors import FetchError
 from initializers.common.lookahead import Lookahead
-from initializers.common.remote_file import Checksum, RemoteFile
+from initializers.common.remote_file import RemoteFile
 from initializers.config.contract import Config
 from initializers.config.uris import S3Location
-from initializers.sources.s3.aws import AwsAccess, Role, aws_access
-from initializers.sources.s3.get import OPEN, PROBE_KEY, GetRequest, ObjectEndpoint, S3Getter
+from initializers.sources.aws.access import AwsAccess, Role, aws_access
+from initializers.sources.aws.bucket import GetRequest, S3Getter
+from initializers.sources.aws.options import AwsOptions
 from initializers.sources.s3.listing import (
     PAGE_SIZE,
     ListedObject,
@@ -29,14 +28,9 @@ from initializers.sources.s3.listing import (
     page_query,
     parse_page,
 )
-from initializers.sources.s3.options import AwsOptions
-from initializers.sources.s3.sigv4 import SigningCredentials
 from initializers.store.contract import Storage
 from initializers.store.lane import Exchange, LaneReads
 from initializers.store.sink import Sink
-
-if TYPE_CHECKING:
-    import botocore.session
 
 #: Key ranges listed at once, and how many objects they may list ahead of the reader, together.
 PARALLEL_LISTINGS = 8
@@ -49,23 +43,7 @@ class S3Source(Storage):
     def __init__(self, location: S3Location, config: Config, access: AwsAccess) -> None:
         self.location = location
         self._endpoint_url = access.endpoint
-        #: What each request is signed with, as of now (see `AwsAccess.credentials`).
-        self.credentials: Callable[[], SigningCredentials | None] = access.credentials()
-
-        def endpoint_in(region: str) -> ObjectEndpoint:
-            if access.endpoint:
-                return ObjectEndpoint.path_style(access.endpoint, location.bucket)
-            return _aws_endpoint(access.session, region, location.bucket, access.anonymous)
-
-        self._getter = S3Getter(
-            endpoint_in,
-            access.region,
-            self.credentials,
-            partial(ssl.create_default_context, cafile=access.ca_bundle),
-            self._uri_of,
-            timeout=config.read_timeout,
-            requester_pays=config.options(AwsOptions).request_payer == "requester",
-        )
+        self._getter = S3Getter(location.bucket, access, config.read_timeout)
         self.throttle = self._getter.throttle  # listing pages and object GETs pause together
         self.round_trips = self._getter.round_trips  # the listing's pages measure it before the first GET
         self.lane_reads = LaneReads(self._begin_read, config.read_timeout)
@@ -92,8 +70,8 @@ class S3Source(Storage):
             found = True
             if listed.archived:
                 raise FetchError(
-                    f"{self._uri_of(listed.key)} is in the {listed.storage_class} storage class and has no restored "
-                    "copy: restore it first (S3 RestoreObject), or exclude it with IGNORE_PATTERNS"
+                    f"{self._getter.uri_of(listed.key)} is in the {listed.storage_class} storage class and has no "
+                    "restored copy: restore it first (S3 RestoreObject), or exclude it with IGNORE_PATTERNS"
                 )
             yield RemoteFile(listed.key[len(prefix) :], listed.size, listed.etag, listed.key)
         key = self.location.key
@@ -154,7 +132,7 @@ class S3Source(Storage):
             try:
                 chain.follow(page)
             except ValueError as exc:
-                raise FetchError(f"listing {self._uri_of(prefix)} at {self._getter.server}: {exc}") from None
+                raise FetchError(f"listing {self._getter.uri_of(prefix)} at {self._getter.server}: {exc}") from None
             yield page
             if page.next_token is None:
                 return
@@ -168,7 +146,7 @@ class S3Source(Storage):
         delimiter: str | None = None,
         start_after: str | None = None,
     ) -> ListPage:
-        where = self._uri_of(prefix)
+        where = self._getter.uri_of(prefix)
         query = page_query(prefix, token, max_keys, delimiter, start_after)
         try:
             return parse_page(self._getter.get_listing_page(query, where))
@@ -182,54 +160,8 @@ class S3Source(Storage):
     def _begin_read(self, file: RemoteFile, sink: Sink) -> Exchange:
         return self._getter.begin(GetRequest(file.locator, file.version, 0, file.size, whole=True), sink)
 
-    def locate(self, key: str) -> None:
-        """Read the first byte of `key` and drop it: S3 redirects a request for a bucket in another region, and
-        everything after goes there (`region`); a key that cannot be read fails here, in S3's words."""
-        self._getter.get(GetRequest(key, None, 0, 1, whole=False, operation=OPEN), _Discard())
-
     def interrupt(self) -> None:
         self._getter.interrupt()
 
     def close(self) -> None:
         self._getter.close()
-
-    def _uri_of(self, key: str) -> str:
-        """The URI of a key, as messages name it."""
-        return f"s3://{self.location.bucket}/{key}"
-
-
-class _Discard:
-    """A sink that keeps nothing but the count: for a request whose answer matters, not its bytes."""
-
-    def __init__(self) -> None:
-        self.written = 0
-
-    def write(self, data: memoryview) -> None:
-        self.written += len(data)
-
-    def vouch(self, checksum: Checksum) -> None:
-        """Nothing is kept to check."""
-
-    def rewind(self) -> None:
-        self.written = 0
-
-
-def _aws_endpoint(
-    session: botocore.session.Session | None, region: str, bucket: str, anonymous: bool
-) -> ObjectEndpoint:
-    """Where AWS serves the bucket (virtual-host or path style, FIPS, AWS_ENDPOINT_URL ...), as botocore decides:
-    read off the URL it would use for a probe key."""
-    from botocore import UNSIGNED
-    from botocore.config import Config as BotoConfig
-    from botocore.exceptions import BotoCoreError
-
-    assert session is not None, "without ENDPOINT, botocore always has a session"
-    try:
-        client = session.create_client(
-            "s3", region_name=region, config=BotoConfig(signature_version=UNSIGNED if anonymous else None)
-        )
-        url = client.generate_presigned_url("get_object", Params={"Bucket": bucket, "Key": PROBE_KEY})
-    except (BotoCoreError, ValueError) as exc:
-        raise ConfigError(f"REGION: no S3 endpoint for region {region!r}: {exc}") from None
-    client.close()
-    return ObjectEndpoint.from_object_url(url)

@@ -1,4 +1,5 @@
-"""S3 requests: SigV4-signed GETs for object ranges and listing pages, and what S3's answers mean.
+"""S3 requests to one bucket, for the S3 source and the cache source alike: where the bucket is served, SigV4-signed
+GETs for object ranges and listing pages, and what S3's answers mean.
 
 botocore costs milliseconds of CPU per request; our own SigV4 headers on a lean HTTP/1.1 connection
 (`http_get`) cost a small fraction of that, which decides small-object throughput.
@@ -17,16 +18,21 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import partial
+from typing import TYPE_CHECKING
 from urllib.parse import quote, urlsplit
 
 from initializers.common import logs
-from initializers.common.errors import FetchError, changed_during_download
+from initializers.common.errors import ConfigError, FetchError, changed_during_download
 from initializers.common.remote_file import CRC32, Checksum
+from initializers.sources.aws.access import AwsAccess
+from initializers.sources.aws.sigv4 import GetSigner, SigningCredentials, canonical_query
 from initializers.sources.http.getter import RETRIABLE_STATUS, USER_AGENT, HttpExchange, HttpGetter, retriable
 from initializers.sources.http.http1 import ProtocolError, Response
-from initializers.sources.s3.sigv4 import GetSigner, SigningCredentials, canonical_query
 from initializers.store.retry import Retriable
 from initializers.store.sink import Sink
+
+if TYPE_CHECKING:
+    import botocore.session
 
 _MAX_LISTING_PAGE = 16 << 20  # a page of 1000 keys of 1 KiB each is about 1.3 MB
 #: A key whose botocore-built URL reveals the bucket's addressing (see ObjectEndpoint.from_object_url).
@@ -91,31 +97,24 @@ class GetRequest:
 
 
 class S3Getter:
-    """Signed GETs of one bucket. `endpoint_in(region)` says where the bucket is served when it turns out to live in
-    another region than configured: S3 redirects the first request, and every later one goes there directly."""
+    """Signed GETs of one bucket, reached as `access` says: on ENDPOINT (path-style), else where botocore's rules serve
+    it in a region. When the bucket turns out to live in another region than configured, S3 redirects the first
+    request, and every later one goes there directly."""
 
-    def __init__(
-        self,
-        endpoint_in: Callable[[str], ObjectEndpoint],
-        region: str,
-        credentials: Callable[[], SigningCredentials | None],
-        ssl_context: Callable[[], ssl.SSLContext],
-        describe: Callable[[str], str],
-        timeout: float,
-        requester_pays: bool = False,
-    ) -> None:
-        self._endpoint_in = endpoint_in
-        self._endpoint = endpoint_in(region)
-        self._signer = GetSigner(region)
+    def __init__(self, bucket: str, access: AwsAccess, timeout: float) -> None:
+        self.bucket = bucket
+        self._access = access
+        #: What each request is signed with, as of now (see `AwsAccess.credentials`).
+        self.credentials: Callable[[], SigningCredentials | None] = access.credentials()
+        self._endpoint = self._endpoint_in(access.region)
+        self._signer = GetSigner(access.region)
         self._relocation_lock = threading.Lock()
-        self._credentials = credentials
-        self._describe = describe
-        self._http = HttpGetter(ssl_context, timeout, S3_TRUST)
+        self._http = HttpGetter(partial(ssl.create_default_context, cafile=access.ca_bundle), timeout, S3_TRUST)
         #: The hold its requests share while the server throttles them (`throttle.Throttle`).
         self.throttle = self._http.throttle
         self.round_trips = self._http.round_trips  # the ramp's measure of the network's round trip
         self._common = {"user-agent": USER_AGENT}
-        if requester_pays:
+        if access.requester_pays:
             self._common["x-amz-request-payer"] = "requester"
 
     @property
@@ -127,11 +126,20 @@ class S3Getter:
         """Where the bucket is served, as messages name the server: `scheme://host[:port]`."""
         return f"{self._endpoint.scheme}://{self._endpoint.netloc}"
 
+    def uri_of(self, key: str) -> str:
+        """The URI of a key, as messages name it."""
+        return f"s3://{self.bucket}/{key}"
+
+    def locate(self, key: str) -> None:
+        """Read the first byte of `key` and drop it: S3 redirects a request for a bucket in another region, and
+        everything after goes there (`region`); a key that cannot be read fails here, in S3's words."""
+        self.get(GetRequest(key, None, 0, 1, whole=False, operation=OPEN), _Discard())
+
     def get(self, request: GetRequest, sink: Sink) -> None:
         """Stream the range into `sink`, resuming after transient failures from the bytes already written, and tell
         it the digest S3 holds for the whole object, when the answer shows one (`_vouched`)."""
         download = _Download(request, sink)
-        where = self._describe(request.key)
+        where = self.uri_of(request.key)
         self._http.retrying(request.operation.verb, where, lambda: self._get_once(download))
 
     def begin(self, request: GetRequest, sink: Sink) -> HttpExchange:
@@ -144,7 +152,7 @@ class S3Getter:
         return self._http.begin(
             endpoint.scheme, endpoint.netloc, target, headers,
             partial(self._accept, request, sink, start=start, end=end, ranged=ranged),
-            sink, end + 1 - start, self._describe(request.key),
+            sink, end + 1 - start, self.uri_of(request.key),
         )  # fmt: skip
 
     def get_listing_page(self, query: dict[str, str], where: str) -> bytes:
@@ -156,6 +164,13 @@ class S3Getter:
 
     def close(self) -> None:
         self._http.close()
+
+    def _endpoint_in(self, region: str) -> ObjectEndpoint:
+        """Where the bucket is served in `region`: on ENDPOINT, or where AWS serves it there."""
+        access = self._access
+        if access.endpoint:
+            return ObjectEndpoint.path_style(access.endpoint, self.bucket)
+        return _aws_endpoint(access.session, region, self.bucket, access.anonymous)
 
     def _get_listing_page_once(self, query: str, where: str) -> bytes:
         response = self._send(self._endpoint.path_prefix, query, {})
@@ -170,7 +185,7 @@ class S3Getter:
 
     def _signed(self, path: str, query: str, extra: dict[str, str]) -> tuple[str, dict[str, str]]:
         """The target and headers of `GET path?query`, signed unless anonymous."""
-        credentials = self._credentials()
+        credentials = self.credentials()
         endpoint, signer, extra = self._endpoint, self._signer, {**self._common, **extra}
         headers = (
             signer.headers(credentials, endpoint.netloc, path, extra, datetime.now(UTC), query)
@@ -197,7 +212,7 @@ class S3Getter:
         path, extra, start, end, ranged = self._object_request(download)
         response = self._send(path, "", extra)
         self._accept(request, sink, response, start=start, end=end, ranged=ranged)
-        self._http.stream_body(response, sink, end + 1 - start, self._describe(request.key))
+        self._http.stream_body(response, sink, end + 1 - start, self.uri_of(request.key))
         if request.offset + sink.written <= end:
             raise ProtocolError(f"the body ended {end + 1 - request.offset - sink.written} bytes early")
 
@@ -207,7 +222,7 @@ class S3Getter:
         """Judge an object's answer before its body: S3's failure raised as what it means, a changed object or a
         wrong range refused; the checksum it vouches for passed to `sink`."""
         if response.status not in (200, 206):
-            raise self._s3_failure(request.operation, self._describe(request.key), response)
+            raise self._s3_failure(request.operation, self.uri_of(request.key), response)
         self._check_response(request, response, start, end, ranged)
         checksum = _vouched(response, request.etag or "", ranged)
         if checksum is not None:
@@ -216,19 +231,19 @@ class S3Getter:
     def _check_response(self, request: GetRequest, response: Response, start: int, end: int, ranged: bool) -> None:
         etag = (response.header("etag") or "").strip('"')
         if etag and request.etag and etag != request.etag:
-            raise FetchError(changed_during_download(self._describe(request.key), f"ETag {request.etag} became {etag}"))
+            raise FetchError(changed_during_download(self.uri_of(request.key), f"ETag {request.etag} became {etag}"))
         if ranged:
             # A 200 that carries exactly the range asked for is unambiguous (rclone's server answers so); anything else
             # would write the wrong bytes at this range's offset.
             content_range = response.header("content-range") or ""
             if not content_range.startswith(f"bytes {start}-{end}/") or response.length not in (None, end + 1 - start):
                 raise FetchError(
-                    f"{self._describe(request.key)}: asked for bytes {start}-{end}, the server answered "
+                    f"{self.uri_of(request.key)}: asked for bytes {start}-{end}, the server answered "
                     f"{response.status} {content_range or 'without Content-Range'}"
                 )
         elif response.length != request.length:
             raise FetchError(
-                f"{self._describe(request.key)}: the listing said {request.length} bytes, the server sends "
+                f"{self.uri_of(request.key)}: the listing said {request.length} bytes, the server sends "
                 + (
                     f"{response.length}; the object changed, run again"
                     if response.length is not None
@@ -339,6 +354,43 @@ class _Download:
 
     request: GetRequest
     sink: Sink
+
+
+class _Discard:
+    """A sink that keeps nothing but the count: for a request whose answer matters, not its bytes."""
+
+    def __init__(self) -> None:
+        self.written = 0
+
+    def write(self, data: memoryview) -> None:
+        self.written += len(data)
+
+    def vouch(self, checksum: Checksum) -> None:
+        """Nothing is kept to check."""
+
+    def rewind(self) -> None:
+        self.written = 0
+
+
+def _aws_endpoint(
+    session: botocore.session.Session | None, region: str, bucket: str, anonymous: bool
+) -> ObjectEndpoint:
+    """Where AWS serves the bucket (virtual-host or path style, FIPS, AWS_ENDPOINT_URL ...), as botocore decides:
+    read off the URL it would use for a probe key."""
+    from botocore import UNSIGNED
+    from botocore.config import Config as BotoConfig
+    from botocore.exceptions import BotoCoreError
+
+    assert session is not None, "without ENDPOINT, botocore always has a session"
+    try:
+        client = session.create_client(
+            "s3", region_name=region, config=BotoConfig(signature_version=UNSIGNED if anonymous else None)
+        )
+        url = client.generate_presigned_url("get_object", Params={"Bucket": bucket, "Key": PROBE_KEY})
+    except (BotoCoreError, ValueError) as exc:
+        raise ConfigError(f"REGION: no S3 endpoint for region {region!r}: {exc}") from None
+    client.close()
+    return ObjectEndpoint.from_object_url(url)
 
 
 def _xml_field(body: str, name: str) -> str | None:

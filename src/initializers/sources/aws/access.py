@@ -1,4 +1,4 @@
-"""AWS settings shared by the S3 and cache sources: static keys as given, anything else through botocore.
+"""AWS access shared by the S3 and cache sources: static keys as given, anything else through botocore.
 
 Users' credential setups (static keys, AWS_* variables, profiles, web identity / IRSA, an assumed role)
 behave exactly as with boto3, because botocore resolves them. botocore is slow to import and to set up, so
@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from initializers.common.errors import ConfigError, FetchError
-from initializers.sources.s3.options import AwsOptions
-from initializers.sources.s3.sigv4 import SigningCredentials
+from initializers.sources.aws.options import AwsOptions
+from initializers.sources.aws.sigv4 import SigningCredentials
 
 if TYPE_CHECKING:  # botocore is imported only where it has something to resolve
     import botocore.credentials
@@ -53,6 +53,8 @@ class AwsAccess:
     ca_bundle: str | None
     #: The contract's keys when they are all there is to resolve (no role to assume with them).
     static: SigningCredentials | None
+    #: REQUEST_PAYER=requester: every request agrees to pay for a Requester Pays bucket.
+    requester_pays: bool
     #: botocore's session, when it has something to resolve (the chain, a role, endpoint rules, a profile).
     session: botocore.session.Session | None = field(default=None, compare=False, repr=False)
 
@@ -81,7 +83,8 @@ def aws_access(options: AwsOptions, role: Role | None) -> AwsAccess:
     ca_bundle = session.get_config_variable("ca_bundle") if session else os.environ.get("AWS_CA_BUNDLE")
     if ca_bundle and not os.path.isfile(ca_bundle):
         raise ConfigError(f"AWS_CA_BUNDLE (or the profile's ca_bundle): no such file {ca_bundle!r}")
-    return AwsAccess(endpoint, region, options.anonymous, role, ca_bundle, static, session)
+    requester_pays = options.request_payer == "requester"
+    return AwsAccess(endpoint, region, options.anonymous, role, ca_bundle, static, requester_pays, session)
 
 
 def checked_endpoint(endpoint: str | None) -> str | None:

@@ -1,5 +1,5 @@
-"""How to reach S3, declared beside `aws`: the S3 source and the cache source (which reads its table from S3)
-register these settings, and read them as `config.options(AwsOptions)`."""
+"""How to reach S3, declared beside `access`: the S3 source and the cache source (which reads its table from S3)
+register these settings, and read them as `config.options(AwsOptions)`; and the variables botocore reads itself."""
 
 from __future__ import annotations
 
@@ -8,6 +8,10 @@ from dataclasses import dataclass
 from initializers.config.settings import BOOL, choice, setting_field
 
 REQUESTER = choice("requester")
+
+#: botocore's own: the credential chain, profiles, region, CA bundle (both sources' `also_reads`).
+BOTOCORE_VARIABLES = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE", "AWS_REGION",
+                      "AWS_DEFAULT_REGION", "AWS_CA_BUNDLE", "AWS_WEB_IDENTITY_TOKEN_FILE", "AWS_ROLE_ARN")  # fmt: skip
 
 
 @dataclass(frozen=True)
