@@ -85,6 +85,35 @@ def test_a_source_is_written_against_the_store_contract_never_the_engine():
     assert not {module: targets for module, targets in reaching.items() if targets}
 
 
+def _sources_package(module: str) -> str | None:
+    """The sub-package of `sources` a module belongs to (`s3`, `http` ...), or None."""
+    parts = module.split(".")
+    return parts[2] if len(parts) > 2 and parts[1] == "sources" else None
+
+
+def _plug_ins() -> set[str]:
+    """The sub-packages of `sources` that register a source: each one's face defines the opener it registers."""
+    import initializers.sources  # noqa: F401  (registers every source)
+    from initializers.config import registry
+
+    return {_sources_package(registry.plugin(scheme).open.__module__) for scheme in registry.schemes()} - {None}
+
+
+def test_a_plug_in_reaches_another_store_only_through_a_shared_package():
+    """What two stores share (the cache reading its table through S3) goes through a package of `sources` that
+    registers nothing (`http`, `aws`) and both import, never through one plug-in's modules: a plug-in imports no
+    other plug-in's modules, and a shared package imports no plug-in's."""
+    plug_ins = _plug_ins()
+    packages = {_sources_package(module) for module in MODULES} - {None}
+    assert plug_ins and plug_ins < packages, (plug_ins, packages)  # registered sources, and packages they share
+    reaching = {
+        module: sorted(target for target in imported if _sources_package(target) in plug_ins - {own})
+        for module, imported in GRAPH.items()
+        if (own := _sources_package(module)) is not None
+    }
+    assert not {module: targets for module, targets in reaching.items() if targets}
+
+
 def test_no_import_cycle():
     done: set[str] = set()
 
