@@ -17,10 +17,11 @@ from initializers.destination.state import StateDir
 from initializers.store.contract import Maker, Storage
 from initializers.store.sink import Sink
 from initializers.transfer.concurrency import Ramp
-from initializers.transfer.engine import Assembly, Engine, Task
-from initializers.transfer.making import MadeGroups
+from initializers.transfer.engine import Engine, Task, TransferContext
+from initializers.transfer.file_transfer import FileTransfer, Status
+from initializers.transfer.making import MakeTasks
 from initializers.transfer.progress import Progress
-from initializers.transfer.ranges import StoredRanges
+from initializers.transfer.ranges import RangeTasks
 
 #: How long a test waits for an event another thread sets: a generous ceiling on shared cores, never reached.
 EVENT_CEILING_SECONDS = 60.0
@@ -104,7 +105,7 @@ def test_made_files_are_made_a_group_at_a_time_then_verified_renamed_and_recorde
 ):
     shards = Shards()
     paths = ["shard-0/part-0.parquet", "shard-1/part-0.parquet", "shard-0/part-1.parquet"]
-    state, progress, _ = run(tmp_path, MadeGroups(shards), [estimated(path) for path in paths])
+    state, progress, _ = run(tmp_path, MakeTasks(shards), [estimated(path) for path in paths])
     assert sorted(shards.groups) == [[paths[0], paths[2]], [paths[1]]]
     for path in paths:
         assert (tmp_path / "out" / path).read_bytes() == made(path)
@@ -117,7 +118,7 @@ def test_a_failed_group_fails_the_run_leaves_no_temporary_and_what_finished_stay
     paths = ["good/part-0.parquet", "bad/part-0.parquet", "bad/part-1.parquet"]
     state = StateDir(str(tmp_path / "out"))
     with pytest.raises(FetchError, match="bad: the data file is corrupt"):
-        run(tmp_path, MadeGroups(Shards(fail_in="bad")), [estimated(path) for path in paths])
+        run(tmp_path, MakeTasks(Shards(fail_in="bad")), [estimated(path) for path in paths])
     assert not (tmp_path / "out" / "bad").exists(), "nothing of the failed group reached a final path"
     claimed = [done.path for done in state.journal.files()]
     assert claimed in ([], ["good/part-0.parquet"])  # finished before the failure, or never started after it
@@ -131,40 +132,43 @@ def test_a_failed_group_fails_the_run_leaves_no_temporary_and_what_finished_stay
 def test_stored_files_come_through_the_range_factory_with_the_same_engine(tmp_path: Path):
     bodies = {"a.txt": b"alpha" * 1000, "dir/b.txt": b"", "c.bin": bytes(range(256)) * 64}
     files = [RemoteFile(path, len(body), "v1", path) for path, body in bodies.items()]
-    state, progress, _ = run(tmp_path, StoredRanges(Stored(bodies), Ramp(4, 4)), files)
+    state, progress, _ = run(tmp_path, RangeTasks(Stored(bodies), Ramp(4, 4)), files)
     assert {path: (tmp_path / "out" / path).read_bytes() for path in bodies} == bodies
     assert sorted(done.path for done in state.journal.files()) == sorted(bodies)
     assert progress.files_done == 3
 
 
 class Gate:
-    """A factory whose first task opens a temporary and waits until the run is cancelled, and whose second fails
-    once the first is waiting: the failure must cancel the waiting task and remove its temporary."""
+    """A factory whose first task opens its file's temporary and waits until the run is cancelled, and whose second
+    fails once the first is waiting: the failure must cancel the waiting task and remove its temporary."""
 
     def __init__(self) -> None:
         self.waiting = threading.Event()
         self.saw_cancel = threading.Event()
         self.interrupted = False
+        self.transfers: list[FileTransfer] = []
 
-    def tasks(self, files: Iterable[RemoteFile], assembly: Assembly) -> Iterator[Task]:
-        first, _ = list(files)
-        yield Task(1, lambda: self._wait(assembly, first))
-        yield Task(1, self._fail)
+    def tasks(self, files: Iterable[RemoteFile], context: TransferContext) -> Iterator[Task]:
+        self.transfers = [context.start(file) for file in files]
+        waiting, failing = self.transfers
+        yield Task(1, lambda: self._wait(context, waiting))
+        yield Task(1, lambda: self._fail(failing))
 
     def interrupt(self) -> None:
         self.interrupted = True
 
-    def _wait(self, assembly: Assembly, file: RemoteFile) -> None:
-        target = assembly.target(file)
-        assembly.opened(target)
-        assembly.open_temp(target, None)
-        self.waiting.set()
-        if assembly.cancel.wait(EVENT_CEILING_SECONDS):
-            self.saw_cancel.set()
+    def _wait(self, context: TransferContext, transfer: FileTransfer) -> None:
+        with transfer.working():
+            transfer.open(ranged=False)
+            self.waiting.set()
+            if context.cancel.wait(EVENT_CEILING_SECONDS):
+                self.saw_cancel.set()
 
-    def _fail(self) -> None:
+    def _fail(self, transfer: FileTransfer) -> None:
         assert self.waiting.wait(EVENT_CEILING_SECONDS)
-        raise FetchError("the second file failed")
+        with transfer.working():
+            transfer.open(ranged=False)
+            raise FetchError("the second file failed")
 
 
 def test_a_failing_task_cancels_the_others_and_their_temporaries_are_removed(tmp_path: Path):
@@ -175,6 +179,10 @@ def test_a_failing_task_cancels_the_others_and_their_temporaries_are_removed(tmp
         run(tmp_path, gate, files)
     assert gate.saw_cancel.is_set(), "the waiting task saw the run cancelled"
     assert not gate.interrupted, "a task's failure cancels through the event; only a stop interrupts the source"
+    waiting, failing = gate.transfers
+    assert waiting.status is failing.status is Status.FAILED
+    assert waiting.exception is None, "cancelled by another file's failure: not its own"
+    assert isinstance(failing.exception, FetchError) and str(failing.exception) == "the second file failed"
     # No file landed: the session leaves OUTPUT_PATH as found, its temporaries and journal gone with .initializer/.
     assert not state.tmp.exists() and not (tmp_path / "out" / "slow.bin").exists()
     assert list(state.journal.files()) == []
@@ -216,7 +224,7 @@ def test_a_stop_landing_while_a_transfer_thread_starts_still_stops_cleanly(
     state = StateDir(str(tmp_path / "out"))
     storage = HeldUntilInterrupted(bodies)
     with pytest.raises(KeyboardInterrupt):
-        run(tmp_path, StoredRanges(storage, Ramp(4, 4)), files)
+        run(tmp_path, RangeTasks(storage, Ramp(4, 4)), files)
     assert storage.interrupted.is_set(), "the stop interrupted the source"
     started[0].join(EVENT_CEILING_SECONDS)  # past the stop's grace on a busy machine, it still ends
     assert not started[0].is_alive(), "the thread that began ended with the stop"

@@ -10,7 +10,7 @@ import logging
 import os
 import threading
 import zlib
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -25,9 +25,10 @@ from initializers.store.contract import Storage
 from initializers.store.retry import ATTEMPTS
 from initializers.store.sink import Sink
 from initializers.transfer.concurrency import Ramp
-from initializers.transfer.engine import Engine
+from initializers.transfer.engine import Engine, Task, TransferContext
+from initializers.transfer.file_transfer import FileTransfer, Status
 from initializers.transfer.progress import Progress
-from initializers.transfer.ranges import StoredRanges
+from initializers.transfer.ranges import RangeTasks
 
 KiB = 1 << 10
 SMALL, LARGE = 64 * KiB, 256 * KiB
@@ -78,24 +79,60 @@ class InMemory(Storage):
         sink.write(memoryview(data))
 
 
+class Kept:
+    """The engine as tasks see it, keeping each file transfer they start, to look at once the run is over."""
+
+    def __init__(self, context: TransferContext) -> None:
+        self._context = context
+        self.progress, self.cancel, self.clock = context.progress, context.cancel, context.clock
+        self.request_times = context.request_times
+        self.transfers: list[FileTransfer] = []
+
+    def start(self, file: RemoteFile) -> FileTransfer:
+        self.transfers.append(self._context.start(file))
+        return self.transfers[-1]
+
+
+class KeepingTransfers:
+    """Range tasks, handed a context that keeps the transfers they start (`kept`)."""
+
+    def __init__(self, tasks: RangeTasks) -> None:
+        self._tasks = tasks
+        self.kept: Kept | None = None
+
+    def tasks(self, files: Iterable[RemoteFile], context: TransferContext) -> Iterator[Task]:
+        self.kept = Kept(context)
+        return self._tasks.tasks(files, self.kept)
+
+    def interrupt(self) -> None:
+        self._tasks.interrupt()
+
+
 def fetch(
     tmp_path: Path, body: bytes, checksum: Checksum | None, clock: DrivenClock | None = None, **storage_options: Any
-) -> tuple[InMemory, StateDir]:
+) -> tuple[InMemory, StateDir, FileTransfer]:
+    """Fetch `body` as weights.bin through the engine's range tasks: the storage, the state, the file's transfer."""
     ramp = Ramp(4, 4)
     ramp.part_size = 0  # the storage's own part size rules until the first range is served
     storage = InMemory(body, ramp, **storage_options)
     state = StateDir(str(tmp_path / "out"))
+    tasks = KeepingTransfers(RangeTasks(storage, ramp))
     with state.session(lambda holder, seconds: None):
         state.journal.restart([])
-        engine = Engine(StoredRanges(storage, ramp), state.temps, state.journal, ramp, Progress(), clock)
-        engine.fetch([RemoteFile("weights.bin", len(body), "v1", "weights.bin", checksum)])
-        state.journal.close()
-    return storage, state
+        engine = Engine(tasks, state.temps, state.journal, ramp, Progress(), clock)
+        try:
+            engine.fetch([RemoteFile("weights.bin", len(body), "v1", "weights.bin", checksum)])
+        finally:
+            state.journal.close()
+    assert tasks.kept is not None
+    (transfer,) = tasks.kept.transfers
+    return storage, state, transfer
 
 
 def test_ranges_sized_as_they_are_handed_out_tile_the_file_and_finish_it_once(tmp_path: Path):
     body = os.urandom(3 * 1024 * KiB + 5)
-    storage, state = fetch(tmp_path, body, Checksum("sha256", hashlib.sha256(body).hexdigest()))
+    storage, state, transfer = fetch(tmp_path, body, Checksum("sha256", hashlib.sha256(body).hexdigest()))
+    assert (transfer.status, transfer.checks, transfer.exception) == (Status.DONE, 1, None)
     assert (tmp_path / "out" / "weights.bin").read_bytes() == body
     ranges = sorted(storage.ranges)
     assert [offset for offset, _ in ranges] == [0] + [offset + length for offset, length in ranges[:-1]]
@@ -116,8 +153,9 @@ def test_a_file_assembled_from_ranges_of_several_sizes_is_still_verified(tmp_pat
 def test_ranges_crcs_vouched_for_by_the_answers_catch_a_corrupt_range_and_the_file_is_fetched_again(tmp_path: Path):
     body = os.urandom(2 * 1024 * KiB)
     crc = Checksum(CRC32, f"{zlib.crc32(body):08x}")
-    storage, state = fetch(tmp_path, body, None, vouched=crc, corrupt_at=SMALL)
+    storage, state, transfer = fetch(tmp_path, body, None, vouched=crc, corrupt_at=SMALL)
     assert (tmp_path / "out" / "weights.bin").read_bytes() == body
+    assert (transfer.status, transfer.checks) == (Status.DONE, 2), "checked, found corrupt, fetched again, checked"
     assert storage.ranges[-1] == (0, len(body)), "fetched again, whole, after its ranges"
     assert [(done.algorithm, done.hexdigest) for done in state.journal.files()] == [(CRC32, crc.hexdigest)]
 

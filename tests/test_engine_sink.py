@@ -1,5 +1,6 @@
-"""A range's bytes land at its offset in the temporary, pass through the digest its file's verifier hands it, and
-stop once the run is cancelled; a file's objects are freed once done with (pure engine logic)."""
+"""A range's bytes land at its offset in its file transfer's temporary, pass through the digest its file's verifier
+hands it, and stop once the transfer or the run is cancelled; a file's objects are freed once done with (pure engine
+logic)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,8 @@ import pytest
 from devkit.driven_clock import DrivenClock
 from initializers.common.errors import FetchError
 from initializers.common.remote_file import CRC32, Checksum, RemoteFile
-from initializers.transfer.engine import Cancelled, OpenFile
+from initializers.destination.state import StateDir
+from initializers.transfer.file_transfer import Cancelled, FileTransfer, Transfers
 from initializers.transfer.part_sink import PartSink
 from initializers.transfer.progress import Progress
 
@@ -26,11 +28,19 @@ CRC = Checksum(CRC32, f"{zlib.crc32(WHOLE):08x}")
 SHA256 = Checksum("sha256", hashlib.sha256(WHOLE).hexdigest())
 
 
-def sink_on(path: Path, checksum: Checksum | None = None) -> tuple[PartSink, OpenFile, Progress]:
-    target = OpenFile(RemoteFile("f.bin", len(WHOLE), "v", "f.bin", checksum), str(path))
-    target.fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+def sink_on(
+    path: Path, checksum: Checksum | None = None, cancel: threading.Event | None = None
+) -> tuple[PartSink, FileTransfer, Progress]:
+    """A sink for the part at offset 5 of a transfer writing `path` (`cancel`: the run's cancellation)."""
     progress = Progress()
-    return PartSink(target, 5, len(BODY), progress, threading.Event(), DrivenClock()), target, progress
+    run = Transfers(StateDir(str(path.parent / "out")).temps, cancel or threading.Event(), _unused, _unused)
+    target = FileTransfer(RemoteFile("f.bin", len(WHOLE), "v", "f.bin", checksum), str(path), run)
+    target.fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    return PartSink(target, 5, len(BODY), progress, DrivenClock()), target, progress
+
+
+def _unused(*_args: object) -> None:
+    raise AssertionError("no file is finished here")
 
 
 def write_body(sink: PartSink) -> None:
@@ -40,7 +50,7 @@ def write_body(sink: PartSink) -> None:
     sink.landed()
 
 
-def verified_from_the_parts(target: OpenFile, path: Path) -> Checksum | None:
+def verified_from_the_parts(target: FileTransfer, path: Path) -> Checksum | None:
     """What the file checks against once its first 5 bytes land too, from the digests the parts fed (and the ranges
     hashed in order as they landed): the file is emptied first, so any reading of it at verification would fail."""
     digest = target.verifier.part_digest(5)
@@ -89,12 +99,25 @@ def test_a_rewound_part_is_counted_and_hashed_afresh(tmp_path: Path):
 
 
 def test_a_cancelled_run_stops_before_writing(tmp_path: Path):
-    sink, _, _ = sink_on(tmp_path / "f.bin")
-    sink._cancel.set()
+    cancel = threading.Event()
+    sink, target, _ = sink_on(tmp_path / "f.bin", cancel=cancel)
+    cancel.set()
     with pytest.raises(Cancelled):
         sink.write(memoryview(b"x"))
-    assert sink.written == 0
+    assert sink.written == target.landed == 0
     assert (tmp_path / "f.bin").read_bytes() == b""
+
+
+def test_a_cancelled_transfer_stops_before_writing_while_the_run_goes_on(tmp_path: Path):
+    cancel = threading.Event()
+    sink, target, _ = sink_on(tmp_path / "f.bin", cancel=cancel)
+    sink.write(memoryview(b"x"))
+    target.cancel()
+    with pytest.raises(Cancelled):
+        sink.write(memoryview(b"y"))
+    assert not cancel.is_set(), "one file's cancellation is its own"
+    assert sink.written == target.landed == 1
+    assert (tmp_path / "f.bin").read_bytes() == b"\0" * 5 + b"x"
 
 
 def test_a_files_objects_are_freed_when_dropped_without_the_cyclic_garbage_collector(tmp_path: Path):

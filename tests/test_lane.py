@@ -11,7 +11,7 @@ import pytest
 
 from devkit.driven_clock import DrivenClock
 from initializers.common.clock import SystemClock
-from initializers.transfer.engine import Cancelled
+from initializers.transfer.file_transfer import Cancelled
 from initializers.transfer.lane import Lane
 
 EVENT_CEILING_SECONDS = 30.0

@@ -1,5 +1,7 @@
 """How a run can fail or be stopped, each with its documented exit code."""
 
+import errno
+
 
 class InitializerError(Exception):
     """A failure the user can act on; its message is the last log line."""
@@ -33,3 +35,11 @@ class Stopped(BaseException):
 def changed_during_download(what: str, evidence: str) -> str:
     """The one wording for a source file that changed while it was fetched; `evidence` says how that showed."""
     return f"{what} changed during the download ({evidence}); run again to fetch the new version"
+
+
+def disk_error(exc: OSError, path: str | None = None) -> FetchError:
+    """A local disk failure, named as such: not the source's fault, never worth a retry."""
+    where = f"writing {path!r} under OUTPUT_PATH" if path else "writing under OUTPUT_PATH"
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return FetchError(f"{where} failed: {exc.strerror}; free space there or choose a larger volume")
+    return FetchError(f"{where} failed: {exc.strerror or exc}")

@@ -1,33 +1,31 @@
 """The transfer engine: parallel work into temporaries, verify, rename into place. Written once for every source.
 
 Work is a lazy stream of tasks pulled by threads whose number `concurrency.Ramp` decides as the run goes, so memory
-stays flat whatever the number or size of files. What a task is comes from a `TaskFactory` the source picks: ranges
-of a stored file (`ranges.py`) or a group of made files (`making.py`). A file reaches its final path only after its
-last part has landed and its size and checksum are verified (each file's `checksums.FileVerifier`). Factories see
-the engine through `Assembly`: files to assemble and finish, and the run's shared signals and measures.
+stays flat whatever the number or size of files. What a task is comes from a `TaskFactory` picked by what the source
+is (`factories`): ranges of a stored file (`ranges`) or a group of made files (`making`). Each file's way to its final
+path is one object, its `FileTransfer`, which the tasks carry: it reaches its final path only after its last part has
+landed and its size and checksum are verified. Factories see the engine through `TransferContext`: the transfers to
+start, and the run's shared signals and measures.
 """
 
 from __future__ import annotations
 
 import contextlib
 import errno
-import os
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
 from typing import NamedTuple, Protocol
 
 from initializers.common import logs
 from initializers.common.clock import Clock, SystemClock
-from initializers.common.errors import FetchError
+from initializers.common.errors import FetchError, disk_error
 from initializers.common.remote_file import RemoteFile
 from initializers.destination.done import DoneFile
 from initializers.destination.journal import Journal
-from initializers.destination.partials import PartRecord
 from initializers.destination.temporaries import Temporaries
-from initializers.transfer.checksums import FileVerifier
 from initializers.transfer.concurrency import WINDOW_SECONDS, Ramp, RequestTimes
+from initializers.transfer.file_transfer import Cancelled, FileTransfer, Transfers
 from initializers.transfer.progress import InFlight, Progress
 
 _STOP_GRACE_SECONDS = 2.0  # how long a stopped run waits for transfer threads to notice before cleaning up
@@ -37,10 +35,6 @@ _RECORDS_SYNC_SECONDS = 2.0
 _log = logs.get_logger("initializers.transfer.engine")
 
 
-class Cancelled(Exception):
-    """Raised inside a transfer thread once another thread has failed or the run is being stopped."""
-
-
 class Task(NamedTuple):
     """One unit of work, and the bytes it moves (for made files, the estimate): the ramp sizes concurrency by it."""
 
@@ -48,90 +42,23 @@ class Task(NamedTuple):
     run: Callable[[], None]
 
 
-@dataclass
-class OpenFile:
-    """A file being assembled in its temporary: its descriptor, the parts handed out and not yet done, and its
-    verifier, which the parts feed; the task that completes its last part finishes it. A file fetched in ranges has
-    a record of what landed (`record`), and may resume what an earlier run left (`kept`)."""
-
-    file: RemoteFile
-    temp: str
-    #: Intervals (offset, length) of the temporary an earlier run wrote, for this run to keep rather than fetch.
-    kept: tuple[tuple[int, int], ...] = ()
-    fd: int = -1
-    record: PartRecord | None = None
-    lock: threading.Lock = field(default_factory=threading.Lock)  # guards the descriptor's opening and the parts
-    #: Writers of one file take turns here: the kernel serialises them on the inode's lock anyway, and its waiters
-    #: spin, burning CPU that waiting on this lock does not.
-    write_lock: threading.Lock = field(default_factory=threading.Lock)
-    verifier: FileVerifier = field(init=False)
-    #: Bytes of the file in its temporary (kept ones included), for the live view; ranges add under `write_lock`.
-    landed: int = field(default=0, init=False)
-    _parts_pending: int = field(default=0, init=False)  # parts handed out and not yet done
-    _all_handed_out: bool = field(default=False, init=False)  # the file's last part is among them
-
-    def __post_init__(self) -> None:
-        self.verifier = FileVerifier(self.file, resumed=bool(self.kept))
-        self.landed = sum(length for _offset, length in self.kept)
-
-    def start_over(self) -> None:
-        """Keep nothing an earlier run or attempt wrote: the file is fetched whole, and checked from scratch."""
-        self.kept = ()
-        self.landed = 0
-        self.verifier.reset()
-
-    def handed_out(self, last: bool) -> None:
-        """One more part is handed out; `last`: the file's last."""
-        with self.lock:
-            self._parts_pending += 1
-            self._all_handed_out = last
-
-    def part_done(self) -> bool:
-        """A part handed out is done; True when it completes the file."""
-        with self.lock:
-            self._parts_pending -= 1
-            return self._parts_pending == 0 and self._all_handed_out
-
-    def close(self) -> None:
-        """Close the temporary's descriptor and its record, if open."""
-        if self.record is not None:
-            self.record.close()
-        if self.fd >= 0:
-            fd, self.fd = self.fd, -1
-            os.close(fd)
-
-    def read_back(self, offset: int, length: int) -> bytes:
-        """Bytes of the temporary, for the verifier to hash ranges in order (from the page cache)."""
-        return os.pread(self.fd, length, offset)
-
-
-class Assembly(Protocol):
-    """What task factories need of the engine: files to assemble and finish, and the run's shared state."""
+class TransferContext(Protocol):
+    """What task factories see of the engine: the file transfers to start, and the run's shared signals and
+    measures."""
 
     progress: Progress
     cancel: threading.Event  # set once the run fails or is being stopped
     request_times: RequestTimes  # how long requests waited for their first byte, and took in all
     clock: Clock
 
-    def target(self, file: RemoteFile) -> OpenFile:
-        """A file to assemble, at its temporary path (nothing is created yet), with what an earlier run kept of it."""
-
-    def opened(self, target: OpenFile) -> None:
-        """`target`'s temporary is about to be written: a failure of the run removes it."""
-
-    def open_temp(self, target: OpenFile, size: int | None) -> None:
-        """Open `target`'s temporary, afresh unless it keeps an earlier run's bytes, and keep its descriptor; with a
-        `size` (for writes at offsets), with a record of what lands."""
-
-    def finish(self, target: OpenFile) -> None:
-        """Check the complete file, rename it into place and record it done; ChecksumMismatch when its bytes are
-        not what the source vouched for."""
+    def start(self, file: RemoteFile) -> FileTransfer:
+        """The transfer of `file`, which its tasks open, feed and finish."""
 
 
 class TaskFactory(Protocol):
-    """What a transfer is, for one kind of source: the engine runs the tasks and finishes the files."""
+    """What a transfer is, for one kind of source: the engine runs the tasks, which carry each file's transfer."""
 
-    def tasks(self, files: Iterable[RemoteFile], assembly: Assembly) -> Iterator[Task]:
+    def tasks(self, files: Iterable[RemoteFile], context: TransferContext) -> Iterator[Task]:
         """The transfers, lazily: threads take turns pulling them, so making one must be cheap and I/O-free."""
 
     def interrupt(self) -> None:
@@ -139,8 +66,8 @@ class TaskFactory(Protocol):
 
 
 class Engine:
-    """Parallel tasks from a factory; each file verified and renamed into place by whichever task completes it.
-    The `Assembly` its factories work with."""
+    """Parallel tasks from a factory, each carrying a file's transfer, which whichever task completes it finishes.
+    The `TransferContext` its factories work with."""
 
     def __init__(
         self,
@@ -157,19 +84,15 @@ class Engine:
         self._journal = journal
         self._ramp = ramp
         self.progress = progress
-        progress.watch(self.in_flight)
         self.clock = clock or SystemClock()
         self._threads: list[threading.Thread] = []
         #: Set once a thread has failed or the run is being stopped; the task stream's producers stop on it too.
         self.cancel = threading.Event()
+        self._transfers = Transfers(temps, self.cancel, self._record_done, lambda count: progress.add_bytes(-count))
+        progress.watch(self.in_flight)
         #: Threads take turns pulling tasks; nothing else ever waits for it, since its holder may wait on the listing.
         self._next_lock = threading.Lock()
         self._error_lock = threading.Lock()
-        #: Files with a temporary, guarded by `_open_changes`; once `_fenced`, no temporary is renamed into place.
-        self._open: dict[str, OpenFile] = {}
-        self._open_changes = threading.Condition()
-        self._renaming = 0
-        self._fenced = False
         self._error: BaseException | None = None
         self._tasks_ran_out = False
         #: Set when a thread ends, or when smaller tasks call for more threads than run.
@@ -192,7 +115,7 @@ class Engine:
                 if thread.is_alive():  # a thread that failed to start never began
                     thread.join(max(0.0, deadline - self.clock.monotonic()))
         if self._error is not None:
-            self._discard_unfinished()
+            self._transfers.discard_unfinished()
             with contextlib.suppress(OSError, FetchError):  # what did finish stays claimed, for the re-run
                 self._checkpoint()
             raise self._error
@@ -201,62 +124,15 @@ class Engine:
     def in_flight(self) -> list[InFlight]:
         """The files being fetched right now, by path, and how much of each has landed: for the progress shown, and
         for messages about what a stopped run was waiting for."""
-        with self._open_changes:
-            return [InFlight(path, target.file.size, target.landed) for path, target in sorted(self._open.items())]
+        return self._transfers.in_flight()
 
-    # What tasks call, from their threads.
+    def start(self, file: RemoteFile) -> FileTransfer:
+        return self._transfers.start(file)
 
-    def target(self, file: RemoteFile) -> OpenFile:
-        temp = self._temps.path(file.path)
-        partial = self._temps.partial(temp)
-        if partial is None:
-            return OpenFile(file, temp)
-        if partial.of(file):
-            return OpenFile(file, temp, partial.kept)
-        _log.info("the source changed since the partial download: starting the file over", path=file.path,
-                  was_version=partial.version, version=file.version, was_size=partial.size, size=file.size)  # fmt: skip
-        return OpenFile(file, temp)
-
-    def opened(self, target: OpenFile) -> None:
-        with self._open_changes:
-            if self._fenced:  # a thread that outlived the stop's grace: its temporary would outlive the cleanup
-                raise Cancelled
-            self._open[target.file.path] = target
-
-    def open_temp(self, target: OpenFile, size: int | None) -> None:
-        keep = bool(target.kept)
-        target.fd = self._temps.open(target.temp, size, keep)
-        if size is not None:
-            target.record = self._temps.record(target.temp, target.file, keep)
-
-    def finish(self, target: OpenFile) -> None:
-        """Check the file's size, then its checksum, rename it into place and record it done."""
-        file = target.file
-        # Before the descriptor closes: a thread may still be reading through it.
-        target.verifier.finish_hashing(target.read_back)
-        target.close()
-        # Size and mtime survive the rename: one stat serves the checks and the journal.
-        st = os.stat(target.temp, follow_symlinks=False)
-        if file.exact_size and st.st_size != file.size:
-            raise FetchError(f"{file.locator}: got {st.st_size} bytes, the source listed {file.size}")
-        verified = target.verifier.verify(target.temp)
-        with self._open_changes:
-            if self._fenced:
-                raise Cancelled
-            self._renaming += 1
-        try:
-            self._temps.place(target.temp, file.path, recorded=target.record is not None)
-        finally:
-            with self._open_changes:
-                self._renaming -= 1
-                self._open_changes.notify_all()
-        with self._open_changes:
-            self._open.pop(file.path, None)
-        done = DoneFile(file.path, st.st_size, file.version, st.st_mtime_ns)
-        if verified is not None:
-            done = done._replace(algorithm=verified.algorithm, hexdigest=verified.hexdigest)
+    def _record_done(self, transfer: FileTransfer, done: DoneFile) -> None:
+        """A file is in place: record it in the journal, and count it."""
         self._journal.record_done(done)
-        self.progress.file_done(st.st_size, kept=sum(length for _offset, length in target.kept))
+        self.progress.file_done(done.size, kept=sum(length for _offset, length in transfer.kept))
 
     # The scheduling.
 
@@ -338,26 +214,3 @@ class Engine:
             if self._error is None or isinstance(self._error, Cancelled):
                 self._error = exc
         self.cancel.set()
-
-    def _discard_unfinished(self) -> None:
-        """Close every temporary, and remove those without a record of what landed (the others are kept for a
-        re-run to resume), with threads that outlived the stop's grace fenced off: none may start a file or rename
-        one into place from now on, and renames under way are waited for."""
-        with self._open_changes:
-            self._fenced = True
-            self._open_changes.wait_for(lambda: self._renaming == 0)
-            unfinished = list(self._open.values())
-            self._open.clear()
-        for target in unfinished:
-            with contextlib.suppress(OSError):
-                target.close()
-            if target.record is None:
-                self._temps.remove(target.temp)
-
-
-def disk_error(exc: OSError, path: str | None = None) -> FetchError:
-    """A local disk failure, named as such: not the source's fault, never worth a retry."""
-    where = f"writing {path!r} under OUTPUT_PATH" if path else "writing under OUTPUT_PATH"
-    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
-        return FetchError(f"{where} failed: {exc.strerror}; free space there or choose a larger volume")
-    return FetchError(f"{where} failed: {exc.strerror or exc}")

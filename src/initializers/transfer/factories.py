@@ -10,18 +10,18 @@ from initializers.store.contract import Maker, Source, Storage
 from initializers.transfer.bandwidth import TokenBucket
 from initializers.transfer.concurrency import Ramp
 from initializers.transfer.engine import Engine, TaskFactory
-from initializers.transfer.making import MadeGroups
+from initializers.transfer.making import MakeTasks
 from initializers.transfer.progress import Progress
-from initializers.transfer.ranges import StoredRanges
+from initializers.transfer.ranges import RangeTasks
 
 
 def task_factory(source: Source, ramp: Ramp, bandwidth: TokenBucket | None) -> TaskFactory:
     """The engine's tasks for `source`: ranges under the MAX_BANDWIDTH cap, or groups of made files (the cap does not
     apply: the cache source refuses MAX_BANDWIDTH)."""
     if isinstance(source, Storage):
-        return StoredRanges(source, ramp, bandwidth)
+        return RangeTasks(source, ramp, bandwidth)
     if isinstance(source, Maker):
-        return MadeGroups(source)
+        return MakeTasks(source)
     raise TypeError(f"{type(source).__name__} is neither a Storage nor a Maker: the engine cannot move its files")
 
 

@@ -22,7 +22,7 @@ from typing import Generic, NamedTuple, Protocol, TypeVar
 from initializers.common import logs
 from initializers.common.clock import Clock
 from initializers.store.lane import Exchange
-from initializers.transfer.engine import Cancelled
+from initializers.transfer.file_transfer import Cancelled
 
 #: Files waiting for the lane at most: a thread handing in more waits until the lane takes some.
 _MOST_WAITING = 256

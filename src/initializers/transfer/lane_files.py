@@ -16,9 +16,10 @@ from initializers.store.retry import TRANSIENT, Retriable
 from initializers.store.round_trips import RoundTrips
 from initializers.store.sink import Sink
 from initializers.store.throttle import Throttle
-from initializers.transfer.engine import Assembly, OpenFile, Task
+from initializers.transfer.engine import Task, TransferContext
+from initializers.transfer.file_transfer import FileTransfer
 from initializers.transfer.lane import Lane
-from initializers.transfer.part_sink import PartSink, open_once, range_landed
+from initializers.transfer.part_sink import PartSink, range_landed
 
 _log = logs.get_logger("initializers.transfer.engine")
 
@@ -50,9 +51,9 @@ def lane_task(lane: Lane[LaneFile], batch: list[LaneFile]) -> Task:
 
 @dataclass
 class LaneFile:
-    """A small file in the lane: its temporary, and once its request is sent, the sink it is read into."""
+    """A small file in the lane: its transfer, and once its request is sent, the sink it is read into."""
 
-    target: OpenFile
+    transfer: FileTransfer
     sink: PartSink | None = None
     started: float = 0.0  # when its request was sent (clock.monotonic)
     throttled: int = 0  # its requests throttled so far
@@ -66,29 +67,30 @@ class LaneWork:
         self,
         reader: Storage,
         begin: Callable[[RemoteFile, Sink], Exchange],
-        assembly: Assembly,
+        context: TransferContext,
         throttle: Throttle | None,
-        part_done: Callable[[OpenFile], None],
+        part_done: Callable[[FileTransfer], None],
     ) -> None:
         """`begin`: the source's lane request (`LaneReads.begin`); `reader`: how a failed one is asked again;
         `part_done`: what a range's thread does once its part is in (the file finished after its last)."""
         self._reader = reader
         self._begin = begin
-        self._assembly = assembly
+        self._context = context
         self._throttle = throttle
         self._part_done = part_done
 
     def start(self, item: LaneFile) -> Exchange:
         if self._throttle is not None:
             self._throttle.wait_turn()  # the fleet's hold keeps the lane's requests back too
-        assembly, target = self._assembly, item.target
-        open_once(assembly, target, ranged=False)
-        item.sink = PartSink(target, 0, target.file.size, assembly.progress, assembly.cancel, assembly.clock)
-        item.started = assembly.clock.monotonic()
-        return self._begin(target.file, item.sink)
+        context, transfer = self._context, item.transfer
+        with transfer.working():
+            transfer.open(ranged=False)
+        item.sink = PartSink(transfer, 0, transfer.file.size, context.progress, context.clock)
+        item.started = context.clock.monotonic()
+        return self._begin(transfer.file, item.sink)
 
     def done(self, item: LaneFile, exchange: Exchange) -> None:
-        sink, size = item.sink, item.target.file.size
+        sink, size = item.sink, item.transfer.file.size
         assert sink is not None, "started"
         if sink.written != size:
             self.failed(item, ConnectionError(f"the body ended {size - sink.written} bytes early"))
@@ -103,8 +105,12 @@ class LaneWork:
         the lane until it is answered, for as long as the throttling lasts and one at a time after it. Other failures,
         and throttling beyond that, are asked again the threads' way, for the rest of the file after what the lane
         received, under the retry policy: a failure that persists fails the run, as a thread's would."""
-        sink, file = item.sink, item.target.file
-        if not isinstance(error, TRANSIENT) or self._assembly.cancel.is_set() or sink is None:
+        with item.transfer.working():
+            return self._ask_again(item, error)
+
+    def _ask_again(self, item: LaneFile, error: Exception) -> bool:
+        sink, file = item.sink, item.transfer.file
+        if not isinstance(error, TRANSIENT) or item.transfer.cancelled or sink is None:
             raise error  # final (a refused answer, the disk's failure, a stop), or the temporary could not be opened
         if isinstance(error, Retriable) and error.throttled and self._throttle is not None:
             self._throttle.throttled(error.retry_after, item.started)  # the fleet is held, the lane's width halved
@@ -117,5 +123,6 @@ class LaneWork:
         return False
 
     def _landed(self, item: LaneFile, sink: PartSink) -> None:
-        range_landed(self._assembly, item.target, sink, 0, item.target.file.size, item.started)
-        self._part_done(item.target)
+        with item.transfer.working():
+            range_landed(self._context, item.transfer, sink, 0, item.transfer.file.size, item.started)
+            self._part_done(item.transfer)

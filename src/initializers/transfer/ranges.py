@@ -13,25 +13,24 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from functools import partial
 
-from initializers.common import logs
+from initializers.common.errors import disk_error
 from initializers.common.remote_file import RemoteFile
-from initializers.destination.partials import missing
 from initializers.destination.stable_storage import start_writeback
 from initializers.store.contract import Storage, comes_whole
 from initializers.store.retry import Retriable, retrying
 from initializers.transfer.bandwidth import TokenBucket
 from initializers.transfer.concurrency import Ramp
-from initializers.transfer.engine import Assembly, OpenFile, Task, disk_error
+from initializers.transfer.engine import Task, TransferContext
+from initializers.transfer.file_transfer import FileTransfer
 from initializers.transfer.lane import Lane
 from initializers.transfer.lane_files import LANE_BATCH, LaneFile, LaneWork, for_lane, lane_task
-from initializers.transfer.part_sink import PartSink, open_once, range_landed
+from initializers.transfer.part_sink import PartSink, range_landed
 from initializers.transfer.range_sizes import range_size
 
-_log = logs.get_logger("initializers.transfer.engine")
 
-
-class StoredRanges:
-    """One task per range of a stored file; the first range to run opens the temporary, the last finishes it."""
+class RangeTasks:
+    """One task per range of a stored file; the first range to run opens its transfer's temporary, the last finishes
+    it."""
 
     def __init__(self, reader: Storage, ramp: Ramp, bandwidth: TokenBucket | None = None) -> None:
         """`bandwidth`: the MAX_BANDWIDTH cap every range's bytes are taken from, when there is one."""
@@ -39,31 +38,31 @@ class StoredRanges:
         self._ramp = ramp
         self._bandwidth = bandwidth
 
-    def tasks(self, files: Iterable[RemoteFile], assembly: Assembly) -> Iterator[Task]:
-        lane = self._lane(assembly)
+    def tasks(self, files: Iterable[RemoteFile], context: TransferContext) -> Iterator[Task]:
+        lane = self._lane(context)
         batch: list[LaneFile] = []
         for file in files:
-            target = assembly.target(file)
+            transfer = context.start(file)
             part = self._range_size(file)
-            if target.kept and not part:  # the server no longer takes ranges: nothing kept can be completed
-                target.start_over()
-            if not target.kept and comes_whole(file.size, part):
-                target.handed_out(last=True)
+            if transfer.kept and not part:  # the server no longer takes ranges: nothing kept can be completed
+                transfer.start_over()
+            if not transfer.kept and comes_whole(file.size, part):
+                transfer.handed_out(last=True)
                 if lane is not None and for_lane(file, self._ramp.round_trips):
-                    batch.append(LaneFile(target))
+                    batch.append(LaneFile(transfer))
                     if len(batch) == LANE_BATCH:
                         yield lane_task(lane, batch)
                         batch = []
                     continue
-                yield Task(file.size, partial(self._transfer_range, assembly, target, 0, file.size))
+                yield Task(file.size, partial(self._transfer_range, context, transfer, 0, file.size))
                 continue
-            gaps = missing(target.kept, file.size) or [(file.size, 0)]  # all kept: one empty range finishes it
+            gaps = transfer.gaps()
             for number, (offset, length) in enumerate(gaps):
                 end = offset + length
                 while True:
                     length = min(self._range_size(file) or file.size, end - offset)
-                    target.handed_out(last=offset + length == end and number == len(gaps) - 1)
-                    yield Task(length, partial(self._transfer_range, assembly, target, offset, length))
+                    transfer.handed_out(last=offset + length == end and number == len(gaps) - 1)
+                    yield Task(length, partial(self._transfer_range, context, transfer, offset, length))
                     offset += length
                     if offset >= end:
                         break
@@ -73,13 +72,13 @@ class StoredRanges:
     def interrupt(self) -> None:
         self._reader.interrupt()
 
-    def _lane(self, assembly: Assembly) -> Lane[LaneFile] | None:
+    def _lane(self, context: TransferContext) -> Lane[LaneFile] | None:
         """The lane small files take, when the source offers one and no MAX_BANDWIDTH cap paces reads."""
         reads = self._reader.lane_reads
         if reads is None or self._bandwidth is not None:
             return None
-        work = LaneWork(self._reader, reads.begin, assembly, self._ramp.throttle, partial(self._part_done, assembly))
-        return Lane(work, self._lane_width, reads.timeout, assembly.cancel, assembly.clock)
+        work = LaneWork(self._reader, reads.begin, context, self._ramp.throttle, partial(self._part_done, context))
+        return Lane(work, self._lane_width, reads.timeout, context.cancel, context.clock)
 
     def _lane_width(self) -> int:
         """The lane's requests at once: the small-file requests the ramp allows, less one for each other transfer
@@ -90,52 +89,42 @@ class StoredRanges:
     def _range_size(self, file: RemoteFile) -> int | None:
         return range_size(self._reader.part_size_for(file), self._ramp.part_size)
 
-    def _transfer_range(self, assembly: Assembly, target: OpenFile, offset: int, length: int) -> None:
-        if target.fd < 0:
-            open_once(assembly, target, ranged=length < target.file.size)
-        if length:
-            self._read_range(assembly, target, offset, length)
-            if length < target.file.size:  # a part of a large file: its bytes head for the disk while others arrive
-                try:
-                    start_writeback(target.fd, offset, length)
-                except OSError as exc:
-                    raise disk_error(exc, target.file.path) from None
-        self._part_done(assembly, target)
+    def _transfer_range(self, context: TransferContext, transfer: FileTransfer, offset: int, length: int) -> None:
+        with transfer.working():
+            transfer.open(ranged=length < transfer.file.size)
+            if length:
+                self._read_range(context, transfer, offset, length)
+                if length < transfer.file.size:  # a part of a large file: its bytes head for disk while others arrive
+                    try:
+                        start_writeback(transfer.fd, offset, length)
+                    except OSError as exc:
+                        raise disk_error(exc, transfer.file.path) from None
+            self._part_done(context, transfer)
 
-    def _part_done(self, assembly: Assembly, target: OpenFile) -> None:
-        """A part of `target` is done: the file is finished if it was the last."""
-        if target.part_done():
-            self._finish_or_fetch_again(assembly, target)
+    def _part_done(self, context: TransferContext, transfer: FileTransfer) -> None:
+        """A part of `transfer` is done: the file is finished if it was the last."""
+        if transfer.part_done():
+            self._finish_or_fetch_again(context, transfer)
 
-    def _read_range(self, assembly: Assembly, target: OpenFile, offset: int, length: int) -> None:
-        started = assembly.clock.monotonic()
-        sink = PartSink(target, offset, length, assembly.progress, assembly.cancel, assembly.clock)
-        self._reader.read(target.file, offset, length, self._bandwidth.metered(sink) if self._bandwidth else sink)
-        range_landed(assembly, target, sink, offset, length, started)
+    def _read_range(self, context: TransferContext, transfer: FileTransfer, offset: int, length: int) -> None:
+        started = context.clock.monotonic()
+        sink = PartSink(transfer, offset, length, context.progress, context.clock)
+        self._reader.read(transfer.file, offset, length, self._bandwidth.metered(sink) if self._bandwidth else sink)
+        range_landed(context, transfer, sink, offset, length, started)
 
-    def _finish_or_fetch_again(self, assembly: Assembly, target: OpenFile) -> None:
+    def _finish_or_fetch_again(self, context: TransferContext, transfer: FileTransfer) -> None:
         """Finish the file; bytes that miss its checksum (corrupted on the way) are fetched again, whole, in this
         thread, under the retry policy: a source that keeps sending them is at fault, and the run fails."""
-        finishes = 0
 
         def attempt() -> None:
-            nonlocal finishes
-            finishes += 1
-            if finishes > 1:
-                self._fetch_again(assembly, target)
-            assembly.finish(target)
+            if transfer.checks:  # the last check found its bytes corrupt
+                transfer.fetch_again()
+                if transfer.file.size:
+                    self._read_range(context, transfer, 0, transfer.file.size)
+            transfer.finish()
 
         # The one Retriable here is the checksum mismatch; an OSError is the local disk's, never worth a retry.
         retrying(
-            "download", target.file.path, attempt, interrupted=assembly.cancel.is_set, clock=assembly.clock,
+            "download", transfer.file.path, attempt, interrupted=context.cancel.is_set, clock=context.clock,
             transient=(Retriable,),
         )  # fmt: skip
-
-    def _fetch_again(self, assembly: Assembly, target: OpenFile) -> None:
-        """The whole file afresh, in one part, into a new temporary checked from scratch."""
-        _log.warning("checksum mismatch, fetching the file again", path=target.file.path)
-        assembly.progress.add_bytes(-target.file.size)
-        target.start_over()
-        assembly.open_temp(target, target.file.size)
-        if target.file.size:
-            self._read_range(assembly, target, 0, target.file.size)
