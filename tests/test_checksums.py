@@ -71,7 +71,7 @@ def test_ranges_landing_in_any_order_are_hashed_once_each_in_order(data: bytes, 
     ranges = _ranges(data, cuts)
     order.shuffle(ranges)
     for offset, length in ranges:
-        digest.landed(offset, length, file.read)
+        digest.part_complete(offset, length, file.read)
     assert file.read_bytes == len(data)  # all hashed as they landed: none left for the end, none read twice
     assert digest.hexdigest(file.read) == hashlib.md5(data, usedforsecurity=False).hexdigest()
     assert file.read_bytes == len(data)
@@ -80,12 +80,12 @@ def test_ranges_landing_in_any_order_are_hashed_once_each_in_order(data: bytes, 
 def test_a_range_is_hashed_as_soon_as_the_gap_before_it_closes_and_a_gap_gives_no_digest():
     file = _File(b"aaaabbbbcccc")
     digest = InOrderDigest(hashlib.sha256(), 12)
-    digest.landed(4, 4, file.read)
+    digest.part_complete(4, 4, file.read)
     assert file.read_bytes == 0  # waits for the bytes before it
-    digest.landed(0, 4, file.read)
+    digest.part_complete(0, 4, file.read)
     assert file.read_bytes == 8  # both, once the first landed
     assert digest.hexdigest(file.read) is None  # the last third never landed
-    digest.landed(8, 4, file.read)
+    digest.part_complete(8, 4, file.read)
     assert digest.hexdigest(file.read) == hashlib.sha256(b"aaaabbbbcccc").hexdigest()
 
 
@@ -100,7 +100,7 @@ def test_ranges_landing_from_many_threads_at_once_give_the_files_digest():
     def land(share: list[tuple[int, int]]) -> None:
         start.wait()
         for offset, length in share:
-            digest.landed(offset, length, file.read)
+            digest.part_complete(offset, length, file.read)
 
     threads = [threading.Thread(target=land, args=(ranges[number::8],)) for number in range(8)]
     for thread in threads:
@@ -128,7 +128,7 @@ def feed(verifier: FileVerifier, offset: int, length: int, file: _File | None = 
     digest = verifier.part_digest(length)
     if digest is not None:
         digest.update(DATA[offset : offset + length])
-    verifier.landed(offset, length, digest, (file or _File(DATA)).read)
+    verifier.part_complete(offset, length, digest, (file or _File(DATA)).read)
 
 
 @pytest.mark.parametrize("listed", [CRC, SHA256, Checksum("md5", hashlib.md5(DATA).hexdigest())])
@@ -160,7 +160,7 @@ def test_ranges_in_another_digest_are_hashed_in_order_as_they_land():
 def test_a_gap_in_the_ranges_hashed_in_order_is_made_up_by_hashing_the_file(tmp_path: Path):
     check = verifier(None)
     feed(check, 0, 4000)  # nothing to check against yet: hashed by nothing
-    check.vouch(SHA256)  # a later answer vouches for the file
+    check.expect(SHA256)  # a later answer vouches for the file
     feed(check, 4000, 6000)
     check.finish_hashing(_File(DATA).read)
     path = tmp_path / "f.bin"
@@ -173,25 +173,25 @@ def test_a_gap_in_the_ranges_hashed_in_order_is_made_up_by_hashing_the_file(tmp_
 
 def test_the_first_checksum_vouched_for_stands_and_another_in_its_algorithm_means_the_file_changed():
     check = verifier(None)
-    check.vouch(CRC)
-    check.vouch(SHA256)  # another algorithm: nothing to compare, the first still stands
-    check.vouch(CRC)
+    check.expect(CRC)
+    check.expect(SHA256)  # another algorithm: nothing to compare, the first still stands
+    check.expect(CRC)
     with pytest.raises(FetchError, match=r"bucket/f.bin changed during the download \(crc32 .* became 00000000\)"):
-        check.vouch(Checksum(CRC32, "00000000"))
+        check.expect(Checksum(CRC32, "00000000"))
     feed(check, 0, len(DATA))
     assert check.verify(UNREAD) == CRC
 
 
 def test_a_mismatch_is_retriable_and_a_reset_starts_the_check_over():
     check = verifier(None)
-    check.vouch(CRC)
+    check.expect(CRC)
     feed(check, 0, 5000)
     # A range whose bytes never went through its digest:
-    check.landed(5000, 5000, check.part_digest(5000), _File(DATA).read)
+    check.part_complete(5000, 5000, check.part_digest(5000), _File(DATA).read)
     with pytest.raises(ChecksumMismatch, match="crc32 checksum mismatch") as mismatch:
         check.verify(UNREAD)
     assert isinstance(mismatch.value, Retriable) and not mismatch.value.throttled
     check.reset()  # fetched again: what was vouched for and hashed is forgotten
-    check.vouch(SHA256)
+    check.expect(SHA256)
     feed(check, 0, len(DATA))
     assert check.verify(UNREAD) == SHA256

@@ -72,7 +72,7 @@ class InMemory(Storage):
             if corrupt and not self.corrupt_always:
                 self.corrupt_at = None
         if self.vouched is not None:
-            sink.vouch(self.vouched)
+            sink.expect(self.vouched)
         data = bytearray(self.body[offset : offset + length])
         if corrupt:
             data[0] ^= 0xFF

@@ -47,7 +47,7 @@ def write_body(sink: PartSink) -> None:
     view = memoryview(BODY)
     for start in range(0, len(BODY), 65536):
         sink.write(view[start : start + 65536])
-    sink.landed()
+    sink.part_complete()
 
 
 def verified_from_the_parts(target: FileTransfer, path: Path) -> Checksum | None:
@@ -56,7 +56,7 @@ def verified_from_the_parts(target: FileTransfer, path: Path) -> Checksum | None
     digest = target.verifier.part_digest(5)
     if digest is not None:
         digest.update(b"head-")
-    target.verifier.landed(0, 5, digest, target.read_back)
+    target.verifier.part_complete(0, 5, digest, target.read_back)
     target.verifier.finish_hashing(target.read_back)
     target.close()
     os.truncate(path, 0)
@@ -79,10 +79,10 @@ def test_a_checksum_vouched_for_before_the_body_is_digested_and_a_differing_one_
     path = tmp_path / "f.bin"
     path.write_bytes(b"head-")
     sink, target, _ = sink_on(path)
-    sink.vouch(CRC)
+    sink.expect(CRC)
     write_body(sink)
     with pytest.raises(FetchError, match="changed during the download"):
-        sink.vouch(Checksum(CRC32, "00000000"))
+        sink.expect(Checksum(CRC32, "00000000"))
     assert verified_from_the_parts(target, path) == CRC
 
 

@@ -18,7 +18,7 @@ EVENT_CEILING_SECONDS = 30.0
 ANSWER = b"x" * 3000
 
 
-class PairExchange:
+class PairRequest:
     """A request on a socket pair: complete once `ANSWER`'s bytes have been read from it."""
 
     def __init__(self, name: str) -> None:
@@ -59,25 +59,25 @@ class Recorder:
         self.most_in_flight = 0
         self.finished: Counter[str] = Counter()
         self.failures: dict[str, Exception] = {}
-        self.started: list[PairExchange] = []
+        self.started: list[PairRequest] = []
         self.any_started = threading.Event()
         self.any_failed = threading.Event()
 
-    def start(self, item: str) -> PairExchange:
-        exchange = PairExchange(item)
+    def start(self, item: str) -> PairRequest:
+        request = PairRequest(item)
         with self.lock:
             self.in_flight += 1
             self.most_in_flight = max(self.most_in_flight, self.in_flight)
-            self.started.append(exchange)
+            self.started.append(request)
         self.any_started.set()
         if item in self.failing:
-            exchange.server.close()  # the server hangs up: the request fails
+            request.server.close()  # the server hangs up: the request fails
         elif self.answer_at_once:
-            exchange.server.sendall(ANSWER[:1000])
-            exchange.server.sendall(ANSWER[1000:])
-        return exchange
+            request.server.sendall(ANSWER[:1000])
+            request.server.sendall(ANSWER[1000:])
+        return request
 
-    def done(self, item: str, exchange: object) -> None:
+    def done(self, item: str, request: object) -> None:
         with self.lock:
             self.in_flight -= 1
             self.finished[item] += 1
@@ -107,7 +107,7 @@ def test_items_handed_in_from_many_threads_are_each_done_once_with_no_more_in_fl
     assert set(work.finished) == expected and set(work.finished.values()) == {1}
     assert list(work.failures) == ["t2-7"] and isinstance(work.failures["t2-7"], ConnectionError)
     assert 1 < work.most_in_flight <= 5
-    assert all(exchange.abandoned for exchange in work.started if exchange.name == "t2-7")
+    assert all(request.abandoned for request in work.started if request.name == "t2-7")
 
 
 def test_an_item_the_work_wants_asked_again_goes_back_to_the_lane_first_and_is_done_once() -> None:
@@ -123,7 +123,7 @@ def test_an_item_the_work_wants_asked_again_goes_back_to_the_lane_first_and_is_d
     work = AgainOnce(failing=frozenset({"b"}))
     lane = Lane(work, lambda: 1, 60.0, threading.Event(), SystemClock())
     lane.take(["a", "b", "c"])
-    assert [exchange.name for exchange in work.started] == ["a", "b", "b", "c"]
+    assert [request.name for request in work.started] == ["a", "b", "b", "c"]
     assert work.finished == Counter({"a": 1, "b": 1, "c": 1}) and list(work.failures) == ["b"]
 
 
@@ -160,7 +160,7 @@ def test_a_stop_ends_the_lane_with_what_was_in_flight_abandoned() -> None:
     cancel.set()
     taker.join(EVENT_CEILING_SECONDS)
     assert not taker.is_alive() and len(raised) == 1 and isinstance(raised[0], Cancelled)
-    assert work.started and all(exchange.abandoned for exchange in work.started)
+    assert work.started and all(request.abandoned for request in work.started)
     assert not work.finished and not work.failures
 
 

@@ -107,7 +107,7 @@ class Collected:
     def write(self, data: memoryview) -> None:
         self.data += data
 
-    def vouch(self, checksum: Checksum) -> None:
+    def expect(self, checksum: Checksum) -> None:
         pass
 
     def rewind(self) -> None:

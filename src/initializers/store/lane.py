@@ -1,5 +1,5 @@
 """What a store offers the lane (many small-file requests kept in flight by one thread): a request that can be sent
-without waiting (`LaneReads.begin`) and its answer read as it arrives (`Exchange`)."""
+without waiting (`LaneReads.begin`) and its answer read as it arrives (`RequestInFlight`)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from initializers.common.remote_file import RemoteFile
 from initializers.store.sink import Sink
 
 
-class Exchange(Protocol):
+class RequestInFlight(Protocol):
     """One request in flight on a connection of its own."""
 
     def fileno(self) -> int:
@@ -28,5 +28,5 @@ class LaneReads(NamedTuple):
     """How a source reads small files in the lane: `begin(file, sink)` asks for all of `file` and returns the request
     in flight, its answer to be read into `sink` without waiting; `timeout`: seconds an answer may go without a byte."""
 
-    begin: Callable[[RemoteFile, Sink], Exchange]
+    begin: Callable[[RemoteFile, Sink], RequestInFlight]
     timeout: float

@@ -16,7 +16,7 @@ class Sink(Protocol):
 
     def write(self, data: memoryview) -> None: ...
 
-    def vouch(self, checksum: Checksum) -> None:
+    def expect(self, checksum: Checksum) -> None:
         """What the whole file hashes to, as the answer carrying this range says: called before its first byte."""
 
     def rewind(self) -> None:

@@ -58,8 +58,8 @@ class _MeteredSink:
         self._bucket.take(len(data))
         self._sink.write(data)
 
-    def vouch(self, checksum: Checksum) -> None:
-        self._sink.vouch(checksum)
+    def expect(self, checksum: Checksum) -> None:
+        self._sink.expect(checksum)
 
     def rewind(self) -> None:
         self._sink.rewind()

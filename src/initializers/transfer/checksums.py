@@ -112,7 +112,7 @@ class InOrderDigest:
         self._lock = threading.Lock()
         self._hashing = threading.Lock()  # held by the one thread feeding the hasher
 
-    def landed(self, offset: int, length: int, read: Callable[[int, int], bytes]) -> None:
+    def part_complete(self, offset: int, length: int, read: Callable[[int, int], bytes]) -> None:
         """The range's bytes are in the file: hash it, and whatever it joins up, unless another thread is at it."""
         with self._lock:
             self._waiting[offset] = length
@@ -173,7 +173,7 @@ class FileVerifier:
             self._range_crcs: dict[int, tuple[int, int]] = {}  # offset -> (length, CRC-32) of landed ranges
             self._in_order: InOrderDigest | None = None
 
-    def vouch(self, checksum: Checksum) -> None:
+    def expect(self, checksum: Checksum) -> None:
         """A response's word on the whole file: the first one stands, and a different one in the same algorithm
         means the file changed during the download (FetchError)."""
         with self._lock:
@@ -195,7 +195,7 @@ class FileVerifier:
             return new_hasher(expected, size)
         return new_hasher(expected, length) if expected.algorithm == CRC32 else None
 
-    def landed(self, offset: int, length: int, digest: Any, read: Callable[[int, int], bytes]) -> None:
+    def part_complete(self, offset: int, length: int, digest: Any, read: Callable[[int, int], bytes]) -> None:
         """A part is in the file, its bytes fed to `digest` (None: to none): keep what it hashed to, or hash it in
         order with the other ranges, read back by `read` (OSError when it cannot be)."""
         size = self._file.size
@@ -214,7 +214,7 @@ class FileVerifier:
                 size = self._file.size
                 self._in_order = InOrderDigest(new_hasher(expected, size), size)
             in_order = self._in_order
-        in_order.landed(offset, length, read)
+        in_order.part_complete(offset, length, read)
 
     def finish_hashing(self, read: Callable[[int, int], bytes]) -> None:
         """Take the digest of the ranges hashed in order (the rest read back by `read`), waiting for a thread still at

@@ -21,7 +21,7 @@ from typing import Generic, NamedTuple, Protocol, TypeVar
 
 from initializers.common import logs
 from initializers.common.clock import Clock
-from initializers.store.lane import Exchange
+from initializers.store.lane import RequestInFlight
 from initializers.transfer.file_transfer import Cancelled
 
 #: Files waiting for the lane at most: a thread handing in more waits until the lane takes some.
@@ -38,14 +38,14 @@ _Item = TypeVar("_Item")
 class LaneWork(Protocol[_Item]):
     """What the lane does with each item: start its request, and finish or retry it."""
 
-    def start(self, item: _Item) -> Exchange:
+    def start(self, item: _Item) -> RequestInFlight:
         """Send the item's request."""
 
-    def done(self, item: _Item, exchange: Exchange) -> None:
+    def done(self, item: _Item, request: RequestInFlight) -> None:
         """The whole answer is in: finish the item."""
 
     def failed(self, item: _Item, error: Exception) -> bool:
-        """The request failed (its exchange abandoned): fetch the item another way (False), have the lane ask for it
+        """The request failed (and was abandoned): fetch the item another way (False), have the lane ask for it
         again (True: it goes back among the items waiting), or raise to fail the run."""
 
 
@@ -113,7 +113,7 @@ class Lane(Generic[_Item]):
                     self._expire(in_flight, selector, now)
         finally:
             for flight in in_flight.values():
-                flight.exchange.abandon()
+                flight.request.abandon()
             selector.close()
 
     def _next(self) -> _Item | None:
@@ -126,30 +126,30 @@ class Lane(Generic[_Item]):
 
     def _start(self, item: _Item, in_flight: dict[int, _InFlight[_Item]], selector: selectors.BaseSelector) -> None:
         try:
-            exchange = self._work.start(item)
+            request = self._work.start(item)
         except Exception as exc:
             if self._work.failed(item, exc):
                 self._again(item)
             return
-        fd = exchange.fileno()
-        in_flight[fd] = _InFlight(item, exchange, self._clock.monotonic() + self._timeout)
+        fd = request.fileno()
+        in_flight[fd] = _InFlight(item, request, self._clock.monotonic() + self._timeout)
         selector.register(fd, selectors.EVENT_READ)
 
     def _advance(
         self, flight: _InFlight[_Item], in_flight: dict[int, _InFlight[_Item]], selector: selectors.BaseSelector
     ) -> None:
         """Read what arrived for `flight` (taken out of `in_flight`): put it back unless its answer is complete."""
-        fd = flight.exchange.fileno()
+        fd = flight.request.fileno()
         try:
-            complete = flight.exchange.advance()
+            complete = flight.request.advance()
         except Exception as exc:
             self._give_up(fd, flight, selector, exc)
             return
         if complete:
             selector.unregister(fd)
-            self._work.done(flight.item, flight.exchange)
+            self._work.done(flight.item, flight.request)
         else:
-            in_flight[fd] = _InFlight(flight.item, flight.exchange, self._clock.monotonic() + self._timeout)
+            in_flight[fd] = _InFlight(flight.item, flight.request, self._clock.monotonic() + self._timeout)
 
     def _expire(self, in_flight: dict[int, _InFlight[_Item]], selector: selectors.BaseSelector, now: float) -> None:
         """Fail the requests past their deadline, but for those whose bytes are waiting (the lane was busy)."""
@@ -164,7 +164,7 @@ class Lane(Generic[_Item]):
     def _give_up(self, fd: int, flight: _InFlight[_Item], selector: selectors.BaseSelector, error: Exception) -> None:
         """Stop watching a failed request, drop its connection, and let the work decide what becomes of its item."""
         selector.unregister(fd)
-        flight.exchange.abandon()
+        flight.request.abandon()
         if self._work.failed(flight.item, error):
             self._again(flight.item)
 
@@ -176,5 +176,5 @@ class Lane(Generic[_Item]):
 
 class _InFlight(NamedTuple, Generic[_Item]):
     item: _Item
-    exchange: Exchange
+    request: RequestInFlight
     deadline: float  # when it fails unless a byte arrives (clock.monotonic)

@@ -11,7 +11,7 @@ from functools import partial
 from initializers.common import logs
 from initializers.common.remote_file import RemoteFile
 from initializers.store.contract import PART_SIZE, Storage
-from initializers.store.lane import Exchange
+from initializers.store.lane import RequestInFlight
 from initializers.store.retry import TRANSIENT, Retriable
 from initializers.store.round_trips import RoundTrips
 from initializers.store.sink import Sink
@@ -66,7 +66,7 @@ class LaneWork:
     def __init__(
         self,
         reader: Storage,
-        begin: Callable[[RemoteFile, Sink], Exchange],
+        begin: Callable[[RemoteFile, Sink], RequestInFlight],
         context: TransferContext,
         throttle: Throttle | None,
         part_done: Callable[[FileTransfer], None],
@@ -79,7 +79,7 @@ class LaneWork:
         self._throttle = throttle
         self._part_done = part_done
 
-    def start(self, item: LaneFile) -> Exchange:
+    def start(self, item: LaneFile) -> RequestInFlight:
         if self._throttle is not None:
             self._throttle.wait_turn()  # the fleet's hold keeps the lane's requests back too
         context, transfer = self._context, item.transfer
@@ -89,7 +89,7 @@ class LaneWork:
         item.started = context.clock.monotonic()
         return self._begin(transfer.file, item.sink)
 
-    def done(self, item: LaneFile, exchange: Exchange) -> None:
+    def done(self, item: LaneFile, request: RequestInFlight) -> None:
         sink, size = item.sink, item.transfer.file.size
         assert sink is not None, "started"
         if sink.written != size:

@@ -32,18 +32,18 @@ class PartSink:
         self._recorded_at = 0.0  # when the record last heard how far this range got (clock.monotonic)
         self._digest = transfer.verifier.part_digest(length)
 
-    def vouch(self, checksum: Checksum) -> None:
+    def expect(self, checksum: Checksum) -> None:
         """Pass the whole file's checksum from the response, before its body, to the verifier; a part that had no
         digest to feed may have one now."""
         verifier = self._transfer.verifier
-        verifier.vouch(checksum)
+        verifier.expect(checksum)
         if self._digest is None and self.written == 0:
             self._digest = verifier.part_digest(self._length)
 
-    def landed(self) -> None:
+    def part_complete(self) -> None:
         """The part is complete: hand it to the verifier, and record it."""
         try:
-            self._transfer.verifier.landed(self._offset, self._length, self._digest, self._transfer.read_back)
+            self._transfer.verifier.part_complete(self._offset, self._length, self._digest, self._transfer.read_back)
             self._record()
         except OSError as exc:  # reading it back to hash it in order, or recording it
             raise disk_error(exc, self._transfer.file.path) from None
@@ -89,6 +89,6 @@ def range_landed(
         raise FetchError(
             f"{transfer.file.locator}: received {sink.written} bytes of range {offset}+{length}; the source ended early"
         )
-    sink.landed()
+    sink.part_complete()
     if sink.first_byte is not None:
         context.request_times.add(sink.first_byte - started, context.clock.monotonic() - started)

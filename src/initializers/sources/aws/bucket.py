@@ -26,7 +26,7 @@ from initializers.common.errors import ConfigError, FetchError, changed_during_d
 from initializers.common.remote_file import CRC32, Checksum
 from initializers.sources.aws.access import AwsAccess
 from initializers.sources.aws.sigv4 import GetSigner, SigningCredentials, canonical_query
-from initializers.sources.http.getter import RETRIABLE_STATUS, USER_AGENT, HttpExchange, HttpGetter, retriable
+from initializers.sources.http.getter import RETRIABLE_STATUS, USER_AGENT, HttpGetter, HttpRequestInFlight, retriable
 from initializers.sources.http.http1 import ProtocolError, Response
 from initializers.store.retry import Retriable
 from initializers.store.sink import Sink
@@ -142,7 +142,7 @@ class S3Getter:
         where = self.uri_of(request.key)
         self._http.retrying(request.operation.verb, where, lambda: self._get_once(download))
 
-    def begin(self, request: GetRequest, sink: Sink) -> HttpExchange:
+    def begin(self, request: GetRequest, sink: Sink) -> HttpRequestInFlight:
         """Send the request on a connection of the lane's and return it in flight (`HttpGetter.begin`): a failure
         answer raises from its `advance`, as `get` would raise it on its first attempt."""
         download = _Download(request, sink)
@@ -226,7 +226,7 @@ class S3Getter:
         self._check_response(request, response, start, end, ranged)
         checksum = _vouched(response, request.etag or "", ranged)
         if checksum is not None:
-            sink.vouch(checksum)
+            sink.expect(checksum)
 
     def _check_response(self, request: GetRequest, response: Response, start: int, end: int, ranged: bool) -> None:
         etag = (response.header("etag") or "").strip('"')
@@ -365,7 +365,7 @@ class _Discard:
     def write(self, data: memoryview) -> None:
         self.written += len(data)
 
-    def vouch(self, checksum: Checksum) -> None:
+    def expect(self, checksum: Checksum) -> None:
         """Nothing is kept to check."""
 
     def rewind(self) -> None:

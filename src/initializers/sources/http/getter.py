@@ -83,7 +83,7 @@ class HttpGetter:
         sink: Sink,
         wanted: int,
         where: str,
-    ) -> HttpExchange:
+    ) -> HttpRequestInFlight:
         """Send `GET target` on an idle connection of the lane's (opened if need be) and return it in flight, its
         answer to be read without waiting: `accept` judges its head (raising for a failure), and up to `wanted` bytes
         of its body go into `sink`."""
@@ -91,14 +91,14 @@ class HttpGetter:
             connection = self._lane_idle.pop() if self._lane_idle else None
         if connection is None:
             connection = self._new_connection(scheme, netloc)
-        exchange = HttpExchange(self, connection, accept, sink, wanted, where)
+        request = HttpRequestInFlight(self, connection, accept, sink, wanted, where)
         try:
             connection.send_get(target, headers)
             connection.set_blocking(False)
         except BaseException:
-            exchange.abandon()
+            request.abandon()
             raise
-        return exchange
+        return request
 
     def lane_done(self, connection: Connection) -> None:
         """A lane's request is answered (or abandoned, its connection closed): the connection serves another."""
@@ -177,9 +177,9 @@ class HttpGetter:
         return buffer
 
 
-class HttpExchange:
+class HttpRequestInFlight:
     """A GET in flight on a connection of the lane's, its answer read as it arrives, without waiting (a
-    `lane.Exchange`)."""
+    `lane.RequestInFlight`)."""
 
     def __init__(
         self,

@@ -29,7 +29,7 @@ from initializers.sources.s3.listing import (
     parse_page,
 )
 from initializers.store.contract import Storage
-from initializers.store.lane import Exchange, LaneReads
+from initializers.store.lane import LaneReads, RequestInFlight
 from initializers.store.sink import Sink
 
 #: Key ranges listed at once, and how many objects they may list ahead of the reader, together.
@@ -157,7 +157,7 @@ class S3Source(Storage):
         whole = offset == 0 and length == file.size
         self._getter.get(GetRequest(file.locator, file.version, offset, length, whole), sink)
 
-    def _begin_read(self, file: RemoteFile, sink: Sink) -> Exchange:
+    def _begin_read(self, file: RemoteFile, sink: Sink) -> RequestInFlight:
         return self._getter.begin(GetRequest(file.locator, file.version, 0, file.size, whole=True), sink)
 
     def interrupt(self) -> None:
