@@ -2,8 +2,9 @@
 
 As rclone's fstests drives every backend through `fs.Fs`, the suite drives every registered source through a
 `Store`: put files, change one, point a program at the store through a relay (`devkit.relay`) that counts what
-passes and injects faults, and read back what landed. A store says by capability flags which cases apply to it; a
-new source is one class here and one entry in `STORES`.
+passes and injects faults, and read back what landed. Which cases apply to a store is what its source's class
+declares (`store.contract`: a Storage reads ranges, a Maker makes its files, `pins_versions`, `checksum_kinds`), and
+what its server allows (`relayed`, `selection`); a new source is one class here and one entry in `STORES`.
 
 The cache source makes its files from an Iceberg table, so its "files" are rows `(path, data)`, one data file per
 `put` file, and what landed is read back from the shards' rows.
@@ -22,6 +23,10 @@ from urllib.parse import quote, urlencode
 from devkit.hubserver import HubServer
 from devkit.relay import CorruptFault, Relay, StatusFault
 from devkit.seaweed import SeaweedFS
+from initializers.sources.hub.source import HfSource
+from initializers.sources.iceberg.source import IcebergSource
+from initializers.sources.s3.source import S3Source
+from initializers.store.contract import Maker, Source, Storage
 
 #: The Hub's error body, as the Hub answers (JSON); S3's is the relay's default XML.
 _HUB_ERROR = b'{"error": "conformance fault"}'
@@ -30,23 +35,36 @@ _HUB_ERROR = b'{"error": "conformance fault"}'
 class Store(ABC):
     """A source's real server, seeded by the test, reached by the program through a relay."""
 
-    #: The registered scheme this store serves.
+    #: The registered scheme this store serves, and the class of the source that reads it.
     scheme: ClassVar[str]
+    source: ClassVar[type[Source]]
     #: The program run against it: the dataset program takes every scheme but a model-only one, and fetches every
     #: file by default (the model program's default selection would pick among them).
     kind: ClassVar[str] = "dataset"
     #: The program reaches the server through a relay (`relay_for`), so faults can be injected and bytes counted.
     relayed: ClassVar[bool] = True
-    #: Large files are fetched in ranges by the engine (8 MiB each).
-    ranged: ClassVar[bool] = True
-    #: A run reads one version of the source, whatever changes meanwhile (a Hub commit, a table's metadata file).
-    pinned_versions: ClassVar[bool] = False
-    #: The source makes its files (shards) itself, from what it reads, rather than copying files.
-    makes_files: ClassVar[bool] = False
     #: IGNORE_PATTERNS / ALLOW_PATTERNS select files (else they are refused, exit 2).
     selection: ClassVar[bool] = True
-    #: The bytes of a file are checked against a checksum the source vouches for (else by size only).
-    verifies_content: ClassVar[bool] = True
+
+    @property
+    def ranged(self) -> bool:
+        """Large files are fetched in ranges by the engine (8 MiB each): the source is a Storage."""
+        return issubclass(self.source, Storage)
+
+    @property
+    def makes_files(self) -> bool:
+        """The source makes its files (shards) itself, from what it reads, rather than copying files: a Maker."""
+        return issubclass(self.source, Maker)
+
+    @property
+    def pinned_versions(self) -> bool:
+        """A run reads one version of the source, whatever changes meanwhile (a Hub commit, a table's snapshot)."""
+        return self.source.pins_versions
+
+    @property
+    def verifies_content(self) -> bool:
+        """The bytes of a file are checked against a checksum the source vouches for (else by size only)."""
+        return bool(self.source.checksum_kinds)
 
     @abstractmethod
     def put(self, files: dict[str, bytes]) -> None:
@@ -105,6 +123,7 @@ class S3Store(Store):
     """A bucket on SeaweedFS; a relay in front of it."""
 
     scheme = "s3"
+    source = S3Source
 
     def __init__(self, seaweed: SeaweedFS, s3: Any, bucket: str, relay: Relay) -> None:
         self.seaweed, self.s3, self.bucket, self.relay = seaweed, s3, bucket, relay
@@ -133,7 +152,7 @@ class HubStore(Store):
     """A dataset repo on our Hub server; relays in front of its API origin and its CDN (where LFS files come from)."""
 
     scheme = "hf"
-    pinned_versions = True  # a run resolves the revision to a commit once and reads every file at it
+    source = HfSource
     repo = "org/conformance"
 
     def __init__(self, hub: HubServer, api: Relay, cdn: Relay) -> None:
@@ -182,11 +201,8 @@ class CacheStore(Store):
     through a relay in front of SeaweedFS and writes it as Parquet shards, read back as rows."""
 
     scheme = "cache"
-    ranged = False  # pyarrow reads the data files itself: no ranges of the engine's
-    pinned_versions = True  # METADATA_LOC names one metadata file, so one snapshot, whatever is committed later
-    makes_files = True
+    source = IcebergSource
     selection = False  # every row is sharded
-    verifies_content = False  # Iceberg records no checksum of a data file: parts are checked by size and rows
     nodes = 2
 
     def __init__(self, seaweed: SeaweedFS, bucket: str, relay: Relay, root: Path) -> None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, ClassVar
 
 from initializers.common.remote_file import RemoteFile
 from initializers.store.lane import LaneReads
@@ -54,6 +54,16 @@ class Source(ABC):
     #: The round trips its requests have shown, which the concurrency ramp starts small-file requests from (None: the
     #: source measures none).
     round_trips: RoundTrips | None = None
+
+    # What the store offers, declared by its class and held to by the conformance suite (`tests/test_conformance.py`);
+    # whether it reads byte ranges or makes its files is what it is: a `Storage` or a `Maker`.
+
+    #: A run reads one version of the source whatever changes meanwhile (a Hub commit, a table's snapshot); False: a
+    #: file changed during the run fails it rather than land mixed (S3's If-Match on the listed ETag).
+    pins_versions: ClassVar[bool] = False
+    #: The algorithms of the checksums it vouches for files with (in its listing or its answers), which each file is
+    #: verified against; empty: files are checked by size and version alone.
+    checksum_kinds: ClassVar[frozenset[str]] = frozenset()
 
     @abstractmethod
     def list_files(self) -> Iterator[RemoteFile]:

@@ -346,6 +346,8 @@ def _etag_md5(response: Response, etag: str) -> Checksum | None:
 #: Full-object checksums S3 may hold that the standard library computes, cheapest first (CRC32C and CRC64NVME
 #: need native code: their objects fall back to the ETag's MD5).
 _CHECKSUMS = (CRC32, "sha1", "sha256")
+#: What an object's bytes may be verified against: a full-object checksum S3 stores, or the MD5 a plain ETag is.
+CHECKSUM_KINDS = frozenset((*_CHECKSUMS, "md5"))
 
 
 @dataclass

@@ -34,6 +34,11 @@ _log = logs.get_logger("initializers.hf")
 
 
 class HfSource(Storage):
+    """A repo at one revision, resolved to its commit, listed through huggingface_hub and read by resolve GETs."""
+
+    pins_versions = True  # every file is read at the commit the revision resolved to once
+    checksum_kinds = frozenset(("sha256", GIT_SHA1))  # sha256 for LFS files, the git blob id otherwise
+
     def __init__(self, location: HfLocation, config: Config, kind: Kind) -> None:
         self.location = location
         self.repo_type = kind.name  # "dataset" or "model": the program decides what the repo is

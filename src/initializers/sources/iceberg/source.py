@@ -45,6 +45,7 @@ def shard_folder(index: int) -> str:
 class IcebergSource(Maker):
     default_workers = max_workers = 2  # CPU-bound decoding and encoding: about one worker per core
     owned_folders = "shard-*"
+    pins_versions = True  # METADATA_LOC or the catalog names one metadata file: one snapshot, whatever comes later
 
     def __init__(self, location: CacheLocation, config: Config) -> None:
         options, aws = config.options(CacheOptions), config.options(AwsOptions)

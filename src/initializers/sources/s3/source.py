@@ -17,7 +17,7 @@ from initializers.common.remote_file import RemoteFile
 from initializers.config.contract import Config
 from initializers.config.uris import S3Location
 from initializers.sources.aws.access import AwsAccess, Role, aws_access
-from initializers.sources.aws.bucket import GetRequest, S3Getter
+from initializers.sources.aws.bucket import CHECKSUM_KINDS, GetRequest, S3Getter
 from initializers.sources.aws.options import AwsOptions
 from initializers.sources.s3.listing import (
     PAGE_SIZE,
@@ -40,6 +40,10 @@ LISTING_AHEAD = 2000
 
 
 class S3Source(Storage):
+    """A bucket's objects under a prefix, listed and read by signed GETs (`sources/aws/bucket.py`)."""
+
+    checksum_kinds = CHECKSUM_KINDS
+
     def __init__(self, location: S3Location, config: Config, access: AwsAccess) -> None:
         self.location = location
         self._endpoint_url = access.endpoint
