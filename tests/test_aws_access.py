@@ -29,14 +29,14 @@ def no_ambient_aws(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
 
 def test_keys_and_an_endpoint_leave_botocore_nothing_to_resolve():
     options = AwsOptions(endpoint="http://127.0.0.1:1", access_key_id="AKID", secret_access_key="secret")
-    access = aws_access(options, None)
+    access = aws_access(options, None, False)
     assert access.session is None and access.region == "us-east-1" and access.ca_bundle is None
     assert access.static == SigningCredentials("AKID", "secret")
     assert access.credentials()() == SigningCredentials("AKID", "secret")
 
 
 def test_anonymous_signs_nothing():
-    access = aws_access(AwsOptions(endpoint="http://127.0.0.1:1", anonymous=True), None)
+    access = aws_access(AwsOptions(endpoint="http://127.0.0.1:1"), None, True)
     assert access.session is None and access.credentials()() is None
 
 
@@ -44,7 +44,7 @@ def test_without_keys_the_chain_resolves_them(monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "FROM-CHAIN")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "chain-secret")
     monkeypatch.setenv("AWS_DEFAULT_REGION", "eu-west-3")
-    access = aws_access(AwsOptions(endpoint="http://127.0.0.1:1"), None)
+    access = aws_access(AwsOptions(endpoint="http://127.0.0.1:1"), None, False)
     assert access.session is not None and access.static is None and access.region == "eu-west-3"
     assert access.credentials()() == SigningCredentials("FROM-CHAIN", "chain-secret")
 
@@ -54,16 +54,16 @@ def test_region_comes_from_region_then_the_aws_variables_then_a_profile(
 ):
     keys = {"endpoint": "http://127.0.0.1:1", "access_key_id": "AKID", "secret_access_key": "secret"}
     monkeypatch.setenv("AWS_REGION", "ap-south-1")
-    assert aws_access(AwsOptions(**keys, region="ca-central-1"), None).region == "ca-central-1"
-    assert aws_access(AwsOptions(**keys), None).region == "ap-south-1"
+    assert aws_access(AwsOptions(**keys, region="ca-central-1"), None, False).region == "ca-central-1"
+    assert aws_access(AwsOptions(**keys), None, False).region == "ap-south-1"
     monkeypatch.delenv("AWS_REGION")
     (tmp_path / "config").write_text("[default]\nregion = sa-east-1\n")
     monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "config"))
-    assert aws_access(AwsOptions(**keys), None).region == "sa-east-1"  # a config file: botocore reads it
+    assert aws_access(AwsOptions(**keys), None, False).region == "sa-east-1"  # a config file: botocore reads it
 
 
 def test_no_credentials_anywhere_is_a_configuration_error():
-    access = aws_access(AwsOptions(endpoint="http://127.0.0.1:1"), None)
+    access = aws_access(AwsOptions(endpoint="http://127.0.0.1:1"), None, False)
     with pytest.raises(ConfigError) as raised:
         access.credentials()
     assert str(raised.value) == NO_CREDENTIALS
@@ -72,20 +72,20 @@ def test_no_credentials_anywhere_is_a_configuration_error():
 def test_a_missing_ca_bundle_is_refused(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
     monkeypatch.setenv("AWS_CA_BUNDLE", str(tmp_path / "nope.pem"))
     with pytest.raises(ConfigError, match=r"AWS_CA_BUNDLE \(or the profile's ca_bundle\): no such file"):
-        aws_access(AwsOptions(access_key_id="AKID", secret_access_key="secret"), None)
+        aws_access(AwsOptions(access_key_id="AKID", secret_access_key="secret"), None, False)
 
 
 @pytest.mark.parametrize("variable", ["ROLE_ARN", "IAM_ROLE"])
 def test_anonymous_with_a_role_names_the_variable_that_named_the_role(variable: str):
     role = Role(f"arn:aws:iam::{ACCOUNT}:role/r", variable)
     with pytest.raises(ConfigError) as raised:
-        aws_access(AwsOptions(anonymous=True), role)
+        aws_access(AwsOptions(), role, True)
     assert f"ANONYMOUS=true conflicts with ACCESS_KEY_ID/{variable}" in str(raised.value)
 
 
 def test_half_a_key_pair_is_refused():
     with pytest.raises(ConfigError, match="SECRET_ACCESS_KEY is not set: ACCESS_KEY_ID and SECRET_ACCESS_KEY go"):
-        aws_access(AwsOptions(access_key_id="AKID"), None)
+        aws_access(AwsOptions(access_key_id="AKID"), None, False)
 
 
 def test_a_role_is_not_given_by_an_empty_value():
@@ -97,7 +97,7 @@ def test_a_role_is_not_given_by_an_empty_value():
 def test_sts_refusing_the_role_names_the_variable_that_named_it(moto: Moto, variable: str):
     """moto's STS refuses `reader` the role `admin-only`: the message says which variable to check."""
     config = Config.from_env(moto.env("reader"))
-    access = aws_access(config.options(AwsOptions), Role(f"arn:aws:iam::{ACCOUNT}:role/admin-only", variable))
+    access = aws_access(config.options(AwsOptions), Role(f"arn:aws:iam::{ACCOUNT}:role/admin-only", variable), False)
     with pytest.raises(FetchError) as raised:
         access.credentials()()
     assert f"S3 credentials for {variable} failed" in str(raised.value)

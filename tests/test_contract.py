@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from devkit import docs
 from initializers.common.errors import ConfigError
+from initializers.config.anonymous import AnonymousAccess
 from initializers.config.contract import DATASET, MODEL, Config
 from initializers.config.registry import option_groups
 from initializers.config.settings import setting_fields, settings_of
@@ -111,7 +112,8 @@ def test_a_sources_options_are_read_into_its_group():
     config = Config.from_env({"REVISION": "v1", "ENDPOINT": "http://s3", "ANONYMOUS": "yes", "HEAD_CPU": "2",
                               "NUM_DATA_NODES": "3", "MAX_WORKERS": "4"})  # fmt: skip
     assert config.options(HubOptions) == HubOptions(revision="v1")
-    assert config.options(AwsOptions) == AwsOptions(endpoint="http://s3", anonymous=True)
+    assert config.options(AwsOptions) == AwsOptions(endpoint="http://s3")
+    assert config.options(AnonymousAccess) == AnonymousAccess(anonymous=True)  # a group s3 and cache share
     assert config.options(CacheOptions) == CacheOptions(num_data_nodes=3, kubeflow=KubeflowCacheCluster(head_cpu="2"))
     assert config.max_workers == 4
     assert config.to_env() == {"REVISION": "v1", "ENDPOINT": "http://s3", "ANONYMOUS": "true", "NUM_DATA_NODES": "3",

@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from initializers.common.errors import ConfigError, FetchError
+from initializers.config.anonymous import AnonymousAccess
+from initializers.config.contract import Config
 from initializers.sources.aws.options import AwsOptions
 from initializers.sources.aws.sigv4 import SigningCredentials
 
@@ -67,24 +69,31 @@ class AwsAccess:
         return refreshing_credentials(self.session, self.role)
 
 
-def aws_access(options: AwsOptions, role: Role | None) -> AwsAccess:
+def access_from(config: Config, role: Role | None = None) -> AwsAccess:
+    """The run's `AwsAccess` from its settings (AwsOptions, ANONYMOUS); `role`: the cache's IAM_ROLE, else ROLE_ARN."""
+    options = config.options(AwsOptions)
+    role = role or Role.given(options.role_arn, "ROLE_ARN")
+    return aws_access(options, role, config.options(AnonymousAccess).anonymous)
+
+
+def aws_access(options: AwsOptions, role: Role | None, anonymous: bool) -> AwsAccess:
     """The run's `AwsAccess`: the settings checked once, botocore set up only when it has something to decide.
-    `role`: the role to assume, named by ROLE_ARN or (the cache) IAM_ROLE."""
+    `role`: the role to assume, named by ROLE_ARN or (the cache) IAM_ROLE; `anonymous`: ANONYMOUS, unsigned requests."""
     endpoint = checked_endpoint(options.endpoint)
-    check_credential_settings(options, role)
+    check_credential_settings(options, role, anonymous)
     static = (
         SigningCredentials(options.access_key_id, options.secret_access_key)
         if options.access_key_id and options.secret_access_key and not role
         else None
     )
-    nothing_to_resolve = bool(endpoint and (options.anonymous or static) and not shared_config_present())
+    nothing_to_resolve = bool(endpoint and (anonymous or static) and not shared_config_present())
     session = None if nothing_to_resolve else aws_session(options, role)
     region = region_setting(options) or (session and session.get_config_variable("region")) or "us-east-1"
     ca_bundle = session.get_config_variable("ca_bundle") if session else os.environ.get("AWS_CA_BUNDLE")
     if ca_bundle and not os.path.isfile(ca_bundle):
         raise ConfigError(f"AWS_CA_BUNDLE (or the profile's ca_bundle): no such file {ca_bundle!r}")
     requester_pays = options.request_payer == "requester"
-    return AwsAccess(endpoint, region, options.anonymous, role, ca_bundle, static, requester_pays, session)
+    return AwsAccess(endpoint, region, anonymous, role, ca_bundle, static, requester_pays, session)
 
 
 def checked_endpoint(endpoint: str | None) -> str | None:
@@ -95,12 +104,12 @@ def checked_endpoint(endpoint: str | None) -> str | None:
     return endpoint
 
 
-def check_credential_settings(options: AwsOptions, role: Role | None) -> None:
+def check_credential_settings(options: AwsOptions, role: Role | None, anonymous: bool) -> None:
     """Refuse combinations of credential settings that cannot mean anything."""
     if bool(options.access_key_id) != bool(options.secret_access_key):
         missing = "SECRET_ACCESS_KEY" if options.access_key_id else "ACCESS_KEY_ID"
         raise ConfigError(f"{missing} is not set: ACCESS_KEY_ID and SECRET_ACCESS_KEY go together")
-    if options.anonymous and (options.access_key_id or role):
+    if anonymous and (options.access_key_id or role):
         raise ConfigError(
             f"ANONYMOUS=true conflicts with ACCESS_KEY_ID/{role.variable if role else 'ROLE_ARN'}: unsigned requests "
             "carry no identity"

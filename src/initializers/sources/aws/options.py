@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from initializers.config.settings import BOOL, choice, setting_field
+from initializers.config.settings import choice, setting_field
 
 REQUESTER = choice("requester")
 
@@ -23,7 +23,6 @@ class AwsOptions:
     secret_access_key: str | None = setting_field("SECRET_ACCESS_KEY", "S3 secret access key.", secret=True)
     region: str | None = setting_field("REGION", "S3 region.")
     role_arn: str | None = setting_field("ROLE_ARN", "IAM role to assume via STS on top of the resolved credentials.")
-    anonymous: bool = setting_field("ANONYMOUS", "Unsigned S3 requests, for public buckets.", BOOL, default=False)
     request_payer: str | None = setting_field(
         "REQUEST_PAYER", "'requester': agree to pay for requests to a Requester Pays bucket.", REQUESTER
     )

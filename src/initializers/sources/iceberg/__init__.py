@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from initializers.config.anonymous import AnonymousAccess
 from initializers.config.contract import Config, Kind
 from initializers.config.registry import SourcePlugin, register
 from initializers.config.uris import CacheLocation
@@ -37,7 +38,7 @@ register(
     SourcePlugin(
         "cache",
         CacheLocation.USAGE,
-        (CacheOptions, AwsOptions),
+        (CacheOptions, AwsOptions, AnonymousAccess),
         lambda uri, _kind: CacheLocation.parse(uri),
         _open,
         kinds=("dataset",),  # a table's rows made into Parquet shards: a dataset, never a model

@@ -22,8 +22,7 @@ from initializers.common.errors import ConfigError, FetchError
 from initializers.common.remote_file import RemoteFile
 from initializers.config.contract import Config
 from initializers.config.uris import CacheLocation
-from initializers.sources.aws.access import Role, aws_access
-from initializers.sources.aws.options import AwsOptions
+from initializers.sources.aws.access import Role, access_from
 from initializers.sources.iceberg.errors import explain_os_error, first_line, pyarrow_transient
 from initializers.sources.iceberg.options import CacheOptions
 from initializers.sources.iceberg.storage import S3_SCHEMES, TableStorage
@@ -48,7 +47,7 @@ class IcebergSource(Maker):
     pins_versions = True  # METADATA_LOC or the catalog names one metadata file: one snapshot, whatever comes later
 
     def __init__(self, location: CacheLocation, config: Config) -> None:
-        options, aws = config.options(CacheOptions), config.options(AwsOptions)
+        options = config.options(CacheOptions)
         self.location = location
         self._metadata_location = _metadata_location(options.metadata_loc)
         self._nodes = data_nodes(options)
@@ -56,8 +55,8 @@ class IcebergSource(Maker):
         self._only = node_shard(config, self._nodes)
         if self._only is not None:
             self.owned_folders = shard_folder(self._only)
-        role = Role.given(options.iam_role, "IAM_ROLE") or Role.given(aws.role_arn, "ROLE_ARN")
-        self._storage = TableStorage(config, self._metadata_location, aws_access(aws, role))
+        access = access_from(config, Role.given(options.iam_role, "IAM_ROLE"))
+        self._storage = TableStorage(config, self._metadata_location, access)
         self._description: dict[str, Any] = {"uri": str(location), "metadata_location": self._metadata_location}
         recorded = options.kubeflow.recorded()
         if recorded:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from initializers.config.anonymous import AnonymousAccess
 from initializers.config.contract import Config, Kind
 from initializers.config.registry import SourcePlugin, register
 from initializers.config.signing import SigningOptions
@@ -24,7 +25,7 @@ register(
     SourcePlugin(
         "s3",
         S3Location.USAGE,
-        (AwsOptions, SigningOptions),
+        (AwsOptions, AnonymousAccess, SigningOptions),
         lambda uri, _kind: S3Location.parse(uri),
         _open,
         also_reads=BOTOCORE_VARIABLES,

@@ -16,9 +16,8 @@ from initializers.common.lookahead import Lookahead
 from initializers.common.remote_file import RemoteFile
 from initializers.config.contract import Config
 from initializers.config.uris import S3Location
-from initializers.sources.aws.access import AwsAccess, Role, aws_access
+from initializers.sources.aws.access import AwsAccess, access_from
 from initializers.sources.aws.bucket import CHECKSUM_KINDS, GetRequest, S3Getter
-from initializers.sources.aws.options import AwsOptions
 from initializers.sources.s3.listing import (
     PAGE_SIZE,
     ListedObject,
@@ -59,8 +58,7 @@ class S3Source(Storage):
 
     @classmethod
     def from_config(cls, uri: str, config: Config) -> S3Source:
-        options = config.options(AwsOptions)
-        return cls(S3Location.parse(uri), config, aws_access(options, Role.given(options.role_arn, "ROLE_ARN")))
+        return cls(S3Location.parse(uri), config, access_from(config))
 
     def describe(self) -> dict[str, Any]:
         return {"uri": str(self.location), "endpoint": self._endpoint_url, "region": self.region}
