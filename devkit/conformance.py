@@ -20,9 +20,11 @@ from pathlib import Path
 from typing import Any, ClassVar
 from urllib.parse import quote, urlencode
 
+from devkit.fake_gcs import FakeGCS
 from devkit.hubserver import HubServer
 from devkit.relay import CorruptFault, Relay, StatusFault
 from devkit.seaweed import SeaweedFS
+from initializers.sources.gcs.source import GcsSource
 from initializers.sources.hub.source import HfSource
 from initializers.sources.iceberg.source import IcebergSource
 from initializers.sources.s3.source import S3Source
@@ -30,6 +32,8 @@ from initializers.store.contract import Maker, Source, Storage
 
 #: The Hub's error body, as the Hub answers (JSON); S3's is the relay's default XML.
 _HUB_ERROR = b'{"error": "conformance fault"}'
+#: Cloud Storage's JSON error, its reason to fill in.
+_GCS_ERROR = b'{"error": {"code": 0, "message": "conformance fault", "errors": [{"reason": "%s"}]}}'
 
 
 class Store(ABC):
@@ -194,6 +198,47 @@ class HubStore(Store):
         """The Hub's rate limit: 429 with Retry-After."""
         return StatusFault(status=429, times=times, match=match, method=method, headers={"Retry-After": "0.3"},
                            body=_HUB_ERROR, content_type="application/json")  # fmt: skip
+
+
+class GcsStore(Store):
+    """A bucket on fake-gcs-server (Google's JSON API); a relay in front of it, which STORAGE_EMULATOR_HOST names."""
+
+    scheme = "gs"
+    source = GcsSource
+    prefix = "root"
+
+    def __init__(self, gcs: FakeGCS, bucket: str, relay: Relay) -> None:
+        self.gcs, self.bucket, self.relay = gcs, bucket, relay
+        gcs.create_bucket(bucket)
+
+    def put(self, files: dict[str, bytes]) -> None:
+        for path, data in files.items():
+            self.change(path, data)
+
+    def change(self, path: str, data: bytes) -> None:
+        self.gcs.put_object(self.bucket, f"{self.prefix}/{path}", data)
+
+    def env(self, output: Path) -> dict[str, str]:
+        return {"STORAGE_EMULATOR_HOST": self.relay.endpoint, "STORAGE_URI": f"gs://{self.bucket}/{self.prefix}",
+                "OUTPUT_PATH": str(output)}  # fmt: skip
+
+    def relay_for(self, path: str) -> tuple[Relay, str]:
+        """An object's bytes come from its media URL: its whole name, escaped, then `?alt=media`."""
+        return self.relay, f"/o/{quote(f'{self.prefix}/{path}', safe='')}?alt=media"
+
+    @property
+    def relays(self) -> list[Relay]:
+        return [self.relay]
+
+    def error_fault(self, match: str, times: int = 1, method: str | None = None) -> StatusFault:
+        """Cloud Storage's 500, a JSON error."""
+        return StatusFault(status=500, times=times, match=match, method=method, body=_GCS_ERROR % b"backendError",
+                           content_type="application/json")  # fmt: skip
+
+    def throttle_fault(self, match: str, times: int = 3, method: str | None = None) -> StatusFault:
+        """Cloud Storage's rate limit: 429 rateLimitExceeded, with Retry-After."""
+        return StatusFault(status=429, times=times, match=match, method=method, headers={"Retry-After": "0.3"},
+                           body=_GCS_ERROR % b"rateLimitExceeded", content_type="application/json")  # fmt: skip
 
 
 class CacheStore(Store):

@@ -22,12 +22,12 @@ from initializers.config.contract import DATASET, MODEL, Kind
     [
         ("dataset", {}, "STORAGE_URI is not set"),
         ("model", {"STORAGE_URI": ""}, "STORAGE_URI is not set"),
-        ("dataset", {"STORAGE_URI": "just-a-path"}, "is not a URI; the dataset-initializer accepts hf://, s3://, cache://"),
-        ("model", {"STORAGE_URI": "gs://bucket/x"}, "scheme gs:// is not supported by the model-initializer"),
-        ("model", {"STORAGE_URI": "cache://schema/table"}, "it accepts hf://, s3://"),
+        ("dataset", {"STORAGE_URI": "just-a-path"}, "is not a URI; the dataset-initializer accepts hf://, s3://, gs://, cache://"),
+        ("model", {"STORAGE_URI": "ftp://bucket/x"}, "scheme ftp:// is not supported by the model-initializer"),
+        ("model", {"STORAGE_URI": "cache://schema/table"}, "it accepts hf://, s3://, gs://"),
         ("model", {"STORAGE_URI": "https://example.com/x"}, "STORAGE_URI: 'https://example.com/x': the only https:// "
          "URI the model-initializer accepts is a Hub page's address (https://huggingface.co/..., https://hf.co/... or "
-         "on HF_ENDPOINT's host); otherwise it accepts hf://, s3://"),
+         "on HF_ENDPOINT's host); otherwise it accepts hf://, s3://, gs://"),
         ("dataset", {"STORAGE_URI": "s3://"}, "names no bucket"),
         ("model", {"STORAGE_URI": "hf://just-a-name"}, "Repository id must be 'namespace/name'"),
         ("dataset", {"STORAGE_URI": "hf://org/name@"}, "Empty revision after '@'"),
@@ -99,8 +99,8 @@ def test_the_other_program_into_a_folder_its_sibling_filled_is_refused_naming_bo
 
 
 def test_options_win_over_variables(tmp_path: Path):
-    result = run_program("model", {"STORAGE_URI": "s3://b"}, "--storage-uri", "gs://x")
-    assert result.code == 2 and "gs://" in result.last["error"]
+    result = run_program("model", {"STORAGE_URI": "s3://b"}, "--storage-uri", "ftp://x")
+    assert result.code == 2 and "ftp://" in result.last["error"]
 
 
 def test_help_documents_every_variable_of_the_programs_own_sources_and_the_exit_codes():
@@ -113,15 +113,17 @@ def test_help_documents_every_variable_of_the_programs_own_sources_and_the_exit_
         assert f"[{cache_only}]" not in model.stdout and f"[{cache_only}]" in dataset.stdout
     # Grouped by who reads them: the shared options first (with -h and --version), then each source's.
     assert re.findall(r"^(\S.*):$", model.stdout, re.M) == [
-        "Options", "hf:// sources", "hf://, s3:// sources", "s3:// sources"
+        "Options", "hf:// sources", "hf://, s3://, gs:// sources", "s3:// sources", "s3://, gs:// sources",
+        "gs:// sources",
     ]  # fmt: skip
     assert re.findall(r"^(\S.*):$", dataset.stdout, re.M) == [
-        "Options", "hf:// sources", "hf://, s3:// sources", "s3://, cache:// sources", "cache:// sources"
+        "Options", "hf:// sources", "hf://, s3://, gs:// sources", "s3://, cache:// sources",
+        "s3://, gs://, cache:// sources", "gs:// sources", "cache:// sources",
     ]  # fmt: skip
     for text in (model.stdout, dataset.stdout):
         options = text.split("Options:")[1].split("sources:")[0]
         assert "[LOG_LEVEL]" in options and "-h, --help" in options and "[ENDPOINT]" not in options
-        assert "[ENDPOINT]" in text.split("hf://, s3:// sources:")[1]
+        assert "[ENDPOINT]" in text.split("hf://, s3://, gs:// sources:")[1]
     for text in (model.stdout, dataset.stdout):
         words = " ".join(text.split())
         assert "Exit codes: 0 done and verified, 1 the fetch failed, 2 bad configuration" in words
@@ -133,8 +135,8 @@ def test_help_documents_every_variable_of_the_programs_own_sources_and_the_exit_
 def test_each_programs_help_names_only_its_own_sources_folders_and_defaults():
     model, dataset = (" ".join(run_program(kind, {}, "--help").stdout.split()) for kind in ("model", "dataset"))
     # Each names its own sources (as they register their forms), folder and default selection ...
-    assert "Source: hf://OWNER/NAME[@REVISION][/PATH] or s3://BUCKET[/PREFIX]; or a Hub page's address" in model
-    assert "Source: hf://OWNER/NAME[@REVISION][/PATH], s3://BUCKET[/PREFIX] or cache://SCHEMA/TABLE; or a" in dataset
+    assert "Source: hf://OWNER/NAME[@REVISION][/PATH], s3://BUCKET[/PREFIX] or gs://BUCKET[/PREFIX]; or a Hub" in model
+    assert "s3://BUCKET[/PREFIX], gs://BUCKET[/PREFIX] or cache://SCHEMA/TABLE; or a" in dataset
     assert "Destination folder [default: /workspace/model]" in model
     assert "Destination folder [default: /workspace/dataset]" in dataset
     assert "the model default, what a trainer loads, in one weight format" in model
@@ -152,7 +154,7 @@ def test_each_programs_help_names_only_its_own_sources_folders_and_defaults():
 @pytest.mark.parametrize("kind", [MODEL, DATASET])
 def test_the_sources_help_is_what_the_programs_own_sources_register(kind: Kind):
     text = " ".join(CliRunner().invoke(cli.build_command(kind), ["--help"]).output.split())
-    every = registry.plugins_for(("hf", "s3", "cache"))
+    every = registry.plugins_for(registry.schemes())
     assert {plugin.scheme for plugin in every} == set(DATASET.schemes) | set(MODEL.schemes)
     for plugin in every:
         assert (plugin.usage in text) == (plugin.scheme in kind.schemes), plugin.scheme

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import os
 import signal
+import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 from test_reliability import finish, wait_until
 
-from devkit.conformance import CacheStore, HubStore, S3Store, Store, hub_store, manifest_entries
+from devkit.conformance import CacheStore, GcsStore, HubStore, S3Store, Store, hub_store, manifest_entries
 from devkit.programs import ProgramResult, run_program, start_program
 from devkit.relay import Relay, ResetFault
 from initializers.destination.manifest import MADE_FROM_VERSION, SIZE_AND_VERSION
@@ -83,6 +84,12 @@ def _hf(_request: pytest.FixtureRequest, _tmp: Path) -> Iterator[Store]:
         yield store
 
 
+def _gs(request: pytest.FixtureRequest, _tmp: Path) -> Iterator[Store]:
+    gcs = request.getfixturevalue("fake_gcs")
+    with Relay(gcs.endpoint) as relay:
+        yield GcsStore(gcs, f"conformance-{uuid.uuid4().hex[:12]}", relay)
+
+
 def _cache(request: pytest.FixtureRequest, tmp: Path) -> Iterator[Store]:
     seaweed = request.getfixturevalue("seaweed")
     with Relay(seaweed.endpoint) as relay:
@@ -93,6 +100,7 @@ def _cache(request: pytest.FixtureRequest, tmp: Path) -> Iterator[Store]:
 STORES: dict[str, Callable[[pytest.FixtureRequest, Path], Iterator[Store]]] = {
     S3Store.scheme: _s3,
     HubStore.scheme: _hf,
+    GcsStore.scheme: _gs,
     CacheStore.scheme: _cache,
 }
 
@@ -102,7 +110,9 @@ def test_every_registered_source_has_a_store():
     assert not missing, f"sources without a conformance store in tests/test_conformance.py: {missing}"
 
 
-@pytest.mark.parametrize("store_class", [S3Store, HubStore, CacheStore], ids=lambda store_class: store_class.scheme)
+@pytest.mark.parametrize(
+    "store_class", [S3Store, HubStore, GcsStore, CacheStore], ids=lambda store_class: store_class.scheme
+)
 def test_a_store_is_held_to_what_the_source_its_scheme_opens_declares(store_class: type[Store]):
     """The capabilities a case goes by are those of the class the scheme's plug-in opens, not a copy in the suite."""
     from initializers.config import registry

@@ -78,9 +78,11 @@ def test_options_are_named_in_errors():
 
 
 def test_missing_storage_uri_is_a_config_error_naming_the_programs_own_schemes():
-    with pytest.raises(ConfigError, match=r"^STORAGE_URI is not set: give the source as hf://\.\.\. or s3://\.\.\.$"):
+    with pytest.raises(
+        ConfigError, match=r"^STORAGE_URI is not set: give the source as hf://\.\.\., s3://\.\.\. or gs://\.\.\.$"
+    ):
         Config.from_env({}).require_storage_uri(MODEL)
-    with pytest.raises(ConfigError, match=r"as hf://\.\.\., s3://\.\.\. or cache://\.\.\.$"):
+    with pytest.raises(ConfigError, match=r"as hf://\.\.\., s3://\.\.\., gs://\.\.\. or cache://\.\.\.$"):
         Config.from_env({}).require_storage_uri(DATASET)
 
 

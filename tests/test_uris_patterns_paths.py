@@ -53,31 +53,31 @@ def test_schemes_per_kind():
     assert scheme_of("s3://b", MODEL) == "s3"
     assert scheme_of("cache://a/b", DATASET) == "cache"
     with pytest.raises(
-        ConfigError, match=r"scheme cache:// is not supported by the model-initializer; it accepts hf://, s3://"
+        ConfigError, match=r"scheme cache:// is not supported by the model-initializer; it accepts hf://, s3://, gs://"
     ):
         scheme_of("cache://a/b", MODEL)
-    with pytest.raises(ConfigError, match="gs:// is not supported"):
-        scheme_of("gs://b/x", DATASET)
+    with pytest.raises(ConfigError, match="ftp:// is not supported"):
+        scheme_of("ftp://b/x", DATASET)
     with pytest.raises(ConfigError, match="is not a URI"):
         scheme_of("/local/path", DATASET)
 
 
 def test_a_program_accepts_the_schemes_registered_for_it_in_registration_order(monkeypatch: pytest.MonkeyPatch):
-    assert DATASET.schemes == ("hf", "s3", "cache")
-    assert MODEL.schemes == ("hf", "s3")
+    assert DATASET.schemes == ("hf", "s3", "gs", "cache")
+    assert MODEL.schemes == ("hf", "s3", "gs")
     monkeypatch.setattr(registry, "_PLUGINS", dict(registry._PLUGINS))  # the throwaway source is gone after the test
     registry.register(
         registry.SourcePlugin("tmp", "tmp://X", (), lambda uri, _kind: uri, lambda *_: None, kinds=("dataset",)),
         Config.shared_settings(),
     )
-    assert DATASET.schemes == ("hf", "s3", "cache", "tmp") and MODEL.schemes == ("hf", "s3")
+    assert DATASET.schemes == ("hf", "s3", "gs", "cache", "tmp") and MODEL.schemes == ("hf", "s3", "gs")
     assert scheme_of("tmp://x", DATASET) == "tmp"
-    refused = "STORAGE_URI: scheme tmp:// is not supported by the model-initializer; it accepts hf://, s3://"
+    refused = "STORAGE_URI: scheme tmp:// is not supported by the model-initializer; it accepts hf://, s3://, gs://"
     with pytest.raises(ConfigError, match=f"^{re.escape(refused)}$"):
         scheme_of("tmp://x", MODEL)
-    with pytest.raises(ConfigError, match=re.escape("give the source as hf://... or s3://...")):
+    with pytest.raises(ConfigError, match=re.escape("give the source as hf://..., s3://... or gs://...")):
         Config.from_env({}).require_storage_uri(MODEL)
-    with pytest.raises(ConfigError, match=re.escape("hf://..., s3://..., cache://... or tmp://...")):
+    with pytest.raises(ConfigError, match=re.escape("hf://..., s3://..., gs://..., cache://... or tmp://...")):
         Config.from_env({}).require_storage_uri(DATASET)
     with pytest.raises(RuntimeError, match="registered for no program"):
         registry.register(

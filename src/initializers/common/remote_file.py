@@ -6,9 +6,11 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 #: Checksum kinds besides hashlib's names: Git's blob id, sha1 over a "blob <size>\\0" header and the content (the
-#: Hub's oid for non-LFS files), and S3's CRC-32 (base64 of the big-endian value, combined over ranges).
+#: Hub's oid for non-LFS files), S3's CRC-32 (base64 of the big-endian value, combined over ranges), and Cloud
+#: Storage's CRC-32C (Castagnoli's polynomial; the big-endian value in hex, as CRC32's).
 GIT_SHA1 = "git-sha1"
 CRC32 = "crc32"
+CRC32C = "crc32c"
 
 
 @dataclass(frozen=True)

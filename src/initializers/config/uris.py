@@ -34,6 +34,11 @@ def scheme_of(uri: str, kind: Kind) -> str:
     raise ConfigError(f"STORAGE_URI: scheme {scheme}:// is not supported by the {kind.program}; it accepts {accepted}")
 
 
+def folder_prefix(key: str) -> str:
+    """The key prefix of the folder a bucket URI's key names: `data` means `data/`, never `data-old/`."""
+    return key if not key or key.endswith("/") else key + "/"
+
+
 @dataclass(frozen=True)
 class S3Location:
     """`s3://bucket[/prefix]`: a folder-like prefix, or one object when the key names one."""
@@ -60,8 +65,7 @@ class S3Location:
 
     @property
     def folder_prefix(self) -> str:
-        """The key prefix of the folder this URI names: `data` means `data/`, never `data-old/`."""
-        return self.key if not self.key or self.key.endswith("/") else self.key + "/"
+        return folder_prefix(self.key)
 
     def __str__(self) -> str:
         return f"s3://{self.bucket}/{self.key}" if self.key else f"s3://{self.bucket}"

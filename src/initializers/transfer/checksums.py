@@ -16,7 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 from initializers.common.errors import FetchError, changed_during_download
-from initializers.common.remote_file import CRC32, GIT_SHA1, Checksum, RemoteFile
+from initializers.common.remote_file import CRC32, CRC32C, GIT_SHA1, Checksum, RemoteFile
 from initializers.store.retry import Retriable
 
 _BLOCK_BYTES = 1 << 20
@@ -37,6 +37,22 @@ class _Crc32:
 
     def hexdigest(self) -> str:
         return f"{self._value:08x}"
+
+
+class _Crc32c:
+    """Google's CRC-32C (google-crc32c, native code, imported for Cloud Storage's objects only) with hashlib's
+    interface."""
+
+    def __init__(self) -> None:
+        import google_crc32c
+
+        self._checksum = google_crc32c.Checksum()
+
+    def update(self, data: bytes | memoryview) -> None:
+        self._checksum.update(bytes(data))  # it takes no view of a writable buffer: one copy of a read, in memory
+
+    def hexdigest(self) -> str:
+        return str(self._checksum.digest().hex())
 
 
 #: CRC-32's polynomial (zlib's, bit-reflected).
@@ -94,6 +110,8 @@ def new_hasher(checksum: Checksum, size: int) -> Any:
         return hasher
     if checksum.algorithm == CRC32:
         return _Crc32()
+    if checksum.algorithm == CRC32C:
+        return _Crc32c()
     return hashlib.new(checksum.algorithm, usedforsecurity=False)
 
 

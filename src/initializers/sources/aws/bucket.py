@@ -26,7 +26,14 @@ from initializers.common.errors import ConfigError, FetchError, changed_during_d
 from initializers.common.remote_file import CRC32, Checksum
 from initializers.sources.aws.access import AwsAccess
 from initializers.sources.aws.sigv4 import GetSigner, SigningCredentials, canonical_query
-from initializers.sources.http.getter import RETRIABLE_STATUS, USER_AGENT, HttpGetter, HttpRequestInFlight, retriable
+from initializers.sources.http.getter import (
+    RETRIABLE_STATUS,
+    USER_AGENT,
+    HttpGetter,
+    HttpRequestInFlight,
+    check_range_answer,
+    retriable,
+)
 from initializers.sources.http.http1 import ProtocolError, Response
 from initializers.store.retry import Retriable
 from initializers.store.sink import Sink
@@ -232,23 +239,11 @@ class S3Getter:
         etag = (response.header("etag") or "").strip('"')
         if etag and request.etag and etag != request.etag:
             raise FetchError(changed_during_download(self.uri_of(request.key), f"ETag {request.etag} became {etag}"))
-        if ranged:
-            # A 200 that carries exactly the range asked for is unambiguous (rclone's server answers so); anything else
-            # would write the wrong bytes at this range's offset.
-            content_range = response.header("content-range") or ""
-            if not content_range.startswith(f"bytes {start}-{end}/") or response.length not in (None, end + 1 - start):
-                raise FetchError(
-                    f"{self.uri_of(request.key)}: asked for bytes {start}-{end}, the server answered "
-                    f"{response.status} {content_range or 'without Content-Range'}"
-                )
-        elif response.length != request.length:
+        check_range_answer(response, self.uri_of(request.key), start, end, request.length, ranged)
+        if not ranged and response.length is None:
             raise FetchError(
-                f"{self.uri_of(request.key)}: the listing said {request.length} bytes, the server sends "
-                + (
-                    f"{response.length}; the object changed, run again"
-                    if response.length is not None
-                    else "a body with no Content-Length, as S3 never does"
-                )
+                f"{self.uri_of(request.key)}: the listing said {request.length} bytes, the server sends a body with no "
+                "Content-Length, as S3 never does"
             )
 
     def _s3_failure(self, operation: Operation, where: str, response: Response) -> Exception:

@@ -1,0 +1,100 @@
+"""How a run reaches Cloud Storage, decided once: where requests go (GCS_ENDPOINT, else Google's), and the
+authorization each carries as of now.
+
+Tokens come from google-auth, Google's own library, as every Google client finds them: a service-account key or a
+workload-identity-federation file named by GOOGLE_APPLICATION_CREDENTIALS, gcloud's application-default credentials,
+or the metadata server (GKE Workload Identity); each is refreshed before it expires. ANONYMOUS sends none, for
+public buckets; an emulator (STORAGE_EMULATOR_HOST) takes none.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit
+
+from initializers.common.errors import ConfigError, FetchError
+from initializers.config.anonymous import AnonymousAccess
+from initializers.config.contract import Config
+from initializers.sources.gcs.options import GcsOptions
+
+GCS_ENDPOINT = "https://storage.googleapis.com"
+#: Reading objects and listing them is all a run does.
+READ_ONLY_SCOPE = "https://www.googleapis.com/auth/devstorage.read_only"
+_NO_CREDENTIALS = (
+    "no Google credentials were found: set GOOGLE_APPLICATION_CREDENTIALS to a service-account key or a "
+    "workload-identity-federation file, run on GKE with Workload Identity, set ANONYMOUS=true for a public bucket, "
+    "or STORAGE_EMULATOR_HOST for an emulator"
+)
+
+
+@dataclass(frozen=True)
+class GcsAccess:
+    """Where a run's requests go (`scheme://host[:port]`), and the headers that authorize each, as of now."""
+
+    endpoint: str
+    authorization: Callable[[], dict[str, str]]
+
+
+def access_from(config: Config) -> GcsAccess:
+    """The run's `GcsAccess`: an emulator, unsigned requests, or google-auth's credentials (resolved now: a run with
+    none is refused before it lists anything)."""
+    options = config.options(GcsOptions)
+    if options.emulator_host:
+        emulator = options.emulator_host
+        return GcsAccess(
+            _origin("STORAGE_EMULATOR_HOST", emulator if "://" in emulator else f"http://{emulator}"), dict
+        )
+    endpoint = _origin("GCS_ENDPOINT", options.gcs_endpoint) if options.gcs_endpoint else GCS_ENDPOINT
+    if config.options(AnonymousAccess).anonymous:
+        return GcsAccess(endpoint, dict)
+    return GcsAccess(endpoint, _Tokens(_default_credentials()).headers)
+
+
+def _origin(variable: str, url: str) -> str:
+    """`scheme://host[:port]` of an http(s) URL a variable gives; ConfigError naming it otherwise."""
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.netloc or parts.path not in ("", "/"):
+        raise ConfigError(f"{variable}: expected http(s)://host[:port], got {url!r}")
+    return f"{parts.scheme}://{parts.netloc}"
+
+
+def _default_credentials() -> Any:
+    """google-auth's application-default credentials, scoped to reading; ConfigError when there are none."""
+    import google.auth
+    from google.auth.exceptions import DefaultCredentialsError
+
+    try:
+        credentials, _project = google.auth.default(scopes=[READ_ONLY_SCOPE])
+    except DefaultCredentialsError as exc:
+        raise ConfigError(f"{_NO_CREDENTIALS} ({_first_line(exc)})") from None
+    return credentials
+
+
+class _Tokens:
+    """The bearer token of google-auth credentials, refreshed (once, for all threads) before it expires."""
+
+    def __init__(self, credentials: Any) -> None:
+        import urllib3
+        from google.auth.transport.urllib3 import Request
+
+        self._credentials = credentials
+        self._request = Request(urllib3.PoolManager())
+        self._lock = threading.Lock()
+
+    def headers(self) -> dict[str, str]:
+        from google.auth.exceptions import GoogleAuthError
+
+        with self._lock:
+            if not self._credentials.valid:  # none yet, or expiring within google-auth's refresh margin
+                try:
+                    self._credentials.refresh(self._request)
+                except GoogleAuthError as exc:
+                    raise FetchError(f"refreshing the Google credentials failed: {_first_line(exc)}") from None
+            return {"authorization": f"Bearer {self._credentials.token}"}
+
+
+def _first_line(exc: Exception) -> str:
+    return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__

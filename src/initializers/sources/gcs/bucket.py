@@ -1,0 +1,178 @@
+"""Requests to one Cloud Storage bucket over its JSON API: listing pages, an object's metadata, and ranged reads of
+an object pinned to its generation, on our HTTP/1.1 connections (`sources/http`), with what Cloud Storage's answers
+mean.
+
+Reads ask for the stored bytes (`Accept-Encoding: gzip`): an object stored gzip-encoded is otherwise decompressed on
+the way, and neither its size nor its checksums would match what arrives.
+"""
+
+from __future__ import annotations
+
+import json
+import ssl
+from typing import Any
+from urllib.parse import quote, urlencode, urlsplit
+
+from initializers.common.errors import FetchError, changed_during_download
+from initializers.sources.gcs.access import GcsAccess
+from initializers.sources.http.getter import (
+    RETRIABLE_STATUS,
+    USER_AGENT,
+    HttpGetter,
+    HttpRequestInFlight,
+    check_range_answer,
+    retriable,
+)
+from initializers.sources.http.http1 import ProtocolError, Response
+from initializers.store.sink import Sink
+
+#: Where both the JSON API's and our downloads' TLS take their CA certificates from: Python's default context.
+GCS_TRUST = "SSL_CERT_FILE (or SSL_CERT_DIR)"
+_MAX_LISTING_PAGE = 16 << 20  # a page of 1000 objects' metadata is well under a megabyte
+#: The fields of an object a run reads, and of a listing page: a page is a fraction of its size without the rest.
+_OBJECT_FIELDS = "name,size,generation,md5Hash,crc32c"
+_PAGE_FIELDS = f"items({_OBJECT_FIELDS}),nextPageToken"
+
+
+class GcsBucket:
+    """Requests to one bucket, authorized as `access` says, retried and paced under the one policy."""
+
+    def __init__(self, bucket: str, access: GcsAccess, timeout: float) -> None:
+        self.bucket = bucket
+        parts = urlsplit(access.endpoint)
+        self._scheme, self._netloc = parts.scheme, parts.netloc
+        self._authorization = access.authorization
+        self._http = HttpGetter(ssl.create_default_context, timeout, GCS_TRUST)
+        #: The hold its requests share while the server throttles them (`throttle.Throttle`).
+        self.throttle = self._http.throttle
+        self.round_trips = self._http.round_trips  # the ramp's measure of the network's round trip
+        self._objects = f"/storage/v1/b/{quote(bucket, safe='')}/o"
+
+    @property
+    def server(self) -> str:
+        return f"{self._scheme}://{self._netloc}"
+
+    def uri_of(self, name: str) -> str:
+        """An object's URI, as messages name it."""
+        return f"gs://{self.bucket}/{name}"
+
+    def listing_page(self, prefix: str, token: str | None) -> dict[str, Any]:
+        """One page of the objects whose names start with `prefix` (`token`: where the last page ended)."""
+        query = {
+            "prefix": prefix,
+            "maxResults": "1000",
+            "fields": _PAGE_FIELDS,
+            **({"pageToken": token} if token else {}),
+        }
+        where = self.uri_of(prefix)
+        return self._http.retrying("list", where, lambda: self._json(f"{self._objects}?{urlencode(query)}", where))
+
+    def metadata(self, name: str) -> dict[str, Any] | None:
+        """One object's listing fields; None when there is no such object."""
+        where = self.uri_of(name)
+        target = f"{self._objects}/{quote(name, safe='')}?{urlencode({'fields': _OBJECT_FIELDS})}"
+        return self._http.retrying("open", where, lambda: self._json(target, where, missing_ok=True))
+
+    def read(self, name: str, generation: str, offset: int, length: int, size: int, sink: Sink) -> None:
+        """Bytes [offset, offset + length) of generation `generation` of `name` into `sink`, resuming after transient
+        failures from the bytes it already holds."""
+        where = self.uri_of(name)
+        self._http.retrying("download", where, lambda: self._read_once(name, generation, offset, length, size, sink))
+
+    def begin(self, name: str, generation: str, size: int, sink: Sink) -> HttpRequestInFlight:
+        """All of a small object, sent on a connection of the lane's and returned in flight (`HttpGetter.begin`)."""
+        target, headers = self._media_request(name, generation, 0, size - 1, ranged=False)
+        where = self.uri_of(name)
+        return self._http.begin(
+            self._scheme, self._netloc, target, headers,
+            lambda response: self._accept(response, where, generation, 0, size - 1, size, ranged=False),
+            sink, size, where,
+        )  # fmt: skip
+
+    def interrupt(self) -> None:
+        self._http.interrupt()
+
+    def close(self) -> None:
+        self._http.close()
+
+    def _headers(self) -> dict[str, str]:
+        return {"host": self._netloc, "user-agent": USER_AGENT, **self._authorization()}
+
+    def _json(self, target: str, where: str, missing_ok: bool = False) -> Any:
+        response = self._http.send(self._scheme, self._netloc, target, self._headers())
+        if missing_ok and response.status == 404:
+            response.read_all()
+            return None
+        if response.status != 200:
+            raise self._failure(response, where)
+        body = response.read_all(_MAX_LISTING_PAGE)
+        try:
+            return json.loads(body)
+        except ValueError:
+            raise FetchError(f"{where}: {self.server} answered with something other than JSON") from None
+
+    def _media_request(
+        self, name: str, generation: str, start: int, end: int, ranged: bool
+    ) -> tuple[str, dict[str, str]]:
+        query = urlencode({"alt": "media", "generation": generation})
+        headers = {**self._headers(), "accept-encoding": "gzip"}
+        if ranged:
+            headers["range"] = f"bytes={start}-{end}"
+        return f"{self._objects}/{quote(name, safe='')}?{query}", headers
+
+    def _read_once(self, name: str, generation: str, offset: int, length: int, size: int, sink: Sink) -> None:
+        start, end = offset + sink.written, offset + length - 1
+        ranged = not (start == 0 and length == size)
+        target, headers = self._media_request(name, generation, start, end, ranged)
+        where = self.uri_of(name)
+        response = self._http.send(self._scheme, self._netloc, target, headers)
+        self._accept(response, where, generation, start, end, size, ranged)
+        self._http.stream_body(response, sink, end + 1 - start, where)
+        if offset + sink.written <= end:
+            raise ProtocolError(f"the body ended {end + 1 - offset - sink.written} bytes early")
+
+    def _accept(
+        self, response: Response, where: str, generation: str, start: int, end: int, size: int, ranged: bool
+    ) -> None:
+        """Judge an object's answer before its body: a failure raised as what it means, another generation or a
+        wrong range refused."""
+        if response.status not in (200, 206):
+            raise self._failure(response, where, generation)
+        served = response.header("x-goog-generation")
+        if served and served != generation:
+            raise FetchError(changed_during_download(where, f"generation {generation} became {served}"))
+        check_range_answer(response, where, start, end, size, ranged)
+
+    def _failure(self, response: Response, where: str, generation: str | None = None) -> Exception:
+        """Cloud Storage's error answer as the exception that says what to do."""
+        body = response.read_all().decode(errors="replace")
+        reason, message = _error_fields(body)
+        status = response.status
+        if status in RETRIABLE_STATUS or status >= 500:
+            return retriable(status, reason or response.reason, response.header("retry-after"))
+        if status == 404 and generation is not None:
+            return FetchError(changed_during_download(where, f"generation {generation} is gone: {status}"))
+        if status == 404:
+            return FetchError(f"the bucket of {where} does not exist ({status} {message or response.reason})")
+        if status == 401:
+            return FetchError(
+                f"Cloud Storage refused the credentials for {where} ({status} {reason or response.reason}): check "
+                "GOOGLE_APPLICATION_CREDENTIALS or the pod's Workload Identity"
+            )
+        if status == 403:
+            return FetchError(
+                f"Cloud Storage denied reading {where} ({status} {reason or response.reason}): the identity needs "
+                "storage.objects.list and storage.objects.get on the bucket (roles/storage.objectViewer)"
+            )
+        return FetchError(f"Cloud Storage answered {status} {message or response.reason} for {where}")
+
+
+def _error_fields(body: str) -> tuple[str, str]:
+    """The reason and message of a JSON API error (`{"error": {"errors": [{"reason"}], "message"}}`); the body's
+    first line when it is not one (the emulator's downloads answer in plain text)."""
+    try:
+        error = json.loads(body)["error"]
+        reasons = [item.get("reason", "") for item in error.get("errors", []) if isinstance(item, dict)]
+        return (reasons[0] if reasons else ""), str(error.get("message", ""))
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return "", body.strip().splitlines()[0][:200] if body.strip() else ""
