@@ -45,12 +45,12 @@ class FakeGCS:
     log_path: Path
 
     @classmethod
-    def start(cls, timeout: float = 60.0, parent: Path | None = None) -> FakeGCS:
-        """Serve the JSON API on a free port, with the data in a new folder under `parent` (else the temp folder),
-        removed by `stop`."""
+    def start(cls, timeout: float = 60.0, parent: Path | None = None, port: int | None = None) -> FakeGCS:
+        """Serve the JSON API on `port` (else a free one), with the data in a new folder under `parent` (else the
+        temp folder), removed by `stop`."""
         server_binary = binary()
         data_dir = Path(tempfile.mkdtemp(prefix="fake-gcs-", dir=parent))
-        port = free_port()
+        port = port or free_port()
         endpoint = f"http://127.0.0.1:{port}"
         log_path = data_dir / "fake-gcs.log"
         command = [

@@ -144,6 +144,22 @@ def test_hf_and_s3_configurations_take_the_signature_settings_from_their_schema(
         getattr(sdk, name)(uri, signature="strict")
 
 
+@pytest.mark.parametrize("step", [sdk.GcsDatasetInitializer, sdk.GcsModelInitializer])
+def test_the_gcs_configurations_are_written_by_the_gs_sources_schema(step: type):
+    """Ours alone (the Kubeflow SDK has none): their fields are the gs:// source's settings, written and parsed back
+    by the one schema; a URI the programs refuse is refused here, in their words."""
+    initializer = step("gs://models/m", emulator_host="http://127.0.0.1:4443", allow_patterns=["*.json"])
+    env = sdk.container_env(initializer)
+    assert env["STORAGE_URI"] == "gs://models/m" and env["STORAGE_EMULATOR_HOST"] == "http://127.0.0.1:4443"
+    assert env["ALLOW_PATTERNS"] == "*.json" and "ANONYMOUS" not in env
+    assert Config.from_env(env) == initializer.to_config(initializer.kind.default_output_path)
+    assert sdk.container_env(step("gs://public-data", anonymous=True))["ANONYMOUS"] == "true"
+    with pytest.raises(ConfigError, match="is not a Cloud Storage bucket name"):
+        step("gs://Bad_Bucket/m")
+    with pytest.raises(ConfigError, match="needs a gs:// URI"):
+        step("s3://b/m")
+
+
 def test_the_cache_configuration_has_no_signature_settings():
     assert not SIGNING & {f.name for f in dataclasses.fields(sdk.DataCacheInitializer)}
 

@@ -1,7 +1,8 @@
 """The SDK side: Kubeflow-compatible initializer configurations, turned into exactly the env the Kubeflow SDK builds.
 
 The classes carry the Kubeflow SDK's names, fields and defaults (0.5.0), plus `allow_patterns` (ALLOW_PATTERNS, which
-the Kubeflow SDK lacks) and, for hf:// and s3://, SIGNATURE's settings (taken from their schema), and convert to the
+the Kubeflow SDK lacks) and, for hf://, s3:// and gs://, SIGNATURE's settings (taken from their schema); the gs://
+classes are ours alone (the Kubeflow SDK has none), with the fields of the gs:// source's schema. They convert to the
 programs' own `Config`, so the variables they produce are written by the same schema the programs read: the two
 sides cannot drift apart. They validate more than the Kubeflow SDK does, with the programs' own parsers, so a URI
 the programs would reject fails here, early, with the same message.
@@ -140,8 +141,31 @@ class S3ModelInitializer(_InitializerConfig, _Signing, kind=MODEL, scheme="s3"):
     allow_patterns: list[str] | None = field(default=None, kw_only=True)  # replaces the model default's allow list
 
 
-DatasetInitializer = HuggingFaceDatasetInitializer | S3DatasetInitializer | DataCacheInitializer
-ModelInitializer = HuggingFaceModelInitializer | S3ModelInitializer
+@dataclass
+class GcsDatasetInitializer(_InitializerConfig, _Signing, kind=DATASET, scheme="gs"):
+    """Ours alone: the Kubeflow SDK has no Cloud Storage initializer. Credentials come from the pod (Workload
+    Identity, or GOOGLE_APPLICATION_CREDENTIALS naming a mounted key), never from a field."""
+
+    ignore_patterns: list[str] | None = None
+    gcs_endpoint: str | None = None
+    emulator_host: str | None = None
+    anonymous: bool = False
+    allow_patterns: list[str] | None = field(default=None, kw_only=True)
+
+
+@dataclass
+class GcsModelInitializer(_InitializerConfig, _Signing, kind=MODEL, scheme="gs"):
+    """As GcsDatasetInitializer, with the model default's patterns."""
+
+    ignore_patterns: list[str] | None = field(default_factory=_default_model_patterns)
+    gcs_endpoint: str | None = None
+    emulator_host: str | None = None
+    anonymous: bool = False
+    allow_patterns: list[str] | None = field(default=None, kw_only=True)
+
+
+DatasetInitializer = HuggingFaceDatasetInitializer | S3DatasetInitializer | GcsDatasetInitializer | DataCacheInitializer
+ModelInitializer = HuggingFaceModelInitializer | S3ModelInitializer | GcsModelInitializer
 
 
 @dataclass

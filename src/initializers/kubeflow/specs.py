@@ -41,7 +41,8 @@ def one_step(
         given = type(initializer)
         raise TypeError(
             "expected an initializers.kubeflow.sdk Initializer or step (HuggingFaceDatasetInitializer, "
-            "S3DatasetInitializer, DataCacheInitializer, HuggingFaceModelInitializer, S3ModelInitializer), "
+            "S3DatasetInitializer, GcsDatasetInitializer, DataCacheInitializer, HuggingFaceModelInitializer, "
+            "S3ModelInitializer, GcsModelInitializer), "
             f"got {given.__module__}.{given.__qualname__}"
         )
     if step is not None and step != initializer.kind.name:
