@@ -27,7 +27,8 @@ from initializers.config.contract import DATASET, MODEL, Kind
         ("model", {"STORAGE_URI": "cache://schema/table"}, "it accepts hf://, s3://, gs://"),
         ("model", {"STORAGE_URI": "https://example.com/x"}, "STORAGE_URI: 'https://example.com/x': the only https:// "
          "URI the model-initializer accepts is a Hub page's address (https://huggingface.co/..., https://hf.co/... or "
-         "on HF_ENDPOINT's host); otherwise it accepts hf://, s3://, gs://"),
+         "on HF_ENDPOINT's host) or an Azure Blob Storage URL (https://ACCOUNT.blob.core.windows.net/CONTAINER"
+         "[/PREFIX]); otherwise it accepts hf://, s3://, gs://, az://"),
         ("dataset", {"STORAGE_URI": "s3://"}, "names no bucket"),
         ("model", {"STORAGE_URI": "hf://just-a-name"}, "Repository id must be 'namespace/name'"),
         ("dataset", {"STORAGE_URI": "hf://org/name@"}, "Empty revision after '@'"),

@@ -94,8 +94,8 @@ def test_an_https_uri_that_is_no_hub_page_is_refused_naming_the_hub_hosts(kind: 
         scheme_of("https://example.com/x", kind)
     assert str(refused.value) == (
         f"STORAGE_URI: 'https://example.com/x': the only https:// URI the {kind.program} accepts is a Hub page's "
-        f"address (https://huggingface.co/..., https://hf.co/... or on HF_ENDPOINT's host); otherwise it accepts "
-        f"{others}"
+        f"address (https://huggingface.co/..., https://hf.co/... or on HF_ENDPOINT's host) or an Azure Blob Storage "
+        f"URL (https://ACCOUNT.blob.core.windows.net/CONTAINER[/PREFIX]); otherwise it accepts {others}"
     )
 
 

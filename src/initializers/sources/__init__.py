@@ -17,6 +17,9 @@ from initializers.sources import hub, s3
 from initializers.sources import gcs  # after s3: the programs list gs:// after s3://
 
 # isort: split
+from initializers.sources import azure  # after s3: the programs list az:// after s3://
+
+# isort: split
 from initializers.sources import iceberg  # registered after s3: the programs list cache:// last
 
-__all__ = ["gcs", "hub", "iceberg", "s3"]
+__all__ = ["azure", "gcs", "hub", "iceberg", "s3"]

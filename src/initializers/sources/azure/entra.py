@@ -1,0 +1,80 @@
+"""Microsoft Entra tokens for Azure Storage, from azure-identity's own chain (DefaultAzureCredential): AKS workload
+identity (AZURE_CLIENT_ID, AZURE_TENANT_ID, AZURE_FEDERATED_TOKEN_FILE), a service principal's variables, managed
+identity. azure-identity is imported when the first request needs a token, never on runs signed otherwise; each
+token is kept until it is about to expire, then fetched again, and hidden from the logs.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from initializers.common import logs
+from initializers.common.errors import FetchError
+
+#: The audience of tokens for Azure Storage.
+STORAGE_SCOPE = "https://storage.azure.com/.default"
+#: A token is replaced this long before it expires, as azure-core's own pipeline does: a request signed with it
+#: must still be in time however long it waits on a throttled server.
+REFRESH_BEFORE_SECONDS = 300.0
+#: Where a refused token comes from, for messages.
+ENTRA_CHECK = (
+    "the Microsoft Entra identity (AZURE_CLIENT_ID, AZURE_TENANT_ID and AZURE_FEDERATED_TOKEN_FILE for AKS workload "
+    "identity, else the managed identity) and its role on the container (Storage Blob Data Reader); or set "
+    "AZURE_STORAGE_KEY, AZURE_STORAGE_SAS_TOKEN or AZURE_STORAGE_CONNECTION_STRING"
+)
+
+
+class EntraToken:
+    """Requests authorized with a bearer token for Azure Storage, from `credential` (azure-identity's chain unless
+    given), fetched again `REFRESH_BEFORE_SECONDS` before it expires. Thread-safe: one thread fetches, the others
+    wait for its token."""
+
+    check = ENTRA_CHECK
+
+    def __init__(self, credential: Any = None, clock: Callable[[], float] = time.time) -> None:
+        self._credential = credential
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._token: str | None = None
+        self._expires_on = 0.0
+
+    def authorize(self, path: str, params: Mapping[str, str], headers: dict[str, str]) -> str:
+        """The request's `Authorization: Bearer` header; nothing for its query."""
+        headers["authorization"] = f"Bearer {self.current()}"
+        return ""
+
+    def current(self) -> str:
+        """A token with more than `REFRESH_BEFORE_SECONDS` to live."""
+        with self._lock:
+            if self._token is None or self._expires_on - self._clock() < REFRESH_BEFORE_SECONDS:
+                self._token, self._expires_on = self._fetch()
+            return self._token
+
+    def _fetch(self) -> tuple[str, float]:
+        from azure.core.exceptions import AzureError
+
+        if self._credential is None:
+            self._credential = _default_credential()
+        try:
+            token = self._credential.get_token(STORAGE_SCOPE)
+        except AzureError as exc:
+            reason = " ".join(str(exc).split())
+            raise FetchError(
+                f"getting a Microsoft Entra token for Azure Storage failed: {reason}; check {ENTRA_CHECK}"
+            ) from None
+        logs.hide(token.token)
+        return token.token, float(token.expires_on)
+
+
+def _default_credential() -> Any:
+    """azure-identity's chain as Azure's SDKs use it; a service principal's secret, read by it alone, hidden from the
+    logs too."""
+    from azure.identity import DefaultAzureCredential
+
+    if secret := os.environ.get("AZURE_CLIENT_SECRET"):
+        logs.hide(secret)
+    return DefaultAzureCredential()

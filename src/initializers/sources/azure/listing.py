@@ -1,0 +1,121 @@
+"""List Blobs as plain data: the query for one page, the parsing of its answer, and the check that a chain of pages
+ends. Pure functions, no I/O.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass
+from typing import NamedTuple
+from urllib.parse import unquote
+
+from initializers.store.contract import MAX_EMPTY_PAGES
+
+#: The most blobs Azure lists on a page.
+PAGE_SIZE = 5000
+
+
+class ListedBlob(NamedTuple):
+    """One blob of a page (a named tuple, cheap to make: a listing makes one per blob)."""
+
+    name: str
+    size: int
+    etag: str  # without quotes
+    #: The Content-MD5 the service recorded, as hex: a blob put in one request has one, a blob committed from blocks
+    #: none (unless its writer set it).
+    md5: str | None
+    #: Hot, Cool, Cold or Archive ("" when the listing says nothing).
+    tier: str = ""
+    #: A directory of an account with a hierarchical namespace (Data Lake), listed as an empty blob.
+    directory: bool = False
+
+    @property
+    def archived(self) -> bool:
+        """It must be rehydrated to another tier before it can be read."""
+        return self.tier == "Archive"
+
+
+@dataclass(frozen=True)
+class ListPage:
+    blobs: list[ListedBlob]
+    next_marker: str | None  # None on the last page
+
+
+def page_query(prefix: str, marker: str | None, max_results: int = PAGE_SIZE) -> dict[str, str]:
+    """The query of one page of the container's blobs under `prefix`, from `marker` (the last page's NextMarker)."""
+    query = {"restype": "container", "comp": "list", "maxresults": str(max_results)}
+    if prefix:
+        query["prefix"] = prefix
+    if marker:
+        query["marker"] = marker
+    return query
+
+
+def parse_page(body: bytes) -> ListPage:
+    """The blobs and NextMarker of an EnumerationResults; ValueError saying what is wrong with it."""
+    try:
+        root = ET.fromstring(body)
+    except ET.ParseError as exc:
+        raise ValueError(f"the listing is not valid XML: {exc}") from None
+    if root.tag != "EnumerationResults":
+        raise ValueError(f"the listing answer is a <{root.tag}>, not an <EnumerationResults>")
+    blobs = [_blob(entry) for entry in root.iterfind("Blobs/Blob")]
+    return ListPage(blobs, (root.findtext("NextMarker") or "").strip() or None)
+
+
+def _blob(entry: ET.Element) -> ListedBlob:
+    name_element = entry.find("Name")
+    name = "" if name_element is None else name_element.text or ""  # not stripped: a name may end in a space
+    if name_element is not None and name_element.get("Encoded") == "true":  # characters XML cannot carry
+        name = unquote(name)
+    properties = entry.find("Properties")
+    if not name or properties is None:
+        raise ValueError(f"an entry of the listing has no Name or no Properties (Name {name!r})")
+    size = (properties.findtext("Content-Length") or "").strip()
+    if not size.isdigit():
+        raise ValueError(f"the listing gives {name!r} no Content-Length of 0 or more bytes ({size!r})")
+    md5 = (properties.findtext("Content-MD5") or "").strip()
+    etag = (properties.findtext("Etag") or "").strip().strip('"')
+    tier = (properties.findtext("AccessTier") or "").strip()
+    directory = (properties.findtext("ResourceType") or "").strip() == "directory"
+    return ListedBlob(name, int(size), etag, _hex_md5(name, md5) if md5 else None, tier, directory)
+
+
+def _hex_md5(name: str, value: str) -> str:
+    try:
+        digest = base64.b64decode(value, validate=True)
+    except (binascii.Error, ValueError):
+        digest = b""
+    if len(digest) != 16:
+        raise ValueError(f"the listing gives {name!r} a Content-MD5 that is no MD5 ({value!r})")
+    return digest.hex()
+
+
+class PageChain:
+    """That a chain of pages moves on, so that a server cannot keep a listing going for ever: every marker new, no
+    page the same as an earlier one, and not endlessly many empty pages in a row. `follow` raises ValueError saying
+    how the chain went wrong."""
+
+    def __init__(self) -> None:
+        self._markers: set[str] = set()
+        self._pages: set[int] = set()  # a hash of each page's names
+        self._empty = 0
+
+    def follow(self, page: ListPage) -> None:
+        if page.blobs:
+            fingerprint = hash(tuple(blob.name for blob in page.blobs))
+            if fingerprint in self._pages:
+                raise ValueError(
+                    f"a page listed {page.blobs[0].name!r} .. {page.blobs[-1].name!r} again: the listing "
+                    "would never end"
+                )
+            self._pages.add(fingerprint)
+        self._empty = 0 if page.blobs else self._empty + 1
+        if self._empty == MAX_EMPTY_PAGES:
+            raise ValueError(f"{MAX_EMPTY_PAGES} pages in a row listed nothing: the listing would never end")
+        if page.next_marker is not None:
+            if page.next_marker in self._markers:
+                raise ValueError("a page repeated the NextMarker of an earlier one: the listing would never end")
+            self._markers.add(page.next_marker)

@@ -1,0 +1,102 @@
+"""The az:// source: a container's blobs under a prefix, listed by List Blobs pages and read by ranged GETs pinned
+to their listed ETags (`container`), each verified against the Content-MD5 the service recorded when it was written;
+a blob committed from blocks, which has none, by its size and pinned ETag (recorded so in the manifest).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from initializers.common.errors import FetchError
+from initializers.common.remote_file import Checksum, RemoteFile
+from initializers.config.contract import Config
+from initializers.sources.azure.access import AzureAccess, access_from
+from initializers.sources.azure.container import BlobRead, ContainerRequests
+from initializers.sources.azure.listing import ListedBlob, ListPage, PageChain, page_query, parse_page
+from initializers.sources.azure.location import AzureLocation
+from initializers.store.contract import Storage
+from initializers.store.lane import LaneReads, RequestInFlight
+from initializers.store.sink import Sink
+
+
+class AzureSource(Storage):
+    """A container's blobs under a prefix, or one blob, of the account the credentials (or the URL) name."""
+
+    checksum_kinds = frozenset({"md5"})
+    pins_versions = False  # a blob replaced during the run fails it (If-Match), never lands mixed
+
+    def __init__(self, location: AzureLocation, config: Config, access: AzureAccess) -> None:
+        self.location = location
+        self._access = access
+        self._requests = ContainerRequests(location, access, config.read_timeout)
+        self.throttle = self._requests.throttle  # listing pages and blob GETs pause together
+        self.round_trips = self._requests.round_trips
+        self.lane_reads = LaneReads(self._begin_read, config.read_timeout)
+
+    @classmethod
+    def from_config(cls, uri: str, config: Config) -> AzureSource:
+        location = AzureLocation.parse(uri)
+        return cls(location, config, access_from(location, config))
+
+    def describe(self) -> dict[str, Any]:
+        return {"uri": str(self.location), "endpoint": str(self._access.endpoint), "account": self._access.account}
+
+    def list_files(self) -> Iterator[RemoteFile]:
+        prefix = self.location.folder_prefix
+        found = False
+        for blob in self._listing(prefix):
+            found = True
+            yield self._remote_file(blob, blob.name[len(prefix) :])
+        name = self.location.name
+        if not found and name and not name.endswith("/"):  # the URI may name one blob rather than a folder
+            for first in self._page(name, None, max_results=1).blobs:  # the name itself sorts first under it
+                if first.name == name:
+                    yield self._remote_file(first, name.rsplit("/", 1)[-1])
+
+    def _listing(self, prefix: str) -> Iterator[ListedBlob]:
+        """Every blob under `prefix`, page after page, but for folders (a Data Lake account's directories, and
+        empty blobs named like a folder that tools make)."""
+        chain = PageChain()
+        marker: str | None = None
+        while True:
+            page = self._page(prefix, marker)
+            try:
+                chain.follow(page)
+            except ValueError as exc:
+                raise FetchError(f"listing {self.location.uri_of(prefix)}: {exc}") from None
+            yield from (blob for blob in page.blobs if not (blob.directory or blob.name.endswith("/")))
+            if page.next_marker is None:
+                return
+            marker = page.next_marker
+
+    def _page(self, prefix: str, marker: str | None, max_results: int | None = None) -> ListPage:
+        where = self.location.uri_of(prefix)
+        query = page_query(prefix, marker) if max_results is None else page_query(prefix, marker, max_results)
+        try:
+            return parse_page(self._requests.list_page(query, where))
+        except ValueError as exc:
+            raise FetchError(f"listing {where} at {self._access.endpoint}: {exc}") from None
+
+    def _remote_file(self, blob: ListedBlob, path: str) -> RemoteFile:
+        """The file a blob is, with the MD5 Azure recorded for it, if any; refused when it must be rehydrated."""
+        if blob.archived:
+            raise FetchError(
+                f"{self.location.uri_of(blob.name)} is in the Archive tier: rehydrate it to another tier "
+                "first (Set Blob Tier), or exclude it with IGNORE_PATTERNS"
+            )
+        checksum = Checksum("md5", blob.md5) if blob.md5 else None
+        return RemoteFile(path, blob.size, blob.etag, blob.name, checksum)
+
+    def read(self, file: RemoteFile, offset: int, length: int, sink: Sink) -> None:
+        whole = offset == 0 and length == file.size
+        self._requests.get(BlobRead(file.locator, file.version, offset, length, whole), sink)
+
+    def _begin_read(self, file: RemoteFile, sink: Sink) -> RequestInFlight:
+        return self._requests.begin(BlobRead(file.locator, file.version, 0, file.size, whole=True), sink)
+
+    def interrupt(self) -> None:
+        self._requests.interrupt()
+
+    def close(self) -> None:
+        self._requests.close()
