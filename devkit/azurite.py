@@ -11,7 +11,9 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
+import json
 import shutil
+import ssl
 import subprocess
 import tempfile
 import time
@@ -20,10 +22,13 @@ import urllib.parse
 import urllib.request
 from dataclasses import dataclass
 from email.utils import formatdate
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 from devkit.ports import free_port
 from devkit.processes import stop_process_group
+from devkit.relay import self_signed_certificate
+from devkit.serving import NoDelay, ServedInThread
 
 AZURITE_BLOB = Path(__file__).resolve().parents[1] / ".venvs" / "azurite" / "node_modules" / ".bin" / "azurite-blob"
 ACCOUNT = "devstoreaccount1"
@@ -48,12 +53,18 @@ class Azurite:
     process: subprocess.Popen[bytes]
     data_dir: Path
     log_path: Path
+    #: The certificate it serves HTTPS with (its own CA), when it does.
+    certificate: Path | None = None
 
     @classmethod
-    def start(cls, timeout: float = 60.0, parent: Path | None = None, loose: bool = False) -> Azurite:
+    def start(
+        cls, timeout: float = 60.0, parent: Path | None = None, loose: bool = False, oauth: bool = False
+    ) -> Azurite:
         """Serve Blob Storage on a free port, with the data in a new folder under `parent` (else the temp folder),
         removed by `stop`. Strict by default: a header Azurite does not implement (x-ms-range-get-content-crc64
-        among them) is answered 500 FeatureNotSupported; `loose` ignores such headers instead."""
+        among them) is answered 500 FeatureNotSupported; `loose` ignores such headers instead. With `oauth`, it serves
+        HTTPS with a self-signed `certificate` and takes Microsoft Entra bearer tokens too (Azurite's basic check:
+        issuer, audience and lifetime, not the signature; bearer tokens need HTTPS)."""
         if not AZURITE_BLOB.exists():
             raise RuntimeError(f"{AZURITE_BLOB} is missing: run `make install` (it needs npm)")
         data_dir = Path(tempfile.mkdtemp(prefix="azurite-", dir=parent))
@@ -63,11 +74,16 @@ class Azurite:
             str(AZURITE_BLOB), "--blobHost", "127.0.0.1", "--blobPort", str(port), "--location", str(data_dir / "data"),
             "--silent", "--skipApiVersionCheck", "--disableTelemetry", *(["--loose"] if loose else []),
         ]  # fmt: skip
+        certificate = None
+        if oauth:
+            certificate, key = self_signed_certificate(data_dir)
+            command += ["--oauth", "basic", "--cert", str(certificate), "--key", str(key)]
         with open(log_path, "wb") as log:
             process = subprocess.Popen(
                 command, stdout=log, stderr=subprocess.STDOUT, cwd=data_dir, start_new_session=True
             )
-        server = cls(f"http://127.0.0.1:{port}/{ACCOUNT}", process, data_dir, log_path)
+        scheme = "https" if oauth else "http"
+        server = cls(f"{scheme}://127.0.0.1:{port}/{ACCOUNT}", process, data_dir, log_path, certificate)
         try:
             server._wait_until_serving(timeout)
         except BaseException:
@@ -92,8 +108,7 @@ class Azurite:
     @property
     def connection_string(self) -> str:
         """As Azure's SDKs and tools read AZURE_STORAGE_CONNECTION_STRING (its BlobEndpoint wins over the account)."""
-        return (f"DefaultEndpointsProtocol=http;AccountName={ACCOUNT};AccountKey={ACCOUNT_KEY};"
-                f"BlobEndpoint={self.endpoint};")  # fmt: skip
+        return connection_string(self.endpoint)
 
     def env(self) -> dict[str, str]:
         """The variables that reach this server."""
@@ -120,7 +135,8 @@ class Azurite:
         url = urllib.parse.urlsplit(self.endpoint)._replace(path=url_path, query=urllib.parse.urlencode(query or {}))
         request = urllib.request.Request(url.geturl(), data=body or None, method=method, headers=headers)
         try:
-            with urllib.request.urlopen(request, timeout=timeout) as reply:
+            context = ssl.create_default_context(cafile=self.certificate) if self.certificate else None
+            with urllib.request.urlopen(request, timeout=timeout, context=context) as reply:
                 return Reply(reply.status, {k.lower(): v for k, v in reply.headers.items()}, reply.read())
         except urllib.error.HTTPError as error:
             return Reply(error.code, {k.lower(): v for k, v in error.headers.items()}, error.read())
@@ -137,6 +153,28 @@ class Azurite:
             raise RuntimeError(f"putting {container}/{name}: {reply.status} {reply.body[:300]!r}")
         return reply
 
+    def put_blocks(self, container: str, name: str, parts: list[bytes]) -> None:
+        """A block blob staged in blocks and committed from their list: the service records no Content-MD5 for it."""
+        ids = [base64.b64encode(f"block-{number:06}".encode()).decode() for number in range(len(parts))]
+        for block_id, part in zip(ids, parts, strict=True):
+            reply = self.request("PUT", f"{container}/{name}", part, query={"comp": "block", "blockid": block_id})
+            if reply.status != 201:
+                raise RuntimeError(f"staging a block of {container}/{name}: {reply.status} {reply.body[:300]!r}")
+        latest = "".join(f"<Latest>{block_id}</Latest>" for block_id in ids)
+        body = f'<?xml version="1.0" encoding="utf-8"?><BlockList>{latest}</BlockList>'.encode()
+        reply = self.request("PUT", f"{container}/{name}", body, query={"comp": "blocklist"})
+        if reply.status != 201:
+            raise RuntimeError(f"committing {container}/{name}: {reply.status} {reply.body[:300]!r}")
+
+    def make_public(self, container: str) -> None:
+        """Let anyone list the container and read its blobs, unsigned."""
+        reply = self.request(
+            "PUT", container, query={"restype": "container", "comp": "acl"},
+            headers={"x-ms-blob-public-access": "container"},
+        )  # fmt: skip
+        if reply.status != 200:
+            raise RuntimeError(f"making {container} public: {reply.status} {reply.body[:300]!r}")
+
     def extent_files(self) -> list[Path]:
         """The files holding the blobs' bytes (several blobs to a file, at offsets its database records)."""
         return sorted((self.data_dir / "data" / "__blobstorage__").iterdir())
@@ -150,6 +188,90 @@ class Azurite:
 
     def __exit__(self, *_exc: object) -> None:
         self.stop()
+
+
+class IdentityEndpoint:
+    """A managed identity's token endpoint on loopback, in App Service's form (which azure-identity reads from
+    IDENTITY_ENDPOINT and IDENTITY_HEADER): each GET with the header gets a new JWT for `audience` that lives
+    `lifetime` seconds, unsigned (Azurite's basic check reads its issuer, audience and lifetime only)."""
+
+    HEADER = "identity-header-for-tests"
+
+    def __init__(self, lifetime: float = 3600.0, audience: str = "https://storage.azure.com") -> None:
+        self.lifetime, self.audience = lifetime, audience
+        self.issued: list[str] = []
+        port = free_port()
+        self._serving = ServedInThread(_IdentityServer(self, port), "identity-endpoint", poll_interval=0.05)
+        self.endpoint = f"http://127.0.0.1:{port}/msi/token"
+
+    def env(self) -> dict[str, str]:
+        return {"IDENTITY_ENDPOINT": self.endpoint, "IDENTITY_HEADER": self.HEADER}
+
+    def token(self) -> tuple[str, int]:
+        """A new token, and when it expires (seconds since the epoch)."""
+        now = int(time.time())
+        claims = {"aud": self.audience, "iss": "https://sts.windows.net/00000000-0000-0000-0000-000000000000/",
+                  "nbf": now - 60, "iat": now - 60, "exp": now + int(self.lifetime),
+                  "oid": f"token-{len(self.issued)}"}  # fmt: skip
+        parts = ({"typ": "JWT", "alg": "RS256"}, claims)
+        encoded = [base64.urlsafe_b64encode(json.dumps(part).encode()).decode().rstrip("=") for part in parts]
+        self.issued.append(".".join([*encoded, "c2lnbmF0dXJlLW5vdC1jaGVja2Vk"]))
+        return self.issued[-1], claims["exp"]
+
+    def __enter__(self) -> IdentityEndpoint:
+        self._serving.start()
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self._serving.stop()
+
+
+class _IdentityServer(NoDelay, ThreadingHTTPServer):
+    def __init__(self, identity: IdentityEndpoint, port: int) -> None:
+        self.identity = identity
+        super().__init__(("127.0.0.1", port), _IdentityHandler)
+
+
+class _IdentityHandler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server: _IdentityServer
+
+    def log_message(self, *_args: object) -> None:
+        pass
+
+    def do_GET(self) -> None:
+        identity = self.server.identity
+        if self.headers.get("X-IDENTITY-HEADER") != identity.HEADER:
+            self._answer(401, {"error": "no identity header"})
+            return
+        token, expires_on = identity.token()
+        resource = urllib.parse.parse_qs(urllib.parse.urlsplit(self.path).query).get("resource", [""])[0]
+        self._answer(200, {"access_token": token, "expires_on": str(expires_on), "resource": resource,
+                           "token_type": "Bearer"})  # fmt: skip
+
+    def _answer(self, status: int, body: dict[str, str]) -> None:
+        data = json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+
+def connection_string(endpoint: str, key: str | None = ACCOUNT_KEY) -> str:
+    """The development account's connection string with `endpoint` (the server's, or a relay's `/devstoreaccount1`)
+    as its BlobEndpoint; without `key`, one that says where and leaves the credential to other variables."""
+    credential = f"AccountKey={key};" if key else ""
+    return f"DefaultEndpointsProtocol=http;AccountName={ACCOUNT};{credential}BlobEndpoint={endpoint};"
+
+
+def account_sas(permissions: str = "rl", expiry: str = "2099-01-01T00:00:00Z", key: str = ACCOUNT_KEY) -> str:
+    """An account SAS token for the blob service (version 2019-12-12's string to sign: the account, permissions,
+    services, resource types, start, expiry, IP, protocols, version, each on a line), as the portal gives it."""
+    fields = {"sv": "2019-12-12", "ss": "b", "srt": "sco", "sp": permissions, "se": expiry, "spr": "https,http"}
+    text = "\n".join([ACCOUNT, permissions, "b", "sco", "", expiry, "", "https,http", "2019-12-12", ""])
+    signature = base64.b64encode(hmac.new(base64.b64decode(key), text.encode(), hashlib.sha256).digest()).decode()
+    return urllib.parse.urlencode({**fields, "sig": signature})
 
 
 def _signature(method: str, url_path: str, headers: dict[str, str], query: dict[str, str], key: str) -> str:
