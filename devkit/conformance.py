@@ -20,10 +20,13 @@ from pathlib import Path
 from typing import Any, ClassVar
 from urllib.parse import quote, urlencode
 
+from devkit.azurite import ACCOUNT as AZURE_ACCOUNT
+from devkit.azurite import Azurite, connection_string
 from devkit.fake_gcs import FakeGCS
 from devkit.hubserver import HubServer
 from devkit.relay import CorruptFault, Relay, StatusFault
 from devkit.seaweed import SeaweedFS
+from initializers.sources.azure.source import AzureSource
 from initializers.sources.gcs.source import GcsSource
 from initializers.sources.hub.source import HfSource
 from initializers.sources.iceberg.source import IcebergSource
@@ -322,3 +325,53 @@ def manifest_entries(output: Path) -> list[dict[str, Any]]:
 def hub_store() -> Iterator[HubStore]:
     with HubServer() as hub, Relay(hub.endpoint) as api, Relay(hub.cdn_endpoint) as cdn:
         yield HubStore(hub, api, cdn)
+
+
+class AzureStore(Store):
+    """A container on Azurite (SharedKey enforced); a relay in front of it, which the connection string's BlobEndpoint
+    names. Blobs are put in one request each, so Azure records their Content-MD5."""
+
+    scheme = "az"
+    source = AzureSource
+    prefix = "root"
+
+    def __init__(self, azurite: Azurite, container: str, relay: Relay) -> None:
+        self.azurite, self.container, self.relay = azurite, container, relay
+        azurite.create_container(container)
+
+    def put(self, files: dict[str, bytes]) -> None:
+        for path, data in files.items():
+            self.change(path, data)
+
+    def change(self, path: str, data: bytes) -> None:
+        self.azurite.put_blob(self.container, f"{self.prefix}/{path}", data)
+
+    def env(self, output: Path) -> dict[str, str]:
+        return {"AZURE_STORAGE_CONNECTION_STRING": connection_string(f"{self.relay.endpoint}/{AZURE_ACCOUNT}"),
+                "STORAGE_URI": f"az://{self.container}/{self.prefix}", "OUTPUT_PATH": str(output)}  # fmt: skip
+
+    def relay_for(self, path: str) -> tuple[Relay, str]:
+        return self.relay, f"/{AZURE_ACCOUNT}/{self.container}/{quote(f'{self.prefix}/{path}', safe='/~')}"
+
+    @property
+    def relays(self) -> list[Relay]:
+        return [self.relay]
+
+    def error_fault(self, match: str, times: int = 1, method: str | None = None) -> StatusFault:
+        """Azure's 500 InternalError."""
+        return _azure_fault(500, "InternalError", match, times, method)
+
+    def throttle_fault(self, match: str, times: int = 3, method: str | None = None) -> StatusFault:
+        """Azure's throttling: 503 ServerBusy, asking to come back in 0.3 s."""
+        return _azure_fault(503, "ServerBusy", match, times, method, {"Retry-After": "0.3"})
+
+
+def _azure_fault(
+    status: int, code: str, match: str, times: int, method: str | None, headers: dict[str, str] | None = None
+) -> StatusFault:
+    """Azure's error answer: its code in x-ms-error-code and in the XML body."""
+    body = (
+        f'<?xml version="1.0" encoding="utf-8"?><Error><Code>{code}</Code><Message>conformance fault</Message></Error>'
+    )
+    return StatusFault(status=status, times=times, match=match, method=method, body=body.encode(),
+                       headers={"x-ms-error-code": code, **(headers or {})})  # fmt: skip

@@ -17,7 +17,16 @@ from pathlib import Path
 import pytest
 from test_reliability import finish, wait_until
 
-from devkit.conformance import CacheStore, GcsStore, HubStore, S3Store, Store, hub_store, manifest_entries
+from devkit.conformance import (
+    AzureStore,
+    CacheStore,
+    GcsStore,
+    HubStore,
+    S3Store,
+    Store,
+    hub_store,
+    manifest_entries,
+)
 from devkit.programs import ProgramResult, run_program, start_program
 from devkit.relay import Relay, ResetFault
 from initializers.destination.manifest import MADE_FROM_VERSION, SIZE_AND_VERSION
@@ -90,6 +99,12 @@ def _gs(request: pytest.FixtureRequest, _tmp: Path) -> Iterator[Store]:
         yield GcsStore(gcs, f"conformance-{uuid.uuid4().hex[:12]}", relay)
 
 
+def _az(request: pytest.FixtureRequest, tmp: Path) -> Iterator[Store]:
+    azurite = request.getfixturevalue("azurite")
+    with Relay(azurite.endpoint) as relay:
+        yield AzureStore(azurite, f"conformance-{tmp.name}", relay)
+
+
 def _cache(request: pytest.FixtureRequest, tmp: Path) -> Iterator[Store]:
     seaweed = request.getfixturevalue("seaweed")
     with Relay(seaweed.endpoint) as relay:
@@ -101,6 +116,7 @@ STORES: dict[str, Callable[[pytest.FixtureRequest, Path], Iterator[Store]]] = {
     S3Store.scheme: _s3,
     HubStore.scheme: _hf,
     GcsStore.scheme: _gs,
+    AzureStore.scheme: _az,
     CacheStore.scheme: _cache,
 }
 
@@ -111,7 +127,7 @@ def test_every_registered_source_has_a_store():
 
 
 @pytest.mark.parametrize(
-    "store_class", [S3Store, HubStore, GcsStore, CacheStore], ids=lambda store_class: store_class.scheme
+    "store_class", [S3Store, HubStore, GcsStore, AzureStore, CacheStore], ids=lambda store_class: store_class.scheme
 )
 def test_a_store_is_held_to_what_the_source_its_scheme_opens_declares(store_class: type[Store]):
     """The capabilities a case goes by are those of the class the scheme's plug-in opens, not a copy in the suite."""
