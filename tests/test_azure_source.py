@@ -9,6 +9,7 @@ import json
 import os
 import random
 import re
+import urllib.parse
 from pathlib import Path
 from typing import Any
 
@@ -479,6 +480,27 @@ def test_a_sas_token_reads_and_an_expired_one_fails_naming_the_variable(
     # A SAS inside the connection string works alike.
     inside = connection_string(azurite.endpoint, key=None) + f"SharedAccessSignature={token};"
     ok(fetch(azurite, f"az://{container}/d", tmp_path / "inside", AZURE_STORAGE_CONNECTION_STRING=inside))
+
+
+def test_a_sas_token_or_key_a_server_echoes_is_hidden_in_every_log_line(
+    azurite: Azurite, container: str, tmp_path: Path
+):
+    """A proxy or a server may quote a request's query or credential in its error: whatever a message quotes, the
+    SAS token and the key (here the one inside a connection string) show as ***."""
+    token = account_sas()
+    with Relay(azurite.endpoint.rsplit("/", 1)[0]) as relay:
+        where = f"{relay.endpoint}/{ACCOUNT}"
+        runs = {token: {"AZURE_STORAGE_CONNECTION_STRING": connection_string(where, key=None),
+                        "AZURE_STORAGE_SAS_TOKEN": token},
+                ACCOUNT_KEY: {"AZURE_STORAGE_CONNECTION_STRING": connection_string(where)}}  # fmt: skip
+        for secret, env in runs.items():
+            echo = f"<Error><Code>InvalidQueryParameterValue</Code><Message>{secret} is not accepted</Message></Error>"
+            relay.add_fault(StatusFault(status=400, times=1, match="comp=list", body=echo.encode()))
+            result = fetch(azurite, f"az://{container}", tmp_path / "out", LOG_LEVEL="debug", **env)
+            said = f"400 InvalidQueryParameterValue for az://{container}: *** is not accepted"
+            assert result.code == 1 and result.last["error"].endswith(said), result.last
+            pieces = (secret, *urllib.parse.parse_qs(secret).get("sig", []))
+            assert not any(piece in result.stdout + result.stderr for piece in pieces)
 
 
 def test_a_public_container_is_read_anonymously_and_a_private_one_is_refused(
