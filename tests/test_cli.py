@@ -22,9 +22,10 @@ from initializers.config.contract import DATASET, MODEL, Kind
     [
         ("dataset", {}, "STORAGE_URI is not set"),
         ("model", {"STORAGE_URI": ""}, "STORAGE_URI is not set"),
-        ("dataset", {"STORAGE_URI": "just-a-path"}, "is not a URI; the dataset-initializer accepts hf://, s3://, gs://, cache://"),
+        ("dataset", {"STORAGE_URI": "just-a-path"},
+         "is not a URI; the dataset-initializer accepts hf://, s3://, gs://, az://, cache://"),
         ("model", {"STORAGE_URI": "ftp://bucket/x"}, "scheme ftp:// is not supported by the model-initializer"),
-        ("model", {"STORAGE_URI": "cache://schema/table"}, "it accepts hf://, s3://, gs://"),
+        ("model", {"STORAGE_URI": "cache://schema/table"}, "it accepts hf://, s3://, gs://, az://"),
         ("model", {"STORAGE_URI": "https://example.com/x"}, "STORAGE_URI: 'https://example.com/x': the only https:// "
          "URI the model-initializer accepts is a Hub page's address (https://huggingface.co/..., https://hf.co/... or "
          "on HF_ENDPOINT's host) or an Azure Blob Storage URL (https://ACCOUNT.blob.core.windows.net/CONTAINER"
@@ -114,17 +115,17 @@ def test_help_documents_every_variable_of_the_programs_own_sources_and_the_exit_
         assert f"[{cache_only}]" not in model.stdout and f"[{cache_only}]" in dataset.stdout
     # Grouped by who reads them: the shared options first (with -h and --version), then each source's.
     assert re.findall(r"^(\S.*):$", model.stdout, re.M) == [
-        "Options", "hf:// sources", "hf://, s3://, gs:// sources", "s3:// sources", "s3://, gs:// sources",
-        "gs:// sources",
+        "Options", "hf:// sources", "hf://, s3://, gs://, az:// sources", "s3:// sources", "s3://, gs://, az:// sources",
+        "gs:// sources", "az:// sources",
     ]  # fmt: skip
     assert re.findall(r"^(\S.*):$", dataset.stdout, re.M) == [
-        "Options", "hf:// sources", "hf://, s3://, gs:// sources", "s3://, cache:// sources",
-        "s3://, gs://, cache:// sources", "gs:// sources", "cache:// sources",
+        "Options", "hf:// sources", "hf://, s3://, gs://, az:// sources", "s3://, cache:// sources",
+        "s3://, gs://, az://, cache:// sources", "gs:// sources", "az:// sources", "cache:// sources",
     ]  # fmt: skip
     for text in (model.stdout, dataset.stdout):
         options = text.split("Options:")[1].split("sources:")[0]
         assert "[LOG_LEVEL]" in options and "-h, --help" in options and "[ENDPOINT]" not in options
-        assert "[ENDPOINT]" in text.split("hf://, s3://, gs:// sources:")[1]
+        assert "[ENDPOINT]" in text.split("hf://, s3://, gs://, az:// sources:")[1]
     for text in (model.stdout, dataset.stdout):
         words = " ".join(text.split())
         assert "Exit codes: 0 done and verified, 1 the fetch failed, 2 bad configuration" in words
@@ -136,8 +137,8 @@ def test_help_documents_every_variable_of_the_programs_own_sources_and_the_exit_
 def test_each_programs_help_names_only_its_own_sources_folders_and_defaults():
     model, dataset = (" ".join(run_program(kind, {}, "--help").stdout.split()) for kind in ("model", "dataset"))
     # Each names its own sources (as they register their forms), folder and default selection ...
-    assert "Source: hf://OWNER/NAME[@REVISION][/PATH], s3://BUCKET[/PREFIX] or gs://BUCKET[/PREFIX]; or a Hub" in model
-    assert "s3://BUCKET[/PREFIX], gs://BUCKET[/PREFIX] or cache://SCHEMA/TABLE; or a" in dataset
+    assert "Source: hf://OWNER/NAME[@REVISION][/PATH], s3://BUCKET[/PREFIX], gs://BUCKET[/PREFIX] or" in model
+    assert "gs://BUCKET[/PREFIX], az://CONTAINER[/PREFIX] or cache://SCHEMA/TABLE; or a" in dataset
     assert "Destination folder [default: /workspace/model]" in model
     assert "Destination folder [default: /workspace/dataset]" in dataset
     assert "the model default, what a trainer loads, in one weight format" in model

@@ -79,10 +79,11 @@ def test_options_are_named_in_errors():
 
 def test_missing_storage_uri_is_a_config_error_naming_the_programs_own_schemes():
     with pytest.raises(
-        ConfigError, match=r"^STORAGE_URI is not set: give the source as hf://\.\.\., s3://\.\.\. or gs://\.\.\.$"
+        ConfigError,
+        match=r"^STORAGE_URI is not set: give the source as hf://\.\.\., s3://\.\.\., gs://\.\.\. or az://\.\.\.$",
     ):
         Config.from_env({}).require_storage_uri(MODEL)
-    with pytest.raises(ConfigError, match=r"as hf://\.\.\., s3://\.\.\., gs://\.\.\. or cache://\.\.\.$"):
+    with pytest.raises(ConfigError, match=r"as hf://\.\.\., s3://\.\.\., gs://\.\.\., az://\.\.\. or cache://\.\.\.$"):
         Config.from_env({}).require_storage_uri(DATASET)
 
 

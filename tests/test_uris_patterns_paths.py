@@ -53,7 +53,8 @@ def test_schemes_per_kind():
     assert scheme_of("s3://b", MODEL) == "s3"
     assert scheme_of("cache://a/b", DATASET) == "cache"
     with pytest.raises(
-        ConfigError, match=r"scheme cache:// is not supported by the model-initializer; it accepts hf://, s3://, gs://"
+        ConfigError,
+        match=r"scheme cache:// is not supported by the model-initializer; it accepts hf://, s3://, gs://, az://",
     ):
         scheme_of("cache://a/b", MODEL)
     with pytest.raises(ConfigError, match="ftp:// is not supported"):
@@ -63,21 +64,25 @@ def test_schemes_per_kind():
 
 
 def test_a_program_accepts_the_schemes_registered_for_it_in_registration_order(monkeypatch: pytest.MonkeyPatch):
-    assert DATASET.schemes == ("hf", "s3", "gs", "cache")
-    assert MODEL.schemes == ("hf", "s3", "gs")
+    assert DATASET.schemes == ("hf", "s3", "gs", "az", "cache")
+    assert MODEL.schemes == ("hf", "s3", "gs", "az")
     monkeypatch.setattr(registry, "_PLUGINS", dict(registry._PLUGINS))  # the throwaway source is gone after the test
     registry.register(
         registry.SourcePlugin("tmp", "tmp://X", (), lambda uri, _kind: uri, lambda *_: None, kinds=("dataset",)),
         Config.shared_settings(),
     )
-    assert DATASET.schemes == ("hf", "s3", "gs", "cache", "tmp") and MODEL.schemes == ("hf", "s3", "gs")
+    assert DATASET.schemes == ("hf", "s3", "gs", "az", "cache", "tmp") and MODEL.schemes == ("hf", "s3", "gs", "az")
     assert scheme_of("tmp://x", DATASET) == "tmp"
-    refused = "STORAGE_URI: scheme tmp:// is not supported by the model-initializer; it accepts hf://, s3://, gs://"
+    refused = (
+        "STORAGE_URI: scheme tmp:// is not supported by the model-initializer; it accepts hf://, s3://, gs://, az://"
+    )
     with pytest.raises(ConfigError, match=f"^{re.escape(refused)}$"):
         scheme_of("tmp://x", MODEL)
-    with pytest.raises(ConfigError, match=re.escape("give the source as hf://..., s3://... or gs://...")):
+    with pytest.raises(ConfigError, match=re.escape("give the source as hf://..., s3://..., gs://... or az://...")):
         Config.from_env({}).require_storage_uri(MODEL)
-    with pytest.raises(ConfigError, match=re.escape("hf://..., s3://..., gs://..., cache://... or tmp://...")):
+    with pytest.raises(
+        ConfigError, match=re.escape("hf://..., s3://..., gs://..., az://..., cache://... or tmp://...")
+    ):
         Config.from_env({}).require_storage_uri(DATASET)
     with pytest.raises(RuntimeError, match="registered for no program"):
         registry.register(
