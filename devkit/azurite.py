@@ -58,17 +58,22 @@ class Azurite:
 
     @classmethod
     def start(
-        cls, timeout: float = 60.0, parent: Path | None = None, loose: bool = False, oauth: bool = False
+        cls,
+        timeout: float = 60.0,
+        parent: Path | None = None,
+        loose: bool = False,
+        oauth: bool = False,
+        port: int | None = None,
     ) -> Azurite:
-        """Serve Blob Storage on a free port, with the data in a new folder under `parent` (else the temp folder),
-        removed by `stop`. Strict by default: a header Azurite does not implement (x-ms-range-get-content-crc64
+        """Serve Blob Storage on `port` (else a free one), with the data in a new folder under `parent` (else the temp
+        folder), removed by `stop`. Strict by default: a header Azurite does not implement (x-ms-range-get-content-crc64
         among them) is answered 500 FeatureNotSupported; `loose` ignores such headers instead. With `oauth`, it serves
         HTTPS with a self-signed `certificate` and takes Microsoft Entra bearer tokens too (Azurite's basic check:
         issuer, audience and lifetime, not the signature; bearer tokens need HTTPS)."""
         if not AZURITE_BLOB.exists():
             raise RuntimeError(f"{AZURITE_BLOB} is missing: run `make install` (it needs npm)")
         data_dir = Path(tempfile.mkdtemp(prefix="azurite-", dir=parent))
-        port = free_port()
+        port = port or free_port()
         log_path = data_dir / "azurite.log"
         command = [
             str(AZURITE_BLOB), "--blobHost", "127.0.0.1", "--blobPort", str(port), "--location", str(data_dir / "data"),

@@ -3,7 +3,8 @@ tests/test_doc_snippets.py runs the documentation's snippets against them.
 
 S3 (SeaweedFS, its keys enforced): bucket `models` with all-MiniLM-L6-v2/, bucket `datasets` with tiny-corpus/ and
 an Iceberg warehouse holding the table shop.reviews. The Hub: the same model and corpus, and a private model repo
-that only PRIVATE_TOKEN may read. Google Cloud Storage (fake-gcs-server, Google's emulator): the same two buckets.
+that only PRIVATE_TOKEN may read. Google Cloud Storage (fake-gcs-server, Google's emulator) and Azure Blob Storage
+(Azurite, Microsoft's): the model and the corpus again, in buckets and containers `models` and `datasets`.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import astuple, dataclass
 from pathlib import Path
 
+from devkit.azurite import Azurite
 from devkit.fake_gcs import FakeGCS
 from devkit.hubserver import HubServer
 from devkit.ports import is_free
@@ -29,11 +31,13 @@ class Ports:
     hub: int
     hub_cdn: int  # where the Hub redirects LFS downloads, as huggingface.co redirects them to its CDN
     gcs: int
+    azure: int
 
     @classmethod
     def from_base(cls, base: int) -> Ports:
-        """S3 on `base`, the Hub on the next port, its CDN on the one after, Cloud Storage's emulator next."""
-        return cls(s3=base, hub=base + 1, hub_cdn=base + 2, gcs=base + 3)
+        """S3 on `base`, the Hub on the next port, its CDN on the one after, then Cloud Storage's and Azure's
+        emulators."""
+        return cls(s3=base, hub=base + 1, hub_cdn=base + 2, gcs=base + 3, azure=base + 4)
 
 
 #: `make serve`'s ports, which the documentation's snippets name.
@@ -56,7 +60,7 @@ class HeldPorts:
     `make serve` started in the same second the second finds them taken instead of passing the check too.
 
     The Hub's ports are taken first and held until the Hub binds them, in-process; the ports of the servers that are
-    processes of their own (SeaweedFS, the Cloud Storage emulator) last, each let go as its server starts to bind it
+    processes of their own (SeaweedFS, the two emulators) last, each let go as its server starts to bind it
     itself: a second `make serve` stops at the Hub's port, held meanwhile, and never touches those. Whatever else
     takes such a port in that gap makes its server fail, which `handed_over` reports as PortsInUse.
     """
@@ -66,7 +70,7 @@ class HeldPorts:
         servers take free ones, and nothing is held."""
         self.ports = ports
         self._sockets: dict[int, socket.socket] = {}
-        for port in (ports.hub, ports.hub_cdn, ports.s3, ports.gcs) if ports else ():
+        for port in (ports.hub, ports.hub_cdn, ports.s3, ports.gcs, ports.azure) if ports else ():
             holder = socket.socket()
             holder.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as servers bind: TIME_WAIT does not count
             self._sockets[port] = holder
@@ -111,13 +115,14 @@ class Playground:
     s3: SeaweedFS
     hub: HubServer
     gcs: FakeGCS
+    azure: Azurite
     metadata_loc: str  # the Iceberg table's metadata file, on S3
 
     def variables(self) -> dict[str, str]:
         """The contract's variables that reach these servers: S3 (also the cache source's), the Hub, the table, Cloud
-        Storage."""
+        Storage, Azure Blob Storage."""
         return {**self.s3.env(), "HF_ENDPOINT": self.hub.endpoint, "METADATA_LOC": self.metadata_loc,
-                **self.gcs.env()}  # fmt: skip
+                **self.gcs.env(), **self.azure.env()}  # fmt: skip
 
     def sources(self) -> list[str]:
         """What the servers hold, one line per server, in the URIs the programs take."""
@@ -129,6 +134,8 @@ class Playground:
             "evolved schema",
             f"Cloud Storage (fake-gcs-server) {self.gcs.endpoint}: gs://models/all-MiniLM-L6-v2, "
             "gs://datasets/tiny-corpus",
+            f"Azure Blob Storage (Azurite) {self.azure.endpoint}: az://models/all-MiniLM-L6-v2, "
+            "az://datasets/tiny-corpus",
         ]
 
 
@@ -137,7 +144,7 @@ def running(root: Path, held: HeldPorts | None = None) -> Iterator[Playground]:
     """The servers on `held`'s ports, each handed over as its server binds it (PortsInUse if one cannot), else on
     free ones; seeded, their data under `root`; stopped and removed on exit."""
     held = held or HeldPorts()
-    s3_port, hub_port, cdn_port, gcs_port = astuple(held.ports) if held.ports else (None, None, None, None)
+    s3_port, hub_port, cdn_port, gcs_port, azure_port = astuple(held.ports) if held.ports else (None,) * 5
     with ExitStack() as servers:
         with held.handed_over(s3_port):
             s3 = servers.enter_context(SeaweedFS.start(s3_port=s3_port, parent=root))
@@ -145,11 +152,14 @@ def running(root: Path, held: HeldPorts | None = None) -> Iterator[Playground]:
             hub = servers.enter_context(HubServer(hub_port, cdn_port, parent=root))
         with held.handed_over(gcs_port):
             gcs = servers.enter_context(FakeGCS.start(parent=root, port=gcs_port))
+        with held.handed_over(azure_port):
+            azure = servers.enter_context(Azurite.start(parent=root, port=azure_port))
         seed_s3(s3)
         metadata_loc = seed_iceberg(s3, Path(tempfile.mkdtemp(prefix="catalog-", dir=root)))
         seed_hub(hub)
         seed_gcs(gcs)
-        yield Playground(s3, hub, gcs, metadata_loc)
+        seed_azure(azure)
+        yield Playground(s3, hub, gcs, azure, metadata_loc)
 
 
 def seed_s3(server: SeaweedFS) -> None:
@@ -169,6 +179,15 @@ def seed_gcs(server: FakeGCS) -> None:
         server.put_object("models", f"all-MiniLM-L6-v2/{path}", source.read_bytes())
     for path, body in tiny_corpus().items():
         server.put_object("datasets", f"tiny-corpus/{path}", body)
+
+
+def seed_azure(server: Azurite) -> None:
+    for container in ("models", "datasets"):
+        server.create_container(container)
+    for path, source in minilm_files().items():
+        server.put_blob("models", f"all-MiniLM-L6-v2/{path}", source.read_bytes())
+    for path, body in tiny_corpus().items():
+        server.put_blob("datasets", f"tiny-corpus/{path}", body)
 
 
 def seed_iceberg(server: SeaweedFS, catalog_dir: Path) -> str:

@@ -160,6 +160,24 @@ def test_the_gcs_configurations_are_written_by_the_gs_sources_schema(step: type)
         step("s3://b/m")
 
 
+@pytest.mark.parametrize("step", [sdk.AzureDatasetInitializer, sdk.AzureModelInitializer])
+def test_the_azure_configurations_are_written_by_the_az_sources_schema(step: type):
+    """Ours alone (the Kubeflow SDK has none): their fields are the az:// source's settings, the secrets among them
+    written as variables the programs read back and hide; a URI the programs refuse is refused here too."""
+    initializer = step("az://models/m", account="acct", sas_token="sv=2025&sig=abc", allow_patterns=["*.json"])
+    env = sdk.container_env(initializer)
+    assert env["STORAGE_URI"] == "az://models/m" and env["AZURE_STORAGE_ACCOUNT"] == "acct"
+    assert env["AZURE_STORAGE_SAS_TOKEN"] == "sv=2025&sig=abc" and env["ALLOW_PATTERNS"] == "*.json"
+    assert Config.from_env(env) == initializer.to_config(initializer.kind.default_output_path)
+    assert "sv=2025&sig=abc" in Config.from_env(env).secrets()
+    kserve_form = step("https://acct.blob.core.windows.net/models/m")  # as KServe writes it
+    assert sdk.container_env(kserve_form)["STORAGE_URI"] == "https://acct.blob.core.windows.net/models/m"
+    with pytest.raises(ConfigError):
+        step("az://x/m")  # a container name of 1 character
+    with pytest.raises(ConfigError, match="needs a az:// URI"):
+        step("gs://models/m")
+
+
 def test_the_cache_configuration_has_no_signature_settings():
     assert not SIGNING & {f.name for f in dataclasses.fields(sdk.DataCacheInitializer)}
 

@@ -58,7 +58,7 @@ def _watch(process: subprocess.Popen[str], index: int, outcomes: queue.Queue[tup
 
 @pytest.mark.slow  # two make serve, one of which starts and seeds the real servers
 def test_of_two_make_serve_at_once_one_serves_and_the_other_is_refused_naming_the_port(tmp_path: Path) -> None:
-    base = free_port((0, 1, 2, 3))  # free ports, given to both as the documented ones are: the race is the same
+    base = free_port((0, 1, 2, 3, 4))  # free ports, given to both as the documented ones are: the race is the same
     temp = tmp_path / "tmp"  # each one's temp folder: the data folder, and whatever else its servers leave
     temp.mkdir()
     command = [sys.executable, "-m", "devkit.serve", "--base-port", str(base)]
@@ -112,7 +112,7 @@ def test_the_s3_port_taken_while_seaweedfs_starts_is_refused_naming_it_and_nothi
 ) -> None:
     """The S3 port is let go for SeaweedFS, a process of its own, to bind: whatever takes it in that moment makes
     SeaweedFS exit, which is reported as the port in use, with the Hub's ports let go and the data folder removed."""
-    ports = Ports.from_base(free_port((0, 1, 2, 3)))
+    ports = Ports.from_base(free_port((0, 1, 2, 3, 4)))
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     start = playground.SeaweedFS.start
     with socket.socket() as squatter:

@@ -1,8 +1,9 @@
 """The SDK side: Kubeflow-compatible initializer configurations, turned into exactly the env the Kubeflow SDK builds.
 
 The classes carry the Kubeflow SDK's names, fields and defaults (0.5.0), plus `allow_patterns` (ALLOW_PATTERNS, which
-the Kubeflow SDK lacks) and, for hf://, s3:// and gs://, SIGNATURE's settings (taken from their schema); the gs://
-classes are ours alone (the Kubeflow SDK has none), with the fields of the gs:// source's schema. They convert to the
+the Kubeflow SDK lacks) and, for hf://, s3://, gs:// and az://, SIGNATURE's settings (taken from their schema); the
+gs:// and az:// classes are ours alone (the Kubeflow SDK has none), with the fields of their sources' schemas. They
+convert to the
 programs' own `Config`, so the variables they produce are written by the same schema the programs read: the two
 sides cannot drift apart. They validate more than the Kubeflow SDK does, with the programs' own parsers, so a URI
 the programs would reject fails here, early, with the same message.
@@ -164,8 +165,38 @@ class GcsModelInitializer(_InitializerConfig, _Signing, kind=MODEL, scheme="gs")
     allow_patterns: list[str] | None = field(default=None, kw_only=True)
 
 
-DatasetInitializer = HuggingFaceDatasetInitializer | S3DatasetInitializer | GcsDatasetInitializer | DataCacheInitializer
-ModelInitializer = HuggingFaceModelInitializer | S3ModelInitializer | GcsModelInitializer
+@dataclass
+class AzureDatasetInitializer(_InitializerConfig, _Signing, kind=DATASET, scheme="az"):
+    """Ours alone: the Kubeflow SDK has no Azure Blob initializer. A connection string, a key or a SAS token given
+    here travels as a variable; on AKS prefer none of them and let workload identity give tokens."""
+
+    ignore_patterns: list[str] | None = None
+    connection_string: str | None = None
+    account: str | None = None
+    account_key: str | None = None
+    sas_token: str | None = None
+    anonymous: bool = False
+    allow_patterns: list[str] | None = field(default=None, kw_only=True)
+
+
+@dataclass
+class AzureModelInitializer(_InitializerConfig, _Signing, kind=MODEL, scheme="az"):
+    """As AzureDatasetInitializer, with the model default's patterns."""
+
+    ignore_patterns: list[str] | None = field(default_factory=_default_model_patterns)
+    connection_string: str | None = None
+    account: str | None = None
+    account_key: str | None = None
+    sas_token: str | None = None
+    anonymous: bool = False
+    allow_patterns: list[str] | None = field(default=None, kw_only=True)
+
+
+DatasetInitializer = (
+    HuggingFaceDatasetInitializer | S3DatasetInitializer | GcsDatasetInitializer | AzureDatasetInitializer
+    | DataCacheInitializer
+)  # fmt: skip
+ModelInitializer = HuggingFaceModelInitializer | S3ModelInitializer | GcsModelInitializer | AzureModelInitializer
 
 
 @dataclass

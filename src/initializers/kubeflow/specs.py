@@ -41,8 +41,8 @@ def one_step(
         given = type(initializer)
         raise TypeError(
             "expected an initializers.kubeflow.sdk Initializer or step (HuggingFaceDatasetInitializer, "
-            "S3DatasetInitializer, GcsDatasetInitializer, DataCacheInitializer, HuggingFaceModelInitializer, "
-            "S3ModelInitializer, GcsModelInitializer), "
+            "S3DatasetInitializer, GcsDatasetInitializer, AzureDatasetInitializer, DataCacheInitializer, "
+            "HuggingFaceModelInitializer, S3ModelInitializer, GcsModelInitializer, AzureModelInitializer), "
             f"got {given.__module__}.{given.__qualname__}"
         )
     if step is not None and step != initializer.kind.name:
