@@ -31,6 +31,9 @@ Fields podman 4.3 cannot play, and how each is checked instead:
 - `fsGroup`: podman does not apply it; the images' /workspace (group 0, group-writable) is what the volumes start
   from, as `fsGroup: 0` would leave them.
 - `resources.requests` (scheduling) and `seccompProfile: RuntimeDefault` are passed to podman, not checked here.
+- `kind: ServiceAccount`, `serviceAccountName` and the workload identity label (GKE's and AKS's): no metadata server
+  or token webhook gives tokens here. The initializers get STORAGE_EMULATOR_HOST (Google's emulator, which takes no
+  token) or a connection string with Azurite's development key (and its account for the manifest's).
 - `kind: ClusterTrainingRuntime`: its replicated jobs' pods, with the env Kubeflow's controller builds from a
   TrainJob (`specs.trainjob_env`) and the restartPolicy JobSet's webhook defaults (OnFailure).
 """
@@ -48,6 +51,9 @@ from typing import Any
 import pytest
 
 from devkit import images
+from devkit.azurite import ACCOUNT as AZURE_ACCOUNT
+from devkit.azurite import Azurite, connection_string
+from devkit.fake_gcs import FakeGCS
 from devkit.hubserver import HubServer
 from devkit.iceberg import simple_table, sql_catalog
 from devkit.pods import DEPLOY, PYTHON_IMAGE, Played, Pods, job_pods, load, pod_from_host, runtime_pods
@@ -65,7 +71,8 @@ IMAGENET = {f"imagenet/train/n{i:04d}.tar": os.urandom((i % 5 + 1) * 48 * 1024) 
 TABLE_ROWS = 2000
 #: The manifests these tests play; a new one in deploy/ must be played here too.
 PLAYED = {"job.yaml", "secret.yaml", "shared-initializer.yaml", "indexed-job.yaml", "cache-shards.yaml",
-          "cache-flight.yaml", "cluster-training-runtime.yaml", "signed-model.yaml"}  # fmt: skip
+          "cache-flight.yaml", "cluster-training-runtime.yaml", "signed-model.yaml",
+          "gke-workload-identity.yaml", "aks-workload-identity.yaml"}  # fmt: skip
 
 
 def digests(files: dict[str, bytes], strip: str = "") -> dict[str, str]:
@@ -182,6 +189,60 @@ def test_job_fills_the_shared_volume_before_the_trainer_with_the_secret_as_env(
     assert played.containers["model-initializer"].message.startswith("done: 3 files, ")
     asked = [r for r in hub.requests if MODEL_REPO in r.path]
     assert asked and all(r.authorized for r in asked), "the private repo is read with the Secret's token"
+
+
+@pytest.fixture(scope="module")
+def gcs_buckets(fake_gcs: FakeGCS) -> FakeGCS:
+    """The buckets gke-workload-identity.yaml names, with the objects it fetches."""
+    for bucket in ("datasets", "models"):
+        fake_gcs.create_bucket(bucket)
+    for name, body in CORPUS.items():
+        fake_gcs.put_object("datasets", name, body)
+    for name, body in {**MODEL, **SKIPPED}.items():
+        fake_gcs.put_object("models", f"all-MiniLM-L6-v2/{name}", body)
+    return fake_gcs
+
+
+def test_gke_workload_identity_fetches_from_cloud_storage_without_a_key(pods: Pods, gcs_buckets: FakeGCS):
+    """The example as written, with Google's emulator standing in for Cloud Storage and for the metadata server's
+    tokens (STORAGE_EMULATOR_HOST): what Workload Identity itself gives cannot be played here."""
+    _service_account, job = load("gke-workload-identity.yaml")
+    (pod,) = job_pods(job)
+    emulator = {"STORAGE_EMULATOR_HOST": pod_from_host(gcs_buckets.endpoint)}
+    added = {"dataset-initializer": emulator, "model-initializer": emulator}
+    (played,) = succeeded(pods.play(pods.playable(pod, added=added)))
+    trainer = played.containers["trainer"]
+    assert read_under(trainer.read(), "/workspace/dataset") == digests(CORPUS, "tiny-corpus/")
+    assert read_under(trainer.read(), "/workspace/model") == digests(MODEL)
+    assert played.containers["model-initializer"].message.startswith("done: 3 files, ")
+
+
+@pytest.fixture(scope="module")
+def azure_containers(azurite: Azurite) -> Azurite:
+    """The containers aks-workload-identity.yaml names, with the blobs it fetches."""
+    for container in ("datasets", "models"):
+        azurite.create_container(container)
+    for name, body in CORPUS.items():
+        azurite.put_blob("datasets", name, body)
+    for name, body in {**MODEL, **SKIPPED}.items():
+        azurite.put_blob("models", f"all-MiniLM-L6-v2/{name}", body)
+    return azurite
+
+
+def test_aks_workload_identity_fetches_from_azure_blob_storage_without_a_secret(pods: Pods, azure_containers: Azurite):
+    """The example as written, with Azurite standing in for the account, and its development key for the token the
+    workload identity webhook would give (azure-identity's exchange cannot be played here)."""
+    _service_account, job = load("aks-workload-identity.yaml")
+    (pod,) = job_pods(job)
+    account = {"AZURE_STORAGE_ACCOUNT": AZURE_ACCOUNT}
+    key = {"AZURE_STORAGE_CONNECTION_STRING": connection_string(pod_from_host(azure_containers.endpoint))}
+    initializers = ("dataset-initializer", "model-initializer")
+    replaced, added = dict.fromkeys(initializers, account), dict.fromkeys(initializers, key)
+    (played,) = succeeded(pods.play(pods.playable(pod, replaced, added)))
+    trainer = played.containers["trainer"]
+    assert read_under(trainer.read(), "/workspace/dataset") == digests(CORPUS, "tiny-corpus/")
+    assert read_under(trainer.read(), "/workspace/model") == digests(MODEL)
+    assert played.containers["model-initializer"].message.startswith("done: 3 files, ")
 
 
 def test_shared_initializer_trials_fetch_once_into_one_volume(pods: Pods, seaweed: SeaweedFS, hub: HubServer):
