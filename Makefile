@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install test test-quick stress lint format demo serve docs clean images deploy-check bench bench-install bench-s3 bench-hf bench-iceberg bench-startup bench-network bench-scale bench-scale-1m bench-durability bench-shards bench-cache-server bench-signing bench-throttling
+.PHONY: install test test-quick stress lint format demo serve docs clean images deploy-check bench bench-install bench-s3 bench-hf bench-iceberg bench-startup bench-network bench-scale bench-scale-1m bench-durability bench-shards bench-cache-server bench-signing bench-throttling bench-clouds
 
 OLAH := .venvs/olah
 
@@ -122,6 +122,11 @@ bench-hf: bench-install
 
 bench-network: bench-install
 	$(PY) -m bench.network
+
+# gs:// and az:// against rclone's gcs and azureblob backends, on fake-gcs-server and Azurite behind the network
+# emulator (20 ms, 8 MB/s per connection), small and large objects, with each emulator's own ceiling on loopback.
+bench-clouds: bench-install
+	$(PY) -m bench.clouds
 
 bench-scale: bench-install
 	$(PY) -m bench.scale
