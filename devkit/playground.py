@@ -12,7 +12,7 @@ from __future__ import annotations
 import errno
 import socket
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import astuple, dataclass
 from pathlib import Path
@@ -157,8 +157,8 @@ def running(root: Path, held: HeldPorts | None = None) -> Iterator[Playground]:
         seed_s3(s3)
         metadata_loc = seed_iceberg(s3, Path(tempfile.mkdtemp(prefix="catalog-", dir=root)))
         seed_hub(hub)
-        seed_gcs(gcs)
-        seed_azure(azure)
+        seed_store(gcs.create_bucket, gcs.put_object)
+        seed_store(azure.create_container, azure.put_blob)
         yield Playground(s3, hub, gcs, azure, metadata_loc)
 
 
@@ -172,22 +172,15 @@ def seed_s3(server: SeaweedFS) -> None:
         s3.put_object(Bucket="datasets", Key=f"tiny-corpus/{path}", Body=body)
 
 
-def seed_gcs(server: FakeGCS) -> None:
+def seed_store(create: Callable[[str], object], put: Callable[[str, str, bytes], object]) -> None:
+    """The model and the corpus in `models` and `datasets`, as the S3 server holds them, through a store's own
+    calls: `create(bucket)`, `put(bucket, name, body)`."""
     for bucket in ("models", "datasets"):
-        server.create_bucket(bucket)
+        create(bucket)
     for path, source in minilm_files().items():
-        server.put_object("models", f"all-MiniLM-L6-v2/{path}", source.read_bytes())
+        put("models", f"all-MiniLM-L6-v2/{path}", source.read_bytes())
     for path, body in tiny_corpus().items():
-        server.put_object("datasets", f"tiny-corpus/{path}", body)
-
-
-def seed_azure(server: Azurite) -> None:
-    for container in ("models", "datasets"):
-        server.create_container(container)
-    for path, source in minilm_files().items():
-        server.put_blob("models", f"all-MiniLM-L6-v2/{path}", source.read_bytes())
-    for path, body in tiny_corpus().items():
-        server.put_blob("datasets", f"tiny-corpus/{path}", body)
+        put("datasets", f"tiny-corpus/{path}", body)
 
 
 def seed_iceberg(server: SeaweedFS, catalog_dir: Path) -> str:

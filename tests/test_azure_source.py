@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import json
 import os
 import random
 import re
@@ -17,6 +16,7 @@ import pytest
 from test_emulators import flip_stored_byte
 
 from devkit.azurite import ACCOUNT, ACCOUNT_KEY, Azurite, IdentityEndpoint, _signature, account_sas, connection_string
+from devkit.outputs import manifest, tree
 from devkit.programs import ProgramResult, run_program
 from devkit.relay import Relay, StatusFault
 from initializers.common import logs
@@ -330,19 +330,6 @@ def put_all(azurite: Azurite, container: str, blobs: dict[str, bytes]) -> None:
 
 def fetch(azurite: Azurite, uri: str, output: Path, kind: str = "dataset", **extra: str) -> ProgramResult:
     return run_program(kind, {**azurite.env(), "STORAGE_URI": uri, "OUTPUT_PATH": str(output), **extra})
-
-
-def tree(root: Path) -> dict[str, bytes]:
-    """Every file under root except the initializer's own state, by relative path."""
-    return {
-        p.relative_to(root).as_posix(): p.read_bytes()
-        for p in sorted(root.rglob("*"))
-        if p.is_file() and not p.relative_to(root).as_posix().startswith(".initializer/")
-    }
-
-
-def manifest(output: Path) -> dict[str, Any]:
-    return json.loads((output / ".initializer" / "manifest.json").read_text())
 
 
 def ok(result: ProgramResult) -> None:

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from devkit.hubserver import HubServer
+from devkit.outputs import tree
 from devkit.programs import ProgramResult, run_program
 from devkit.relay import CorruptFault, Relay, ResetFault, StallFault, StatusFault
 from devkit.seaweed import SeaweedFS
@@ -28,14 +29,6 @@ HANG_CEILING_SECONDS = 120.0
 #: A stall no run could wait out within the ceiling (the relay ends it when the test stops it).
 ENDLESS_STALL_SECONDS = 2 * HANG_CEILING_SECONDS
 SMALL = {f"s/{i}.json": json.dumps({"i": i}).encode() * 50 for i in range(6)}
-
-
-def tree(root: Path) -> dict[str, bytes]:
-    return {
-        p.relative_to(root).as_posix(): p.read_bytes()
-        for p in sorted(root.rglob("*"))
-        if p.is_file() and not p.relative_to(root).as_posix().startswith(".initializer/")
-    }
 
 
 def completed(output: Path) -> bool:

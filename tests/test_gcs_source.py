@@ -11,13 +11,14 @@ import uuid
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from devkit.fake_gcs import FakeGCS
+from devkit.outputs import manifest, tree
 from devkit.programs import ProgramResult, run_program
 from devkit.serving import QuietDisconnects
+from initializers.store.contract import MAX_EMPTY_PAGES
 
 ODD = {
     "data/a b/c d.txt": b"spaces",
@@ -40,19 +41,6 @@ def fetch(fake_gcs: FakeGCS, uri: str, output: Path, kind: str = "dataset", **ex
     return run_program(kind, {**fake_gcs.env(), "STORAGE_URI": uri, "OUTPUT_PATH": str(output), **extra})
 
 
-def landed(root: Path) -> dict[str, bytes]:
-    """Every file under root but the initializer's own state, by relative path."""
-    return {
-        p.relative_to(root).as_posix(): p.read_bytes()
-        for p in sorted(root.rglob("*"))
-        if p.is_file() and not p.relative_to(root).as_posix().startswith(".initializer/")
-    }
-
-
-def manifest(output: Path) -> dict[str, Any]:
-    return json.loads((output / ".initializer" / "manifest.json").read_text())
-
-
 def test_a_prefix_lands_relative_to_it_with_odd_names_each_verified_by_its_md5(
     fake_gcs: FakeGCS, bucket: str, tmp_path: Path
 ):
@@ -60,7 +48,7 @@ def test_a_prefix_lands_relative_to_it_with_odd_names_each_verified_by_its_md5(
         fake_gcs.put_object(bucket, name, body)
     result = fetch(fake_gcs, f"gs://{bucket}/data", tmp_path / "out")
     assert result.code == 0, result.stdout + result.stderr
-    assert landed(tmp_path / "out") == {name.removeprefix("data/"): body for name, body in ODD.items()}
+    assert tree(tmp_path / "out") == {name.removeprefix("data/"): body for name, body in ODD.items()}
     entries = manifest(tmp_path / "out")["files"]
     assert {entry["checksum"]["algorithm"] for entry in entries} == {"md5"}
     assert all(entry["version"].isdigit() for entry in entries), "the version is the object's generation"
@@ -71,7 +59,7 @@ def test_a_uri_naming_one_object_fetches_it(fake_gcs: FakeGCS, bucket: str, tmp_
     fake_gcs.put_object(bucket, "models/weights.safetensors.bak", b"not this one")
     result = fetch(fake_gcs, f"gs://{bucket}/models/weights.safetensors", tmp_path / "out", kind="model")
     assert result.code == 0, result.stdout + result.stderr
-    assert landed(tmp_path / "out") == {"weights.safetensors": b"w" * 1000}
+    assert tree(tmp_path / "out") == {"weights.safetensors": b"w" * 1000}
 
 
 def test_a_large_object_comes_in_ranges_and_one_with_only_a_crc32c_is_verified_by_it(
@@ -83,7 +71,7 @@ def test_a_large_object_comes_in_ranges_and_one_with_only_a_crc32c_is_verified_b
     _forget_md5(fake_gcs, bucket, "composite.bin")  # as a composite object: a CRC32C and no MD5
     result = fetch(fake_gcs, f"gs://{bucket}", tmp_path / "out", LOG_LEVEL="debug")
     assert result.code == 0, result.stdout + result.stderr
-    assert landed(tmp_path / "out") == {"big.bin": big, "composite.bin": composite}
+    assert tree(tmp_path / "out") == {"big.bin": big, "composite.bin": composite}
     algorithms = {entry["path"]: entry["checksum"]["algorithm"] for entry in manifest(tmp_path / "out")["files"]}
     assert algorithms == {"big.bin": "md5", "composite.bin": "crc32c"}
 
@@ -222,7 +210,7 @@ def test_a_service_account_key_gets_one_token_for_the_whole_run(
            **_no_google_environment(tmp_path)}  # fmt: skip
     result = run_program("dataset", env)
     assert result.code == 0, result.stdout + result.stderr
-    assert len(landed(tmp_path / "out")) == 40
+    assert len(tree(tmp_path / "out")) == 40
     (grant,) = endpoint.grants
     assert "grant_type=urn%3Aietf%3Aparams%3Aoauth%3Agrant-type%3Ajwt-bearer" in grant
 
@@ -253,3 +241,49 @@ def _forget_md5(fake_gcs: FakeGCS, bucket: str, name: str) -> None:
     metadata = json.loads(os.getxattr(stored, "user.metadata"))
     del metadata["Md5Hash"]
     os.setxattr(stored, "user.metadata", json.dumps(metadata).encode())
+
+
+class EndlessListing(QuietDisconnects, HTTPServer):
+    """A server that answers every listing with a page of nothing and a next page: a fresh token each time
+    (`repeat=False`), or always the same one."""
+
+    def __init__(self, repeat: bool) -> None:
+        self.pages = 0
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                server.pages += 1
+                token = "again" if repeat else f"page-{server.pages}"
+                data = json.dumps({"items": [], "nextPageToken": token}).encode()
+                self.send_response(200)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, *_args: object) -> None:
+                pass
+
+        super().__init__(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.serve_forever, daemon=True).start()
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://127.0.0.1:{self.server_address[1]}"
+
+
+@pytest.mark.parametrize("repeat", [False, True], ids=["empty pages without end", "a token that comes back"])
+def test_a_listing_that_never_ends_fails_naming_the_bucket(tmp_path: Path, repeat: bool):
+    server = EndlessListing(repeat)
+    try:
+        env = {"STORAGE_URI": "gs://endless/data", "OUTPUT_PATH": str(tmp_path / "out"),
+               "STORAGE_EMULATOR_HOST": server.endpoint}  # fmt: skip
+        result = run_program("dataset", env)
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert result.code == 1
+    assert "listing gs://endless/data/" in result.last["error"] and "goes nowhere" in result.last["error"]
+    assert server.pages == (2 if repeat else MAX_EMPTY_PAGES)
+    assert not (tmp_path / "out").exists()

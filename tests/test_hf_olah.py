@@ -10,6 +10,7 @@ import pytest
 
 from devkit.hubserver import is_lfs
 from devkit.olah import Olah
+from devkit.outputs import tree
 from devkit.programs import run_program
 from devkit.samples import MINILM_NOT_LOADED, MINILM_REPO, minilm_files
 
@@ -32,14 +33,6 @@ def olah() -> Iterator[Olah]:
     server.start(f"models/{MINILM_REPO}")
     yield server
     server.stop()
-
-
-def tree(root: Path) -> dict[str, bytes]:
-    return {
-        p.relative_to(root).as_posix(): p.read_bytes()
-        for p in sorted(root.rglob("*"))
-        if p.is_file() and not p.relative_to(root).as_posix().startswith(".initializer/")
-    }
 
 
 def fetch(olah: Olah, kind: str, uri: str, output: Path, **extra: str):

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import time
@@ -13,6 +12,7 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 
 from devkit.hubserver import HubServer
+from devkit.outputs import manifest, tree
 from devkit.processes import settle
 from devkit.programs import ProgramResult, run_program, start_program
 from devkit.relay import Relay, self_signed_certificate
@@ -46,14 +46,6 @@ def hub() -> Iterator[HubServer]:
         yield server
 
 
-def tree(root: Path) -> dict[str, bytes]:
-    return {
-        p.relative_to(root).as_posix(): p.read_bytes()
-        for p in sorted(root.rglob("*"))
-        if p.is_file() and not p.relative_to(root).as_posix().startswith(".initializer/")
-    }
-
-
 def hub_env(hub: HubServer, uri: str, output: Path, **extra: str) -> dict[str, str]:
     # HOME is a file: any attempt to write under it fails, as in a container with an arbitrary UID.
     home = output.parent / "home-is-a-file"
@@ -63,10 +55,6 @@ def hub_env(hub: HubServer, uri: str, output: Path, **extra: str) -> dict[str, s
 
 def fetch(hub: HubServer, kind: str, uri: str, output: Path, **extra: str) -> ProgramResult:
     return run_program(kind, hub_env(hub, uri, output, **extra))
-
-
-def manifest(output: Path) -> dict:
-    return json.loads((output / ".initializer" / "manifest.json").read_text())
 
 
 def test_model_repo_with_lfs_weights(hub: HubServer, tmp_path: Path):

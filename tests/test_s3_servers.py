@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from devkit.outputs import tree
 from devkit.programs import ProgramResult, run_program
 from devkit.rclone import RcloneS3
 from devkit.seaweed import SECRET_KEY
@@ -63,14 +64,6 @@ def server(request: pytest.FixtureRequest) -> Server:
 
 def fetch(server: Server, uri: str, output: Path, **extra: str) -> ProgramResult:
     return run_program("dataset", {**server.env, "STORAGE_URI": uri, "OUTPUT_PATH": str(output), **extra})
-
-
-def tree(root: Path) -> dict[str, bytes]:
-    return {
-        p.relative_to(root).as_posix(): p.read_bytes()
-        for p in sorted(root.rglob("*"))
-        if p.is_file() and not p.relative_to(root).as_posix().startswith(".initializer/")
-    }
 
 
 def test_a_listing_of_several_pages_and_a_rerun(server: Server, tmp_path: Path):

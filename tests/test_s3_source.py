@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import signal
 import time
@@ -13,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from devkit.outputs import manifest, tree
 from devkit.processes import settle
 from devkit.programs import ProgramResult, run_program, start_program
 from devkit.relay import Relay, self_signed_certificate
@@ -25,15 +25,6 @@ def put_all(s3: Any, bucket: str, objects: dict[str, bytes]) -> None:
         s3.put_object(Bucket=bucket, Key=key, Body=body)
 
 
-def tree(root: Path) -> dict[str, bytes]:
-    """Every file under root except the initializer's own state, by relative path."""
-    return {
-        p.relative_to(root).as_posix(): p.read_bytes()
-        for p in sorted(root.rglob("*"))
-        if p.is_file() and not p.relative_to(root).as_posix().startswith(".initializer/")
-    }
-
-
 def fetch(
     seaweed: SeaweedFS, uri: str, output: Path, kind: str = "dataset", endpoint: str | None = None, **extra: str
 ) -> ProgramResult:
@@ -41,10 +32,6 @@ def fetch(
     if endpoint:
         env["ENDPOINT"] = endpoint
     return run_program(kind, env)
-
-
-def manifest(output: Path) -> dict[str, Any]:
-    return json.loads((output / ".initializer" / "manifest.json").read_text())
 
 
 def test_nested_prefix_is_copied_relative_to_the_prefix(seaweed: SeaweedFS, s3: Any, bucket: str, tmp_path: Path):

@@ -3,7 +3,6 @@ model program from a real SeaweedFS and from our Hub server, and checked before 
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -13,6 +12,7 @@ from typing import Any
 import pytest
 
 from devkit.hubserver import HubServer
+from devkit.outputs import manifest
 from devkit.programs import ProgramResult, run_program
 from devkit.seaweed import SeaweedFS
 from devkit.signing import SIGNATURE, Keys, certificate_chain, key_pair, signed_model
@@ -50,10 +50,6 @@ def fetch_s3(seaweed: SeaweedFS, bucket: str, output: Path, **extra: str) -> Pro
     return run_program("model", env)
 
 
-def manifest_of(output: Path) -> dict[str, Any]:
-    return json.loads((output / ".initializer" / "manifest.json").read_text())
-
-
 def loadable(output: Path) -> list[str]:
     """Files at final paths, outside the initializer's own folder."""
     return sorted(
@@ -70,13 +66,13 @@ def test_a_model_signed_with_a_key_verifies_from_s3(
     result = fetch_s3(seaweed, bucket, tmp_path / "out", SIGNATURE="enforce", SIGNATURE_PUBLIC_KEY=str(keys.public))
     assert result.code == 0, result.stdout + result.stderr
     assert loadable(tmp_path / "out") == sorted([*MODEL, SIGNATURE])
-    record = manifest_of(tmp_path / "out")["signature"]
+    record = manifest(tmp_path / "out")["signature"]
     assert record["verdict"] == "verified" and record["mode"] == "enforce" and record["method"] == "key"
     assert record["signer"].startswith("key sha256:") and record["path"] == SIGNATURE
     assert result.named("signature verified")
     again = fetch_s3(seaweed, bucket, tmp_path / "out", SIGNATURE="enforce", SIGNATURE_PUBLIC_KEY=str(keys.public))
     assert again.code == 0 and again.last["fetched_files"] == 0, "a re-run fetches nothing and checks again"
-    assert again.named("signature verified") and manifest_of(tmp_path / "out")["signature"] == record
+    assert again.named("signature verified") and manifest(tmp_path / "out")["signature"] == record
 
 
 def test_a_model_signed_with_a_certificate_chain_verifies_from_the_hub(chain: Keys, tmp_path: Path):
@@ -91,7 +87,7 @@ def test_a_model_signed_with_a_certificate_chain_verifies_from_the_hub(chain: Ke
             {**env, "HOME": str(home), "SIGNATURE": "enforce", "SIGNATURE_CERTIFICATE_CHAIN": str(chain.chain)},
         )
     assert result.code == 0, result.stdout + result.stderr
-    recorded = manifest_of(tmp_path / "out")
+    recorded = manifest(tmp_path / "out")
     assert recorded["signature"]["verdict"] == "verified"
     assert recorded["signature"]["signer"] == "certificate CN=publisher signing"
     by_path = {entry["path"]: entry for entry in recorded["files"]}
@@ -165,7 +161,7 @@ def test_warn_completes_and_records_the_verdict(seaweed: SeaweedFS, s3: Any, buc
     upload(s3, bucket, _flip_one_byte(signed(tmp_path / "publisher", keys)))
     result = fetch_s3(seaweed, bucket, tmp_path / "out", SIGNATURE="warn", SIGNATURE_PUBLIC_KEY=str(keys.public))
     assert result.code == 0, result.stdout + result.stderr
-    record = manifest_of(tmp_path / "out")["signature"]
+    record = manifest(tmp_path / "out")["signature"]
     assert record["verdict"] == "failed" and record["mode"] == "warn"
     assert record["reason"] == f"digest mismatch: {WEIGHTS} is not the file the publisher signed"
     assert result.named("signature did not verify")[0]["level"] == "warning"
@@ -178,7 +174,7 @@ def test_off_records_nothing_and_never_imports_model_signing(
     upload(s3, bucket, signed(tmp_path / "publisher", keys))
     result = fetch_s3(seaweed, bucket, tmp_path / "out")
     assert result.code == 0, result.stdout + result.stderr
-    assert "signature" not in manifest_of(tmp_path / "out")
+    assert "signature" not in manifest(tmp_path / "out")
     code = (
         "import sys, initializers.run, initializers.model\n"
         "assert not [m for m in sys.modules if m.startswith(('model_signing', 'sigstore', 'OpenSSL'))]"
@@ -200,7 +196,7 @@ def test_files_the_patterns_leave_out_are_reported_and_the_signature_file_is_alw
     )
     assert result.code == 0, result.stdout + result.stderr
     assert loadable(tmp_path / "out") == sorted(["config.json", "tokenizer.json", SIGNATURE])
-    record = manifest_of(tmp_path / "out")["signature"]
+    record = manifest(tmp_path / "out")["signature"]
     assert record["verdict"] == "verified"
     assert record["not_fetched"] == {"files": 2, "first": [WEIGHTS, "sub/vocab.txt"]}
 
@@ -214,7 +210,7 @@ def test_a_sharded_signature_and_another_signature_path(
     trust = {"SIGNATURE": "enforce", "SIGNATURE_PATH": "sig/model.sig", "SIGNATURE_CERTIFICATE_CHAIN": str(chain.chain)}
     good = fetch_s3(seaweed, bucket, tmp_path / "good", **trust)
     assert good.code == 0, good.stdout + good.stderr
-    assert manifest_of(tmp_path / "good")["signature"]["verdict"] == "verified"
+    assert manifest(tmp_path / "good")["signature"]["verdict"] == "verified"
     upload(s3, bucket, {WEIGHTS: _flip_one_byte(files)[WEIGHTS]})
     bad = fetch_s3(seaweed, bucket, tmp_path / "bad", **trust)
     assert bad.code == 1 and f"digest mismatch: {WEIGHTS}" in bad.last["error"]
