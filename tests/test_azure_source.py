@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import json
 import os
 import random
 import re
@@ -563,3 +564,17 @@ def test_a_microsoft_entra_token_from_a_managed_identity_reads_and_a_refused_one
     assert refused.last["error"].startswith("Azure denied listing az://models/m/: 403 AuthenticationFailed")
     assert "check the Microsoft Entra identity" in refused.last["error"]
     assert identity.issued[-1] not in refused.stdout + refused.stderr
+
+
+def test_a_connection_strings_key_is_hidden_and_its_endpoint_shown_in_logs_and_manifest(
+    azurite: Azurite, container: str, tmp_path: Path
+):
+    """Only the secret parts of a connection string (the key, a signature) are hidden: the endpoint and the account
+    it names stay readable in the logs and the manifest, where a whole-string secret hid pieces of them."""
+    azurite.put_blob(container, "a.txt", b"a")
+    result = fetch(azurite, f"az://{container}", tmp_path / "out", LOG_LEVEL="debug")
+    ok(result)
+    source = manifest(tmp_path / "out")["source"]
+    assert source == {"uri": f"az://{container}", "endpoint": azurite.endpoint, "account": ACCOUNT}
+    assert "***" not in json.dumps(source)
+    assert ACCOUNT_KEY not in result.stdout + result.stderr

@@ -344,4 +344,9 @@ class Config:
 
 def _secret_values(schema: Any) -> list[str]:
     values = values_of(schema)
-    return [values[name] for name, setting in settings_of(type(schema)) if setting.secret and values[name]]
+    return [
+        part
+        for name, setting in settings_of(type(schema))
+        if setting.secret and values[name]
+        for part in (setting.secret_parts(values[name]) if setting.secret_parts else [values[name]])
+    ]

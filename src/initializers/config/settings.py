@@ -170,6 +170,9 @@ class Setting:
     codec: Codec[Any]
     secret: bool = False
     fallback_env: tuple[str, ...] = ()
+    #: For a secret whose value is not all secret (a connection string: its key is, its endpoint is not), the parts
+    #: the logs hide; None: the whole value.
+    secret_parts: Callable[[str], list[str]] | None = None
 
     @property
     def option(self) -> str:

@@ -4,8 +4,8 @@
 in the SDKs: Azurite, private endpoints, other clouds), else at `PROTOCOL://ACCOUNT.blob.SUFFIX` from
 `DefaultEndpointsProtocol` (https), `AccountName` and `EndpointSuffix` (core.windows.net); requests are signed with
 `AccountKey` (SharedKey) or carry `SharedAccessSignature`. `UseDevelopmentStorage=true` is the emulator's
-well-known account on its default port, as the SDKs define it. A message never shows a value: the string is a
-secret, and its messages name its parts in words (the logs hide every run of its text, its keys' names too).
+well-known account on its default port, as the SDKs define it. A message never shows a value, and names its parts
+in words; the logs hide its secret parts, the key and the signature (`secret_parts`), and show its endpoint.
 """
 
 from __future__ import annotations
@@ -60,3 +60,13 @@ def parse_connection_string(text: str) -> ConnectionString:
     if key and sas:
         raise ConfigError(f"{VARIABLE}: holds both an account key and a shared access signature: give one credential")
     return ConnectionString(endpoint.rstrip("/"), account, key, sas)
+
+
+def secret_parts(text: str) -> list[str]:
+    """What the logs hide of a connection string: its account key and its shared access signature; all of it when it
+    cannot be read (its parts are then unknown)."""
+    try:
+        connection = parse_connection_string(text)
+    except ConfigError:
+        return [text]
+    return [part for part in (connection.key, connection.sas) if part]

@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from initializers.config.settings import setting_field
+from initializers.sources.azure.connection_string import secret_parts
 
 #: azure-identity's own, for a Microsoft Entra token: AKS workload identity (the first three), a service principal,
 #: managed identity's endpoints; and the CA certificates our connections read.
@@ -23,6 +24,7 @@ class AzureOptions:
         "EndpointSuffix) says where, its AccountKey or SharedAccessSignature signs; without either, a Microsoft Entra "
         "token (or ANONYMOUS) is used.",
         secret=True,
+        secret_parts=secret_parts,
     )
     account: str | None = setting_field(
         "AZURE_STORAGE_ACCOUNT",
