@@ -15,21 +15,21 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from initializers.common.errors import FetchError
-from initializers.common.remote_file import Checksum, RemoteFile
+from initializers.common.remote_file import CRC32, CRC32C, Checksum, RemoteFile
 from initializers.store.retry import Retriable
 from initializers.transfer.checksums import (
+    COMBINERS,
     CRC32,
     ChecksumMismatch,
     FileVerifier,
     InOrderDigest,
-    combined_crc32,
-    crc32_combine,
+    combined_crc,
 )
 
 
 @given(st.binary(max_size=4096), st.binary(max_size=4096))
 def test_crc32_combine_matches_zlib_over_the_concatenation(first: bytes, second: bytes):
-    assert crc32_combine(zlib.crc32(first), zlib.crc32(second), len(second)) == zlib.crc32(first + second)
+    assert COMBINERS[CRC32].combine(zlib.crc32(first), zlib.crc32(second), len(second)) == zlib.crc32(first + second)
 
 
 @given(st.binary(min_size=1, max_size=20_000), st.lists(st.integers(min_value=0), max_size=12), st.randoms())
@@ -38,13 +38,39 @@ def test_ranges_in_any_order_combine_to_the_whole_files_crc(data: bytes, cuts: l
     ranges = [(start, end - start, zlib.crc32(data[start:end])) for start, end in itertools.pairwise(bounds)]
     order.shuffle(ranges)
     landed = {offset: (length, crc) for offset, length, crc in ranges}
-    assert combined_crc32(landed, len(data)) == f"{zlib.crc32(data):08x}"
+    assert combined_crc(CRC32, landed, len(data)) == f"{zlib.crc32(data):08x}"
+
+
+@given(st.binary(max_size=4096), st.binary(max_size=4096))
+def test_crc32c_combines_as_google_crc32c_computes_the_concatenation(first: bytes, second: bytes):
+    import google_crc32c
+
+    whole = COMBINERS[CRC32C].combine(google_crc32c.value(first), google_crc32c.value(second), len(second))
+    assert whole == google_crc32c.value(first + second)
+
+
+def test_a_cloud_storage_objects_ranges_are_checked_by_their_combined_crc32c_without_reading_it_back():
+    import google_crc32c
+
+    data = bytes(range(256)) * 400
+    expected = Checksum(CRC32C, f"{google_crc32c.value(data):08x}")
+    verifier = FileVerifier(RemoteFile("o.bin", len(data), "1", "o.bin", expected))
+    for offset in range(0, len(data), 30_000):
+        part = data[offset : offset + 30_000]
+        digest = verifier.part_digest(len(part))
+        digest.update(memoryview(bytearray(part)))
+        verifier.part_complete(offset, len(part), digest, _no_read_back)
+    assert verifier.verify("/nonexistent: the combined CRC is enough") == expected
+
+
+def _no_read_back(offset: int, length: int) -> bytes:
+    raise AssertionError("combined CRCs need no reading back")
 
 
 def test_ranges_that_do_not_tile_the_file_give_no_crc():
     part = zlib.crc32(b"abcd")
-    assert combined_crc32({0: (4, part)}, 8) is None  # the second half never landed
-    assert combined_crc32({0: (4, part), 5: (3, zlib.crc32(b"fgh"))}, 8) is None  # a gap
+    assert combined_crc(CRC32, {0: (4, part)}, 8) is None  # the second half never landed
+    assert combined_crc(CRC32, {0: (4, part), 5: (3, zlib.crc32(b"fgh"))}, 8) is None  # a gap
 
 
 class _File:

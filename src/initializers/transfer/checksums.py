@@ -1,10 +1,10 @@
 """Digests a source vouches for, and how a file is checked against one: the one owner of content verification.
 
 Each file being fetched has a `FileVerifier`: what it must hash to, and what its parts hashed to as they landed.
-Hashers are hashlib's, plus git's blob ids and zlib's CRC-32. A CRC-32 of a file fetched as ranges in parallel is
-combined from the ranges' own CRCs (`combined_crc32`), in whatever order they landed, so the whole-object checksum
-is checked without reading the file again; any other digest of a ranged file is taken in order as its ranges land
-(`InOrderDigest`), each read back from the page cache by the thread whose range closes the gap before it.
+Hashers are hashlib's, plus git's blob ids, zlib's CRC-32 and Google's CRC-32C. A CRC of a file fetched as ranges
+in parallel is combined from the ranges' own CRCs (`combined_crc`), in whatever order they landed, so the whole-object
+checksum is checked without reading the file again; any other digest of a ranged file is taken in order as its
+ranges land (`InOrderDigest`), each read back from the page cache by the thread whose range closes the gap before it.
 """
 
 from __future__ import annotations
@@ -55,50 +55,56 @@ class _Crc32c:
         return str(self._checksum.digest().hex())
 
 
-#: CRC-32's polynomial (zlib's, bit-reflected).
-_CRC32_POLY = 0xEDB88320
+class CrcCombiner:
+    """The CRC of two pieces joined, from the CRCs of each and the second's length (zlib's crc32_combine), for a
+    bit-reflected 32-bit CRC with all-ones start and end (CRC-32, CRC-32C): ranges' CRCs combine into the file's."""
+
+    def __init__(self, polynomial: int) -> None:
+        """`polynomial`: bit-reflected (CRC-32's 0xEDB88320, CRC-32C's 0x82F63B78)."""
+        self._polynomial = polynomial
+        #: x^(2^k) modulo the polynomial, k = 0..63: enough to shift a CRC past any length below 2^64 bits.
+        self._x_to_2_to_the = [1 << 30]  # x^1
+        for _ in range(63):
+            self._x_to_2_to_the.append(self._multiply(self._x_to_2_to_the[-1], self._x_to_2_to_the[-1]))
+
+    def _multiply(self, a: int, b: int) -> int:
+        """a * b modulo the polynomial, both reflected 32-bit polynomials over GF(2)."""
+        product = 0
+        bit = 1 << 31
+        while a:
+            if a & bit:
+                product ^= b
+                a ^= bit
+            bit >>= 1
+            b = (b >> 1) ^ self._polynomial if b & 1 else b >> 1
+        return product
+
+    def combine(self, crc_a: int, crc_b: int, length_b: int) -> int:
+        """crc(a + b) from crc(a), crc(b) and len(b): a's CRC shifted past b's bits, plus b's."""
+        shift = 1 << 31  # x^0
+        bits, power = length_b * 8, 0
+        while bits:
+            if bits & 1:
+                shift = self._multiply(self._x_to_2_to_the[power], shift)
+            bits >>= 1
+            power += 1
+        return self._multiply(shift, crc_a) ^ crc_b
 
 
-def _multiply_mod_poly(a: int, b: int) -> int:
-    """a * b modulo the CRC-32 polynomial, both reflected 32-bit polynomials over GF(2)."""
-    product = 0
-    bit = 1 << 31
-    while a:
-        if a & bit:
-            product ^= b
-            a ^= bit
-        bit >>= 1
-        b = (b >> 1) ^ _CRC32_POLY if b & 1 else b >> 1
-    return product
+#: The CRCs whose ranges combine: S3's CRC-32 and Cloud Storage's CRC-32C.
+COMBINERS = {CRC32: CrcCombiner(0xEDB88320), CRC32C: CrcCombiner(0x82F63B78)}
 
 
-#: x^(2^k) modulo the polynomial, k = 0..63: enough to shift a CRC past any length below 2^64 bits.
-_X_TO_2_TO_THE = [1 << 30]  # x^1
-for _ in range(63):
-    _X_TO_2_TO_THE.append(_multiply_mod_poly(_X_TO_2_TO_THE[-1], _X_TO_2_TO_THE[-1]))
-
-
-def crc32_combine(crc_a: int, crc_b: int, length_b: int) -> int:
-    """zlib.crc32(a + b) from zlib.crc32(a), zlib.crc32(b) and len(b): a's CRC shifted past b's bits, plus b's."""
-    shift = 1 << 31  # x^0
-    bits, power = length_b * 8, 0
-    while bits:
-        if bits & 1:
-            shift = _multiply_mod_poly(_X_TO_2_TO_THE[power], shift)
-        bits >>= 1
-        power += 1
-    return _multiply_mod_poly(shift, crc_a) ^ crc_b
-
-
-def combined_crc32(ranges: dict[int, tuple[int, int]], size: int) -> str | None:
-    """The CRC-32 of a file of `size` bytes from its ranges' CRCs (offset -> (length, crc)), as `_Crc32` writes it;
-    None unless the ranges tile the file exactly."""
+def combined_crc(algorithm: str, ranges: dict[int, tuple[int, int]], size: int) -> str | None:
+    """The CRC (`algorithm`, one of COMBINERS) of a file of `size` bytes from its ranges' CRCs (offset -> (length,
+    crc)), in hex as the hashers write it; None unless the ranges tile the file exactly."""
+    combiner = COMBINERS[algorithm]
     crc = position = 0
     for offset in sorted(ranges):
         length, range_crc = ranges[offset]
         if offset != position:
             return None
-        crc, position = crc32_combine(crc, range_crc, length), position + length
+        crc, position = combiner.combine(crc, range_crc, length), position + length
     return f"{crc:08x}" if position == size else None
 
 
@@ -168,12 +174,12 @@ class FileVerifier:
     """What one file must hash to, and what its parts hashed to as they landed, from many threads.
 
     The file must hash to the listing's checksum, else to the first one a response vouched for. Each part feeds the
-    digest it is handed (`part_digest`): any, for the file in one part; a CRC-32, for a range (the ranges' CRCs
-    combine). Ranges in another algorithm are hashed in order once they land, read back by the `read(offset, length)`
-    the caller hands in: the verifier holds no reference to the file it checks, which holds the verifier (a cycle would
-    keep every file's objects alive until the cyclic garbage collector ran: megabytes on a million small files).
-    Whatever none of these covered is hashed from the file when it is verified: all of a `resumed` file (one that
-    keeps bytes an earlier run wrote), whose ranges then feed no digest.
+    digest it is handed (`part_digest`): any, for the file in one part; a CRC-32 or CRC-32C, for a range (the
+    ranges' CRCs combine). Ranges in another algorithm are hashed in order once they land, read back by the
+    `read(offset, length)` the caller hands in: the verifier holds no reference to the file it checks, which holds
+    the verifier (a cycle would keep every file's objects alive until the cyclic garbage collector ran: megabytes on
+    a million small files). Whatever none of these covered is hashed from the file when it is verified: all of a
+    `resumed` file (one that keeps bytes an earlier run wrote), whose ranges then feed no digest.
     """
 
     def __init__(self, file: RemoteFile, resumed: bool = False) -> None:
@@ -203,15 +209,15 @@ class FileVerifier:
                 raise FetchError(changed_during_download(self._file.locator, evidence))
 
     def part_digest(self, length: int) -> Any:
-        """The digest a part of `length` bytes feeds as its bytes arrive: any, for the file in one part; a CRC-32,
-        for a range. None: nothing to check against yet, a range hashed in order once it lands, or a range of a resumed
-        file."""
+        """The digest a part of `length` bytes feeds as its bytes arrive: any, for the file in one part; a CRC-32 or
+        CRC-32C, for a range. None: nothing to check against yet, a range hashed in order once it lands, or a range
+        of a resumed file."""
         expected, size = self._expected, self._file.size
         if expected is None or (self._resumed and length < size):
             return None
         if length == size:
             return new_hasher(expected, size)
-        return new_hasher(expected, length) if expected.algorithm == CRC32 else None
+        return new_hasher(expected, length) if expected.algorithm in COMBINERS else None
 
     def part_complete(self, offset: int, length: int, digest: Any, read: Callable[[int, int], bytes]) -> None:
         """A part is in the file, its bytes fed to `digest` (None: to none): keep what it hashed to, or hash it in
@@ -247,8 +253,8 @@ class FileVerifier:
         if expected is None:  # nothing vouched for: the size (and, for S3, If-Match on the ETag) is all there is
             return None
         found = self._streamed
-        if found is None and expected.algorithm == CRC32:
-            found = combined_crc32(self._range_crcs, size)
+        if found is None and expected.algorithm in COMBINERS:
+            found = combined_crc(expected.algorithm, self._range_crcs, size)
         if found is None:  # a gap in the ranges hashed in order, or handed over whole: hash the file again
             found = file_hexdigest(path, expected, size)
         if found != expected.hexdigest:
