@@ -19,7 +19,6 @@ from initializers.common.remote_file import CRC32, CRC32C, Checksum, RemoteFile
 from initializers.store.retry import Retriable
 from initializers.transfer.checksums import (
     COMBINERS,
-    CRC32,
     ChecksumMismatch,
     FileVerifier,
     InOrderDigest,
