@@ -41,7 +41,7 @@ def fetch(fake_gcs: FakeGCS, uri: str, output: Path, kind: str = "dataset", **ex
     return run_program(kind, {**fake_gcs.env(), "STORAGE_URI": uri, "OUTPUT_PATH": str(output), **extra})
 
 
-def test_a_prefix_lands_relative_to_it_with_odd_names_each_verified_by_its_md5(
+def test_a_prefix_lands_relative_to_it_with_odd_names_each_verified_by_its_crc32c(
     fake_gcs: FakeGCS, bucket: str, tmp_path: Path
 ):
     for name, body in {**ODD, "data-old/not.txt": b"beside the prefix", "top.txt": b"top"}.items():
@@ -50,7 +50,7 @@ def test_a_prefix_lands_relative_to_it_with_odd_names_each_verified_by_its_md5(
     assert result.code == 0, result.stdout + result.stderr
     assert tree(tmp_path / "out") == {name.removeprefix("data/"): body for name, body in ODD.items()}
     entries = manifest(tmp_path / "out")["files"]
-    assert {entry["checksum"]["algorithm"] for entry in entries} == {"md5"}
+    assert {entry["checksum"]["algorithm"] for entry in entries} == {"crc32c"}
     assert all(entry["version"].isdigit() for entry in entries), "the version is the object's generation"
 
 
@@ -62,27 +62,27 @@ def test_a_uri_naming_one_object_fetches_it(fake_gcs: FakeGCS, bucket: str, tmp_
     assert tree(tmp_path / "out") == {"weights.safetensors": b"w" * 1000}
 
 
-def test_a_large_object_comes_in_ranges_and_one_with_only_a_crc32c_is_verified_by_it(
+def test_a_large_object_comes_in_ranges_and_one_listed_with_only_an_md5_is_verified_by_it(
     fake_gcs: FakeGCS, bucket: str, tmp_path: Path
 ):
-    big, composite = os.urandom(20 * 1024 * 1024 + 3), os.urandom(300_000)
+    big, md5_only = os.urandom(20 * 1024 * 1024 + 3), os.urandom(300_000)
     fake_gcs.put_object(bucket, "big.bin", big)
-    fake_gcs.put_object(bucket, "composite.bin", composite)
-    _forget_md5(fake_gcs, bucket, "composite.bin")  # as a composite object: a CRC32C and no MD5
+    fake_gcs.put_object(bucket, "md5-only.bin", md5_only)
+    _forget(fake_gcs, bucket, "md5-only.bin", "Crc32c")
     result = fetch(fake_gcs, f"gs://{bucket}", tmp_path / "out", LOG_LEVEL="debug")
     assert result.code == 0, result.stdout + result.stderr
-    assert tree(tmp_path / "out") == {"big.bin": big, "composite.bin": composite}
+    assert tree(tmp_path / "out") == {"big.bin": big, "md5-only.bin": md5_only}
     algorithms = {entry["path"]: entry["checksum"]["algorithm"] for entry in manifest(tmp_path / "out")["files"]}
-    assert algorithms == {"big.bin": "md5", "composite.bin": "crc32c"}
+    assert algorithms == {"big.bin": "crc32c", "md5-only.bin": "md5"}
 
 
-@pytest.mark.parametrize("name", ["big.bin", "composite.bin"])
+@pytest.mark.parametrize("name", ["big.bin", "md5-only.bin"])
 def test_a_byte_flipped_in_the_stored_copy_fails_the_run_and_leaves_nothing(
     fake_gcs: FakeGCS, bucket: str, tmp_path: Path, name: str
 ):
     fake_gcs.put_object(bucket, name, os.urandom(20 * 1024 * 1024 if name == "big.bin" else 100_000))
-    if name == "composite.bin":
-        _forget_md5(fake_gcs, bucket, name)
+    if name == "md5-only.bin":
+        _forget(fake_gcs, bucket, name, "Crc32c")
     stored = fake_gcs.object_file(bucket, name)
     with open(stored, "r+b") as handle:  # served under the hashes it was stored with
         handle.seek(12345)
@@ -234,12 +234,12 @@ def test_a_refused_key_fails_the_run_without_printing_it(
     assert not (tmp_path / "out").exists()
 
 
-def _forget_md5(fake_gcs: FakeGCS, bucket: str, name: str) -> None:
-    """Make a stored object carry only its CRC32C, as a composite object does (the emulator keeps its metadata in an
-    extended attribute of the file)."""
+def _forget(fake_gcs: FakeGCS, bucket: str, name: str, field: str) -> None:
+    """Make a stored object's listing lack one of its hashes (`Crc32c`, `Md5Hash`), as the emulator records them in
+    an extended attribute of its file."""
     stored = fake_gcs.object_file(bucket, name)
     metadata = json.loads(os.getxattr(stored, "user.metadata"))
-    del metadata["Md5Hash"]
+    del metadata[field]
     os.setxattr(stored, "user.metadata", json.dumps(metadata).encode())
 
 
