@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from bench import cache_server, hf, iceberg, memory, network, s3, scale, startup, volumes
+from bench import cache_server, clouds, hf, iceberg, memory, network, s3, scale, startup, volumes
 from bench.harness import SECONDS_ONLY, Result, page_cache_note, settings
 
 HERE = Path(__file__).resolve().parent
@@ -63,6 +63,14 @@ def goals(results: dict[str, list[Result]], boot: dict[str, list[float]]) -> lis
             best = max(network.PEER_NAMES, key=lambda name: result.medians()[name])
             ratio = _ratio(result, "initializers", best)
             check(f"Network {label}, {terms}: >= 2.0x the best peer ({best})", ratio, "{:.2f}x", lambda v: v >= 2.0)
+    for result in results.get("clouds", []):
+        label, _, terms = result.title.partition(" (")
+        label, terms = label.split(":")[0], terms.removesuffix(")")  # "GCS N3"; "fake-gcs-server, RTT 20 ms, ..."
+        peer = clouds.fastest_rclone(result)
+        goal = 1.0 if label.endswith("N3") else 2.0  # the small objects, else the large
+        check(f"{label}, {terms}: >= {goal:.1f}x the fastest rclone ({peer})", _ratio(result, "initializers", peer),
+              "{:.2f}x", lambda v, goal=goal: v >= goal)  # fmt: skip
+        check(f"{label}: peak RSS < 100 MB", _rss(result, "initializers"), "{:.0f} MB", lambda v: v < 100)
     scaled = results.get("scale", [])
     if scaled:
         large = scaled[-1]
@@ -129,8 +137,8 @@ def render(
         f"outputs written under {out_root} ({out_filesystem}) unless a table says ext4 (a loop device); the whole run "
         f"took {seconds / 60:.0f} min ({spent}){so_far}; "
         f"{page_cache_note()}. Servers on loopback, behind the network emulator where a table says so "
-        "(SeaweedFS for S3 and Iceberg data, our "
-        "Hub server); the machine is shared, so read the ratios, not the absolute figures. Peak RSS by GNU time."
+        "(SeaweedFS for S3 and Iceberg data, fake-gcs-server and Azurite for GCS and Azure, our Hub server); the "
+        "machine is shared, so read the ratios, not the absolute figures. Peak RSS by GNU time."
         + (f" Memory: {memory_note}." if memory_note else ""),
         "",
         "## Goals",
@@ -177,6 +185,7 @@ def main() -> None:
             "hf": lambda: hf.suite(rounds, out_root, quick),
             "iceberg": lambda: iceberg.suite(rounds, out_root, quick),
             "cache-server": lambda: cache_server.suite(rounds, out_root, quick),
+            "clouds": lambda: clouds.suite(rounds, out_root, quick),
         }
         results: dict[str, list[Result]] = {}
         for name, run in suites.items():

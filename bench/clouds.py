@@ -7,7 +7,8 @@ and 8 MB/s per connection, outputs on the harness's tmpfs. Every object is put w
 (GCS its CRC32C too) and both tools verify every file by the store's own checksum. rclone runs with
 `RCLONE_TRANSFERS` transfers and as many checkers (see there why), and beside it: at its defaults on the small
 objects, and with multi-thread downloads of 16 MiB chunks on the large ones (at its defaults a 64 MiB file is under
-its 256 MiB multi-thread cutoff and comes over one connection). The goals are read against the fastest rclone row.
+its 256 MiB multi-thread cutoff and comes over one connection). The goals are read against the fastest rclone row
+(`fastest_rclone`).
 
 Two rows per table say what the emulator itself allows, on loopback without the network emulator: our program, and
 curl's parallel GETs with the bytes discarded (the server's ceiling: nothing written, nothing verified; Azure's
@@ -68,8 +69,7 @@ OURS = "initializers"
 RCLONE = f"rclone copy --transfers {RCLONE_TRANSFERS}"
 RCLONE_DEFAULTS = "rclone copy at its defaults (4 transfers)"
 RCLONE_THREADS = f"rclone copy --transfers {RCLONE_TRANSFERS}, multi-thread {RCLONE_CHUNK} chunks"
-RCLONES = (RCLONE, RCLONE_DEFAULTS, RCLONE_THREADS)
-OURS_LOOPBACK = "initializers on loopback (no network emulator)"
+OURS_LOOPBACK = "initializers on loopback (ceiling without the network emulator)"
 CURL_LOOPBACK = "curl on loopback, bytes discarded (server ceiling)"
 Command = tuple[list[str], dict[str, str]]
 
@@ -251,6 +251,12 @@ class CloudResult(Result):
             wall = statistics.median(sample.seconds for sample in self.samples[name])
             lines.append(f"| {name} | {client:.2f} | {server:.2f} | {emulator:.2f} | {wall:.2f} |")
         return super().markdown() + "\n" + "\n".join(lines) + "\n"
+
+
+def fastest_rclone(result: Result) -> str:
+    """The rclone row with the highest median rate: the one the goals are read against."""
+    medians = result.medians()
+    return max((name for name in medians if name.startswith("rclone")), key=medians.__getitem__)
 
 
 def title_of(store: Store, dataset: DataSet) -> str:
