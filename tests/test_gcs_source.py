@@ -136,6 +136,16 @@ def test_without_credentials_the_run_is_refused_naming_where_they_come_from(tmp_
     assert "GOOGLE_APPLICATION_CREDENTIALS" in result.last["error"] and "ANONYMOUS" in result.last["error"]
 
 
+def send_json(handler: BaseHTTPRequestHandler, status: int, answer: object) -> None:
+    """Answer `handler`'s request with `answer` as JSON."""
+    data = json.dumps(answer).encode()
+    handler.send_response(status)
+    handler.send_header("content-type", "application/json")
+    handler.send_header("content-length", str(len(data)))
+    handler.end_headers()
+    handler.wfile.write(data)
+
+
 class TokenEndpoint(QuietDisconnects, HTTPServer):
     """Google's OAuth token endpoint, as a service-account key's `token_uri` names it: a JWT bearer grant in, an
     access token out (or a refusal)."""
@@ -154,12 +164,7 @@ class TokenEndpoint(QuietDisconnects, HTTPServer):
                     if endpoint.refuse
                     else ({"access_token": "ya29.issued-token", "expires_in": 3600, "token_type": "Bearer"}, 200)
                 )
-                data = json.dumps(answer).encode()
-                self.send_response(status)
-                self.send_header("content-type", "application/json")
-                self.send_header("content-length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
+                send_json(self, status, answer)
 
             def log_message(self, *_args: object) -> None:
                 pass
@@ -255,12 +260,7 @@ class EndlessListing(QuietDisconnects, HTTPServer):
             def do_GET(self) -> None:
                 server.pages += 1
                 token = "again" if repeat else f"page-{server.pages}"
-                data = json.dumps({"items": [], "nextPageToken": token}).encode()
-                self.send_response(200)
-                self.send_header("content-type", "application/json")
-                self.send_header("content-length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
+                send_json(self, 200, {"items": [], "nextPageToken": token})
 
             def log_message(self, *_args: object) -> None:
                 pass
