@@ -11,8 +11,11 @@ import pytest
 
 from devkit.driven_clock import DrivenClock
 from initializers.common.clock import SystemClock
+from initializers.common.remote_file import RemoteFile
+from initializers.store.round_trips import RoundTrips
 from initializers.transfer.file_transfer import Cancelled
 from initializers.transfer.lane import Lane
+from initializers.transfer.lane_files import LANE_MOST_BYTES, LANE_ROUND_TRIP_SECONDS, for_lane
 
 EVENT_CEILING_SECONDS = 30.0
 ANSWER = b"x" * 3000
@@ -175,3 +178,18 @@ def test_a_failure_the_work_raises_ends_the_lane_and_lets_another_thread_drive_i
         lane.take(["bad", "left"])
     lane.take(["next"])  # the lane is free again: this thread drives it, and the one left waiting goes too
     assert set(work.finished) == {"left", "next"}
+
+
+def test_a_small_file_takes_the_lane_only_once_round_trips_are_measured_short() -> None:
+    """The lane is for small whole files over short round trips, as measured: none measured yet, or the shortest one
+    past LANE_ROUND_TRIP_SECONDS, and every file goes the threads' way; an empty file or one past LANE_MOST_BYTES
+    always does."""
+    small, empty, large = (RemoteFile(name, size, "v", name) for name, size in
+                           (("s", 1000), ("e", 0), ("l", LANE_MOST_BYTES + 1)))  # fmt: skip
+    round_trips = RoundTrips()
+    assert not for_lane(small, None) and not for_lane(small, round_trips)
+    round_trips.add(LANE_ROUND_TRIP_SECONDS * 3)
+    assert not for_lane(small, round_trips)
+    round_trips.add(LANE_ROUND_TRIP_SECONDS / 4)
+    assert for_lane(small, round_trips) and for_lane(small._replace(size=LANE_MOST_BYTES), round_trips)
+    assert not for_lane(empty, round_trips) and not for_lane(large, round_trips)

@@ -175,14 +175,14 @@ def test_model_without_safetensors_keeps_bin_weights_under_the_default_list(
     assert set(tree(tmp_path / "explicit")) == {"config.json", "flax.msgpack"}
 
 
-def test_small_objects_over_short_round_trips_go_through_the_lane_within_max_workers(
+def test_small_objects_land_whole_with_no_more_requests_at_once_than_max_workers(
     seaweed: SeaweedFS, s3: Any, bucket: str, tmp_path: Path
 ):
-    """On loopback, most of 600 small objects are read by the lane (its debug log counts them) and every byte lands;
-    through a relay, which counts them, the requests at once never exceed MAX_WORKERS. The lane is for round trips
-    under LANE_ROUND_TRIP_SECONDS: straight to SeaweedFS they are, however loaded the machine; through the relay, a
-    Python server, two suites at once took every one past it (no file went through the lane), so there the bound is
-    asserted whichever way the files went."""
+    """600 small objects, straight from SeaweedFS and through a relay that counts the requests at once: every byte
+    lands, and never more than MAX_WORKERS requests are in flight, whichever way the files went. Which way is the
+    round trips' to decide (the lane under LANE_ROUND_TRIP_SECONDS), measured under the machine's load: a clean-clone
+    run on loaded cores saw even SeaweedFS's loopback answers past it and sent no file through the lane, so the choice
+    is tested where the round trips are given (tests/test_lane.py), not here."""
     objects = {f"tiny/{i:03d}.txt": os.urandom(100 + i) for i in range(600)}
     with ThreadPoolExecutor(8) as pool:
         list(pool.map(lambda item: s3.put_object(Bucket=bucket, Key=item[0], Body=item[1]), objects.items()))
@@ -193,7 +193,6 @@ def test_small_objects_over_short_round_trips_go_through_the_lane_within_max_wor
     for result, output in ((direct, tmp_path / "direct"), (relayed, tmp_path / "relayed")):
         assert result.code == 0, result.stdout
         assert {f"tiny/{p.name}": p.read_bytes() for p in output.iterdir() if p.is_file()} == objects
-    assert sum(event["files"] for event in direct.named("lane")) >= 300
     assert max(relay.traffic.object_gets_on_arrival) <= 12
 
 
