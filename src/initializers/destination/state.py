@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import os
+import secrets
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
@@ -88,7 +89,8 @@ class StateDir:
         for attempt in range(_PREPARE_ATTEMPTS):
             folders = [self.root, self.shared, *([self.dir.parent, self.dir] if self.share else []), self.tmp]
             made = [path for path in [*folders, *self.lock.paths] if not os.path.lexists(path)]
-            probe = self.tmp / f".probe-{os.getpid()}"
+            # Unique across machines and containers, where two initializers sharing a volume may both be PID 1.
+            probe = self.tmp / f".probe-{os.getpid()}-{secrets.token_hex(8)}"
             try:
                 self.root.mkdir(parents=True, exist_ok=True)
                 with self.destination.folder(self.tmp):
