@@ -16,6 +16,7 @@ import pytest
 from devkit.hubserver import HubServer
 from devkit.programs import ProgramResult, run_program
 from devkit.seaweed import SeaweedFS
+from initializers.destination.output_path import Destination
 from initializers.destination.state import StateDir
 
 OBJECTS = {"d/00.bin": b"zero" * 100, "d/sub/01.bin": b"one" * 100, "top.bin": b"top"}
@@ -187,11 +188,30 @@ def test_output_path_itself_may_be_a_link(seaweed: SeaweedFS, dataset: str, outs
     assert (outside / "victim").read_bytes() == b"precious"
 
 
-def test_the_writability_probe_never_truncates_what_a_link_at_its_name_points_to(tmp_path: Path, outside: Path):
+def test_the_writability_probe_leaves_a_link_planted_at_a_name_it_might_take_and_what_it_points_to(
+    tmp_path: Path, outside: Path
+):
+    """The probe's name carries a random token (two initializers in containers on one volume are both PID 1): a
+    link planted at `.probe-<pid>` is neither followed nor removed, and the probe itself leaves nothing behind."""
     state = StateDir(str(tmp_path / "out"))
     state.tmp.mkdir(parents=True)
-    (state.tmp / f".probe-{os.getpid()}").symlink_to(outside / "victim")
+    planted = state.tmp / f".probe-{os.getpid()}"
+    planted.symlink_to(outside / "victim")
     with state.session(lambda holder, seconds: None):
         pass
     assert (outside / "victim").read_bytes() == b"precious"
-    assert not (state.tmp / f".probe-{os.getpid()}").exists()
+    assert sorted(entry.name for entry in state.tmp.iterdir()) == [planted.name]
+
+
+def test_a_state_file_made_where_a_link_stands_replaces_the_link_and_never_truncates_its_target(
+    tmp_path: Path, outside: Path
+):
+    root = tmp_path / "out"
+    destination = Destination(root, root / "tmp")
+    (root / "tmp").mkdir(parents=True)
+    (root / "tmp" / "state").symlink_to(outside / "victim")
+    destination.new_file(root / "tmp" / "state", lambda fd: os.write(fd, b"ours"))
+    destination.close_folders()
+    assert (outside / "victim").read_bytes() == b"precious"
+    assert not (root / "tmp" / "state").is_symlink()
+    assert (root / "tmp" / "state").read_bytes() == b"ours"
