@@ -19,7 +19,7 @@ from test_emulators import flip_stored_byte
 from devkit.azurite import ACCOUNT, ACCOUNT_KEY, Azurite, IdentityEndpoint, _signature, account_sas, connection_string
 from devkit.outputs import manifest, tree
 from devkit.programs import ProgramResult, run_program
-from devkit.relay import Relay, StatusFault
+from devkit.relay import CorruptFault, Relay, StatusFault
 from initializers.common import logs
 from initializers.common.errors import ConfigError, FetchError
 from initializers.config.anonymous import AnonymousAccess
@@ -31,6 +31,7 @@ from initializers.sources.azure.entra import REFRESH_BEFORE_SECONDS, EntraToken
 from initializers.sources.azure.listing import ListPage, PageChain, parse_page
 from initializers.sources.azure.location import AzureLocation
 from initializers.sources.azure.options import AzureOptions
+from initializers.sources.azure.range_md5 import HashedAnswer
 from initializers.sources.azure.sharedkey import SharedKey, string_to_sign
 from initializers.store.contract import MAX_EMPTY_PAGES
 
@@ -397,6 +398,69 @@ def test_the_manifest_records_md5_for_blobs_put_whole_and_size_and_version_for_b
     put, blocks = entries["put.bin"], entries["blocks.bin"]
     assert put["checksum"] == {"algorithm": "md5", "hexdigest": hashlib.md5(b"put in one request").hexdigest()}
     assert "checksum" not in blocks and blocks["verified"] == "size+version" and blocks["version"].startswith("0x")
+
+
+def test_a_blob_committed_from_blocks_comes_in_answers_each_checked_against_azures_md5_of_it(
+    azurite: Azurite, container: str, tmp_path: Path
+):
+    big = random.Random(59).randbytes(10 * 1024 * 1024 + 5)
+    azurite.put_blocks(container, "weights/big.bin", [big[: 6 << 20], big[6 << 20 :]])
+    azurite.put_blocks(container, "small.json", [b'{"a": ', b"1}"])
+    azurite.put_blob(container, "put.bin", b"put whole: Azure keeps its MD5")
+    with Relay(azurite.endpoint.rsplit("/", 1)[0]) as relay:
+        env = {"AZURE_STORAGE_CONNECTION_STRING": connection_string(f"{relay.endpoint}/{ACCOUNT}")}
+        ok(fetch(azurite, f"az://{container}", tmp_path / "out", **env))
+    assert tree(tmp_path / "out") == {
+        "weights/big.bin": big, "small.json": b'{"a": 1}', "put.bin": b"put whole: Azure keeps its MD5"
+    }  # fmt: skip
+    traffic = zip(relay.traffic.requests, relay.traffic.headers, strict=True)
+    reads = [(path, headers) for (method, path), headers in traffic if method == "GET" and "comp=list" not in path]
+    answers = [h for path, h in reads if "weights/big.bin" in path]
+    spans = sorted(tuple(map(int, h["x-ms-range"].removeprefix("bytes=").split("-"))) for h in answers)
+    assert spans[0][0] == 0 and spans[-1][1] == len(big) - 1 and len(spans) >= 3
+    assert all(end + 1 - start <= 4 << 20 for start, end in spans)
+    assert all(h.get("x-ms-range-get-content-md5") == "true" and h.get("if-match") for h in answers)
+    (small,) = [h for path, h in reads if "small.json" in path]
+    assert small.get("x-ms-range-get-content-md5") == "true" and small["x-ms-range"] == "bytes=0-7"
+    (put,) = [h for path, h in reads if "put.bin" in path]
+    assert "x-ms-range-get-content-md5" not in put  # its own MD5 vouches for it, whole
+    entries = {entry["path"]: entry for entry in manifest(tmp_path / "out")["files"]}
+    assert entries["weights/big.bin"]["verified"] == "size+version" and "checksum" in entries["put.bin"]
+
+
+@pytest.mark.parametrize("name", ["weights/big.bin", "small.json"], ids=["ranges", "whole"])
+def test_bytes_that_keep_missing_azures_md5_of_them_fail_the_run_naming_the_blob(
+    azurite: Azurite, container: str, tmp_path: Path, name: str
+):
+    body = random.Random(60).randbytes(5 * 1024 * 1024 if name.endswith(".bin") else 3000)
+    azurite.put_blocks(container, name, [body[:1000], body[1000:]])
+    azurite.put_blob(container, "config.json", b"{}")
+    with Relay(azurite.endpoint.rsplit("/", 1)[0]) as relay:
+        relay.add_fault(CorruptFault(match=f"{container}/{name}", times=None))
+        env = {"AZURE_STORAGE_CONNECTION_STRING": connection_string(f"{relay.endpoint}/{ACCOUNT}")}
+        result = fetch(azurite, f"az://{container}", tmp_path / "out", **env)
+    assert result.code == 1 and name in result.last["error"], result.last
+    assert "do not match the MD5 Azure sent" in result.last["error"], result.last
+    assert not (tmp_path / "out" / name).exists()
+    assert not (tmp_path / "out" / ".initializer" / "manifest.json").exists()
+
+
+def test_an_answer_without_the_md5_asked_for_is_refused_naming_the_blob():
+    class Answer:
+        def __init__(self, value: str | None) -> None:
+            self.value = value
+
+        def header(self, name: str) -> str | None:
+            return self.value if name == "content-md5" else None
+
+    class Kept:
+        written = 0
+
+    for value, shown in [(None, "none"), ("not base64!", "'not base64!'"), (base64.b64encode(b"short").decode(), "'")]:
+        hashed = HashedAnswer(Kept(), 100, "az://c/blob")  # type: ignore[arg-type]
+        with pytest.raises(FetchError, match=r"az://c/blob: bytes 0-99 were asked for with their MD5") as refused:
+            hashed.head(Answer(value), 0)  # type: ignore[arg-type]
+        assert f"Content-MD5 is {shown}" in str(refused.value)
 
 
 def test_a_byte_flipped_in_the_stored_copy_fails_the_run(azurite: Azurite, container: str, tmp_path: Path):

@@ -4,9 +4,10 @@ and what Azure's answers mean.
 
 A blob's read is pinned to its listed ETag with If-Match: a blob replaced meanwhile answers 412, and the run fails
 saying it changed rather than land a mix of two versions. A read resumes after a transient failure from the bytes
-already written. The Content-MD5 of an answer is never taken as evidence: Azure (and Azurite) may compute it from
-the bytes held now, so it vouches for a corrupted copy too; only the MD5 recorded when the blob was written, which
-the listing shows, is (`source`).
+already written. The Content-MD5 of a whole blob's answer is never taken as evidence of the blob: Azure (and Azurite)
+may compute it from the bytes held now, so it vouches for a corrupted copy too; only the MD5 recorded when the blob
+was written, which the listing shows, is (`source`). A blob without one is read in answers of 4 MiB at most, each
+checked against the MD5 Azure computes of it as it sends it (`range_md5`): that vouches for the way, not the copy.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from urllib.parse import quote
 from initializers.common.errors import FetchError, changed_during_download
 from initializers.sources.azure.access import AzureAccess
 from initializers.sources.azure.location import AzureLocation
+from initializers.sources.azure.range_md5 import ASK_FOR_MD5, MAX_HASHED_RANGE, HashedAnswer
 from initializers.sources.http.getter import (
     RETRIABLE_STATUS,
     USER_AGENT,
@@ -43,14 +45,29 @@ _TRANSIENT_CODES = frozenset({"ServerBusy", "OperationTimedOut", "InternalError"
 
 @dataclass(frozen=True)
 class BlobRead:
-    """One GET: the blob's name and ETag (pinned with If-Match; None: whatever version is there), and the byte range
-    wanted; `whole`: the range is the whole blob, asked for without a range."""
+    """One read: the blob's name and ETag (pinned with If-Match; None: whatever version is there), and the byte range
+    wanted; `whole`: the range is the whole blob, asked for without a range; `hashed`: asked for in answers of
+    `MAX_HASHED_RANGE` bytes at most, each checked against the MD5 Azure sends of it (`range_md5`)."""
 
     name: str
     etag: str | None
     offset: int
     length: int
     whole: bool
+    hashed: bool = False
+
+
+@dataclass(frozen=True)
+class _Answer:
+    """The GET for the next answer of a read: its path and headers, and the bytes it asks for, `start` to `end`;
+    `ranged`: asked for by range; `hashed`: the sink it streams into, checking Azure's MD5 of it."""
+
+    path: str
+    headers: dict[str, str]
+    start: int
+    end: int
+    ranged: bool
+    hashed: HashedAnswer | None
 
 
 class ContainerRequests:
@@ -70,21 +87,27 @@ class ContainerRequests:
         return self._http.retrying("list", where, partial(self._list_page_once, params, where))
 
     def get(self, read: BlobRead, sink: Sink) -> None:
-        """Stream the range into `sink`, resuming after transient failures from the bytes already written."""
-        self._http.retrying("read", self.location.uri_of(read.name), partial(self._get_once, read, sink))
+        """Stream the range into `sink`, answer after answer, resuming after transient failures from the bytes
+        already written."""
+        where = self.location.uri_of(read.name)
+        while True:
+            self._http.retrying("read", where, partial(self._get_once, read, sink))
+            if sink.written >= read.length:
+                return
 
     def begin(self, read: BlobRead, sink: Sink) -> HttpRequestInFlight:
-        """Send the request on a connection of the lane's and return it in flight (`HttpGetter.begin`)."""
-        path, headers, start, end, ranged = self._blob_request(read, sink)
+        """Send the request for `read` on a connection of the lane's and return it in flight (`HttpGetter.begin`):
+        a small blob's, whole in one answer (the lane asks again for what one did not bring)."""
+        answer = self._next_answer(read, sink)
         endpoint = self._access.endpoint
         return self._http.begin(
             endpoint.scheme,
             endpoint.netloc,
-            self._authorized(path, {}, headers),
-            headers,
-            partial(self._accept, read, start=start, end=end, ranged=ranged),
-            sink,
-            end + 1 - start,
+            self._authorized(answer.path, {}, answer.headers),
+            answer.headers,
+            partial(self._accept, read, answer),
+            answer.hashed or sink,
+            answer.end + 1 - answer.start,
             self.location.uri_of(read.name),
         )
 
@@ -101,22 +124,29 @@ class ContainerRequests:
         return response.read_all(_MAX_LISTING_PAGE)
 
     def _get_once(self, read: BlobRead, sink: Sink) -> None:
-        path, headers, start, end, ranged = self._blob_request(read, sink)
-        response = self._send(path, {}, headers)
-        self._accept(read, response, start=start, end=end, ranged=ranged)
-        self._http.stream_body(response, sink, end + 1 - start, self.location.uri_of(read.name))
-        if read.offset + sink.written <= end:
-            raise ProtocolError(f"the body ended {end + 1 - read.offset - sink.written} bytes early")
+        """One answer of `read`, from the bytes `sink` holds on."""
+        answer = self._next_answer(read, sink)
+        response = self._send(answer.path, {}, answer.headers)
+        self._accept(read, answer, response)
+        wanted = answer.end + 1 - answer.start
+        self._http.stream_body(response, answer.hashed or sink, wanted, self.location.uri_of(read.name))
+        if read.offset + sink.written <= answer.end:
+            raise ProtocolError(f"the body ended {answer.end + 1 - read.offset - sink.written} bytes early")
 
-    def _blob_request(self, read: BlobRead, sink: Sink) -> tuple[str, dict[str, str], int, int, bool]:
-        """The path and headers of a GET for the rest of `read` (after what `sink` holds), and that rest: its first
-        and last byte, and whether it is asked for as a range."""
+    def _next_answer(self, read: BlobRead, sink: Sink) -> _Answer:
+        """The GET for the rest of `read` after what `sink` holds, or as much of it as one hashed answer carries."""
         start, end = read.offset + sink.written, read.offset + read.length - 1
         headers = {"if-match": f'"{read.etag}"'} if read.etag else {}
-        ranged = not (read.whole and start == 0)
+        hashed = read.hashed and read.length > 0
+        if hashed:
+            end = min(end, start + MAX_HASHED_RANGE - 1)
+            headers[ASK_FOR_MD5] = "true"
+        ranged = hashed or not (read.whole and start == 0)
         if ranged:
             headers["x-ms-range"] = f"bytes={start}-{end}"
-        return f"{self._base}/{quote(read.name, safe='/~')}", headers, start, end, ranged
+        where = self.location.uri_of(read.name)
+        checked = HashedAnswer(sink, end + 1 - start, where) if hashed else None
+        return _Answer(f"{self._base}/{quote(read.name, safe='/~')}", headers, start, end, ranged, checked)
 
     def _send(self, path: str, params: dict[str, str], headers: dict[str, str]) -> Response:
         """Authorize and send `GET path?params` on this thread's connection."""
@@ -131,16 +161,18 @@ class ContainerRequests:
         query = "&".join(part for part in (query, sas) if part)
         return f"{path}?{query}" if query else path
 
-    def _accept(self, read: BlobRead, response: Response, *, start: int, end: int, ranged: bool) -> None:
+    def _accept(self, read: BlobRead, answer: _Answer, response: Response) -> None:
         """Judge a blob's answer before its body: Azure's failure raised as what it means, a changed blob or a wrong
-        range refused (`check_range_answer`, as every store's)."""
+        range refused (`check_range_answer`, as every store's), the MD5 of a hashed one taken."""
         where = self.location.uri_of(read.name)
         if response.status not in (200, 206):
             raise self._failure("read", where, response)
         etag = (response.header("etag") or "").strip('"')
         if etag and read.etag and etag != read.etag:
             raise FetchError(changed_during_download(where, f"ETag {read.etag} became {etag}"))
-        check_range_answer(response, where, start, end, read.length, ranged)
+        check_range_answer(response, where, answer.start, answer.end, read.length, answer.ranged)
+        if answer.hashed is not None:
+            answer.hashed.head(response, answer.start)
 
     def _failure(self, verb: str, where: str, response: Response) -> Exception:
         """Azure's error answer (x-ms-error-code, else the body's Code, and its Message) as the exception that says

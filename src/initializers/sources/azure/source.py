@@ -1,6 +1,7 @@
 """The az:// source: a container's blobs under a prefix, listed by List Blobs pages and read by ranged GETs pinned
 to their listed ETags (`container`), each verified against the Content-MD5 the service recorded when it was written;
-a blob committed from blocks, which has none, by its size and pinned ETag (recorded so in the manifest).
+a blob committed from blocks, which has none, in answers each checked against the MD5 Azure sends of it
+(`range_md5`), and recorded by its size and pinned ETag in the manifest.
 """
 
 from __future__ import annotations
@@ -90,13 +91,18 @@ class AzureSource(Storage):
 
     def read(self, file: RemoteFile, offset: int, length: int, sink: Sink) -> None:
         whole = offset == 0 and length == file.size
-        self._requests.get(BlobRead(file.locator, file.version, offset, length, whole), sink)
+        self._requests.get(_read_of(file, offset, length, whole), sink)
 
     def _begin_read(self, file: RemoteFile, sink: Sink) -> RequestInFlight:
-        return self._requests.begin(BlobRead(file.locator, file.version, 0, file.size, whole=True), sink)
+        return self._requests.begin(_read_of(file, 0, file.size, whole=True), sink)
 
     def interrupt(self) -> None:
         self._requests.interrupt()
 
     def close(self) -> None:
         self._requests.close()
+
+
+def _read_of(file: RemoteFile, offset: int, length: int, whole: bool) -> BlobRead:
+    """The read of a blob's range, each answer checked against Azure's MD5 of it when the blob has none of its own."""
+    return BlobRead(file.locator, file.version, offset, length, whole, hashed=file.checksum is None)
