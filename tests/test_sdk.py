@@ -156,7 +156,7 @@ def test_the_gcs_configurations_are_written_by_the_gs_sources_schema(step: type)
     assert sdk.container_env(step("gs://public-data", anonymous=True))["ANONYMOUS"] == "true"
     with pytest.raises(ConfigError, match="is not a Cloud Storage bucket name"):
         step("gs://Bad_Bucket/m")
-    with pytest.raises(ConfigError, match="needs a gs:// URI"):
+    with pytest.raises(ConfigError, match="takes gs:// URIs only"):
         step("s3://b/m")
 
 
@@ -174,7 +174,7 @@ def test_the_azure_configurations_are_written_by_the_az_sources_schema(step: typ
     assert sdk.container_env(kserve_form)["STORAGE_URI"] == "https://acct.blob.core.windows.net/models/m"
     with pytest.raises(ConfigError):
         step("az://x/m")  # a container name of 1 character
-    with pytest.raises(ConfigError, match="needs a az:// URI"):
+    with pytest.raises(ConfigError, match="takes az:// URIs only"):
         step("gs://models/m")
 
 
@@ -223,7 +223,7 @@ def test_what_the_kubeflow_sdk_refuses_is_refused_here_too(name: str, values: di
          "expected cache://SCHEMA/TABLE"),
         ("HuggingFaceModelInitializer", {"storage_uri": "hf://just-a-name"}, "is not a Hub repository"),
         ("HuggingFaceModelInitializer", {"storage_uri": "hf://datasets/org/ds"}, "names a dataset repository"),
-        ("HuggingFaceDatasetInitializer", {"storage_uri": "s3://bucket/data"}, "needs a hf:// URI"),
+        ("HuggingFaceDatasetInitializer", {"storage_uri": "s3://bucket/data"}, "takes hf:// URIs only"),
         ("S3DatasetInitializer", {"storage_uri": "s3://b", "ignore_patterns": ["a,b"]}, "contains ','"),
     ],
 )  # fmt: skip

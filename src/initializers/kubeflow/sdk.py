@@ -53,7 +53,7 @@ class _InitializerConfig:
                 setattr(self, name, [checked_value(item, setting.env, setting.secret) for item in value])
         if scheme_of(self.storage_uri, self.kind) != self.scheme:
             raise ConfigError(
-                f"STORAGE_URI: {type(self).__name__} needs a {self.scheme}:// URI, got {self.storage_uri!r}"
+                f"STORAGE_URI: {type(self).__name__} takes {self.scheme}:// URIs only, got {self.storage_uri!r}"
             )
         registry.plugin(self.scheme).locate(self.storage_uri, self.kind)
         # Refuses what the variables cannot carry (a pattern with a comma), and what the programs would not parse back
