@@ -19,7 +19,7 @@ from test_emulators import flip_stored_byte
 from devkit.azurite import ACCOUNT, ACCOUNT_KEY, Azurite, IdentityEndpoint, _signature, account_sas, connection_string
 from devkit.outputs import manifest, tree
 from devkit.programs import ProgramResult, run_program
-from devkit.relay import CorruptFault, Relay, StatusFault
+from devkit.relay import CorruptFault, Relay, ResetFault, StatusFault
 from initializers.common import logs
 from initializers.common.errors import ConfigError, FetchError
 from initializers.config.anonymous import AnonymousAccess
@@ -443,6 +443,26 @@ def test_bytes_that_keep_missing_azures_md5_of_them_fail_the_run_naming_the_blob
     assert "do not match the MD5 Azure sent" in result.last["error"], result.last
     assert not (tmp_path / "out" / name).exists()
     assert not (tmp_path / "out" / ".initializer" / "manifest.json").exists()
+
+
+@pytest.mark.parametrize(("size", "cut_at"), [(6 << 20, 1_000_000), (3000, 1000)], ids=["ranges", "whole"])
+def test_bytes_of_an_answer_cut_short_are_never_kept_unchecked(
+    azurite: Azurite, container: str, tmp_path: Path, size: int, cut_at: int
+):
+    """A connection reset inside a hashed answer: the bytes it brought were never checked against its MD5, so the
+    request after it starts where an answer starts, not where the bytes stopped."""
+    body = random.Random(61).randbytes(size)
+    azurite.put_blocks(container, "blob.bin", [body[: size // 2], body[size // 2 :]])
+    with Relay(azurite.endpoint.rsplit("/", 1)[0]) as relay:
+        reset = relay.add_fault(ResetFault(match=f"{container}/blob.bin", after_bytes=cut_at, times=1))
+        env = {"AZURE_STORAGE_CONNECTION_STRING": connection_string(f"{relay.endpoint}/{ACCOUNT}")}
+        ok(fetch(azurite, f"az://{container}", tmp_path / "out", **env))
+    assert reset.hits == 1 and tree(tmp_path / "out") == {"blob.bin": body}
+    traffic = zip(relay.traffic.requests, relay.traffic.headers, strict=True)
+    starts = [
+        int(h["x-ms-range"].removeprefix("bytes=").split("-")[0]) for (_m, path), h in traffic if "blob.bin" in path
+    ]
+    assert starts.count(0) == 2 and all(start % (4 << 20) == 0 for start in starts), starts
 
 
 def test_an_answer_without_the_md5_asked_for_is_refused_naming_the_blob():

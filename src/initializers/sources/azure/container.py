@@ -134,10 +134,14 @@ class ContainerRequests:
             raise ProtocolError(f"the body ended {answer.end + 1 - read.offset - sink.written} bytes early")
 
     def _next_answer(self, read: BlobRead, sink: Sink) -> _Answer:
-        """The GET for the rest of `read` after what `sink` holds, or as much of it as one hashed answer carries."""
+        """The GET for the rest of `read` after what `sink` holds, or as much of it as one hashed answer carries.
+        Hashed answers start every `MAX_HASHED_RANGE` bytes from the read's offset: bytes that end elsewhere came from
+        an answer cut short, never checked against its MD5, and the range starts over (`Sink.rewind`)."""
+        hashed = read.hashed and read.length > 0
+        if hashed and sink.written % MAX_HASHED_RANGE:
+            sink.rewind()
         start, end = read.offset + sink.written, read.offset + read.length - 1
         headers = {"if-match": f'"{read.etag}"'} if read.etag else {}
-        hashed = read.hashed and read.length > 0
         if hashed:
             end = min(end, start + MAX_HASHED_RANGE - 1)
             headers[ASK_FOR_MD5] = "true"
