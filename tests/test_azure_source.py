@@ -9,29 +9,32 @@ import json
 import os
 import random
 import re
+import signal
 import urllib.parse
 from pathlib import Path
 from typing import Any
 
 import pytest
 from test_emulators import flip_stored_byte
+from test_reliability import wait_for_event, wait_until
 
 from devkit.azurite import ACCOUNT, ACCOUNT_KEY, Azurite, IdentityEndpoint, _signature, account_sas, connection_string
 from devkit.outputs import manifest, tree
-from devkit.programs import ProgramResult, run_program
+from devkit.programs import ProgramResult, run_program, start_program
 from devkit.relay import CorruptFault, Relay, ResetFault, StatusFault
 from initializers.common import logs
 from initializers.common.errors import ConfigError, FetchError
 from initializers.config.anonymous import AnonymousAccess
 from initializers.config.contract import DATASET, MODEL, Config
 from initializers.config.uris import scheme_of
+from initializers.destination.partials import RECORD_SUFFIX, read_partial
 from initializers.sources.azure.access import SasToken, Unsigned, access_from
 from initializers.sources.azure.connection_string import parse_connection_string
 from initializers.sources.azure.entra import REFRESH_BEFORE_SECONDS, EntraToken
 from initializers.sources.azure.listing import ListPage, PageChain, parse_page
 from initializers.sources.azure.location import AzureLocation
 from initializers.sources.azure.options import AzureOptions
-from initializers.sources.azure.range_md5 import HashedAnswer
+from initializers.sources.azure.range_md5 import HashedAnswer, checked_of
 from initializers.sources.azure.sharedkey import SharedKey, string_to_sign
 from initializers.store.contract import MAX_EMPTY_PAGES
 
@@ -463,6 +466,47 @@ def test_bytes_of_an_answer_cut_short_are_never_kept_unchecked(
         int(h["x-ms-range"].removeprefix("bytes=").split("-")[0]) for (_m, path), h in traffic if "blob.bin" in path
     ]
     assert starts.count(0) == 2 and all(start % (4 << 20) == 0 for start in starts), starts
+
+
+def test_a_run_killed_inside_hashed_answers_is_resumed_from_where_checked_answers_ended(
+    azurite: Azurite, container: str, tmp_path: Path
+):
+    """SIGKILL while answers stream: the partial's record runs about a second behind, at any byte; the next run keeps
+    only what ends where a checked answer ended (every 4 MiB of the blob) and asks for the rest from there."""
+    size = 24 << 20
+    body = random.Random(62).randbytes(size)
+    azurite.put_blocks(container, "big.bin", [body[: 10 << 20], body[10 << 20 :]])
+    output = tmp_path / "out"
+    with Relay(azurite.endpoint.rsplit("/", 1)[0]) as relay:
+        env = {**azurite.env(), "AZURE_STORAGE_CONNECTION_STRING": connection_string(f"{relay.endpoint}/{ACCOUNT}"),
+               "STORAGE_URI": f"az://{container}", "OUTPUT_PATH": str(output), "MAX_WORKERS": "2"}  # fmt: skip
+        relay.bytes_per_second = 2 << 20
+        process = start_program("dataset", env)
+        wait_for_event(process, "fetching")
+        wait_until(lambda: relay.traffic.body_bytes > size * 0.6, timeout=60)
+        process.send_signal(signal.SIGKILL)
+        process.wait(timeout=30)
+        (record,) = (output / ".initializer" / "tmp").glob(f"*{RECORD_SUFFIX}")
+        kept = read_partial(record.read_bytes()).kept
+        assert any((offset + length) % (4 << 20) for offset, length in kept), kept  # the record ends mid-answer
+        relay.reset()
+        relay.bytes_per_second = None
+        result = run_program("dataset", env)
+    ok(result)
+    assert (output / "big.bin").read_bytes() == body
+    traffic = zip(relay.traffic.requests, relay.traffic.headers, strict=True)
+    starts = [
+        int(h["x-ms-range"].removeprefix("bytes=").split("-")[0]) for (_m, path), h in traffic if "big.bin" in path
+    ]
+    assert starts and all(start % (4 << 20) == 0 for start in starts), starts
+    assert result.last["kept_bytes"] == sum(length for _offset, length in checked_of(kept, size)) > 0
+
+
+def test_what_an_earlier_run_kept_counts_up_to_where_a_checked_answer_ended():
+    mib = 1 << 20
+    kept = ((0, 5 * mib + 7), (8 * mib, 4 * mib), (16 * mib, 2 * mib), (20 * mib, 3 * mib + 5))
+    assert checked_of(kept, 23 * mib + 5) == ((0, 4 * mib), (8 * mib, 4 * mib), (20 * mib, 3 * mib + 5))
+    assert checked_of(((1000, 3 * mib),), 30 * mib) == ()
 
 
 def test_an_answer_without_the_md5_asked_for_is_refused_naming_the_blob():

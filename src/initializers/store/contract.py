@@ -19,6 +19,9 @@ from initializers.store.round_trips import RoundTrips
 from initializers.store.sink import Sink
 from initializers.store.throttle import Throttle
 
+#: Intervals (offset, length) of a file, in order.
+Intervals = tuple[tuple[int, int], ...]
+
 #: The size of the ranges a large file is fetched in over capped connections, as AWS advises for parallel GETs (the
 #: Hub's CDN is alike): what a `Storage` advises unless it knows better; the engine grows it on fast connections.
 PART_SIZE = 8 << 20
@@ -88,6 +91,12 @@ class Storage(Source):
     #: How small files are read in the lane, many requests kept in flight by one thread; None: the source reads each
     #: file in a thread of its own.
     lane_reads: LaneReads | None = None
+
+    def resumable(self, file: RemoteFile, kept: Intervals) -> Intervals:
+        """Of the intervals (offset, length) of `file` an earlier run kept, those this run may build on: all of them,
+        since the file's checksum, or its size and version, is checked once it is whole. A store that checks bytes
+        only as they arrive keeps those it checked."""
+        return kept
 
     def part_size_for(self, file: RemoteFile) -> int | None:
         """The smallest range `file` is fetched in (connections measured fast get larger ones); a file of up to two

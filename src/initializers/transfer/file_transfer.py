@@ -129,6 +129,14 @@ class FileTransfer:
         self.landed = 0
         self.verifier.reset()
 
+    def keep_only(self, kept: tuple[tuple[int, int], ...]) -> None:
+        """Keep only `kept` of what an earlier run wrote (`Storage.resumable`); the rest is fetched again."""
+        if not kept:
+            self.start_over()
+            return
+        self.kept = kept
+        self.landed = sum(length for _offset, length in kept)
+
     def fetch_again(self) -> None:
         """Its bytes missed its checksum: start over in a new temporary, to be fetched whole, in one part."""
         _log.warning("checksum mismatch, fetching the file again", path=self.file.path)

@@ -43,6 +43,8 @@ class RangeTasks:
         batch: list[LaneFile] = []
         for file in files:
             transfer = context.start(file)
+            if transfer.kept:
+                transfer.keep_only(self._reader.resumable(file, transfer.kept))
             part = self._range_size(file)
             if transfer.kept and not part:  # the server no longer takes ranges: nothing kept can be completed
                 transfer.start_over()

@@ -135,15 +135,16 @@ class ContainerRequests:
 
     def _next_answer(self, read: BlobRead, sink: Sink) -> _Answer:
         """The GET for the rest of `read` after what `sink` holds, or as much of it as one hashed answer carries.
-        Hashed answers start every `MAX_HASHED_RANGE` bytes from the read's offset: bytes that end elsewhere came from
-        an answer cut short, never checked against its MD5, and the range starts over (`Sink.rewind`)."""
+        Hashed answers end every `MAX_HASHED_RANGE` bytes of the blob (`range_md5.checked_of` relies on it): bytes
+        that end elsewhere came from an answer cut short, never checked against its MD5, and the range starts over
+        (`Sink.rewind`)."""
         hashed = read.hashed and read.length > 0
-        if hashed and sink.written % MAX_HASHED_RANGE:
+        if hashed and sink.written and (read.offset + sink.written) % MAX_HASHED_RANGE:
             sink.rewind()
         start, end = read.offset + sink.written, read.offset + read.length - 1
         headers = {"if-match": f'"{read.etag}"'} if read.etag else {}
         if hashed:
-            end = min(end, start + MAX_HASHED_RANGE - 1)
+            end = min(end, start - start % MAX_HASHED_RANGE + MAX_HASHED_RANGE - 1)
             headers[ASK_FOR_MD5] = "true"
         ranged = hashed or not (read.whole and start == 0)
         if ranged:

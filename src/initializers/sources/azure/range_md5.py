@@ -28,6 +28,20 @@ MAX_HASHED_RANGE = 4 << 20
 ASK_FOR_MD5 = "x-ms-range-get-content-md5"
 
 
+def checked_of(kept: tuple[tuple[int, int], ...], size: int) -> tuple[tuple[int, int], ...]:
+    """Of the intervals an earlier run kept of a blob of `size` bytes read in hashed answers, those whose every answer
+    was checked: answers end every `MAX_HASHED_RANGE` bytes of the blob (or at its end), and bytes past the last such
+    end came from an answer cut short (a kill, a crash), never checked."""
+    checked = []
+    for offset, length in kept:
+        end = offset + length
+        if end < size:
+            end -= end % MAX_HASHED_RANGE
+        if end > offset:
+            checked.append((offset, end - offset))
+    return tuple(checked)
+
+
 class HashedAnswer:
     """`sink`, through which one answer's `length` bytes pass hashed; `head` takes the MD5 Azure sent for them."""
 

@@ -16,7 +16,8 @@ from initializers.sources.azure.access import AzureAccess, access_from
 from initializers.sources.azure.container import BlobRead, ContainerRequests
 from initializers.sources.azure.listing import ListedBlob, ListPage, PageChain, page_query, parse_page
 from initializers.sources.azure.location import AzureLocation
-from initializers.store.contract import Storage
+from initializers.sources.azure.range_md5 import checked_of
+from initializers.store.contract import Intervals, Storage
 from initializers.store.lane import LaneReads, RequestInFlight
 from initializers.store.sink import Sink
 
@@ -88,6 +89,10 @@ class AzureSource(Storage):
             )
         checksum = Checksum("md5", blob.md5) if blob.md5 else None
         return RemoteFile(path, blob.size, blob.etag, blob.name, checksum)
+
+    def resumable(self, file: RemoteFile, kept: Intervals) -> Intervals:
+        """All of it for a blob with its own MD5 (checked once whole); else what ends where a checked answer ended."""
+        return kept if file.checksum is not None else checked_of(kept, file.size)
 
     def read(self, file: RemoteFile, offset: int, length: int, sink: Sink) -> None:
         whole = offset == 0 and length == file.size
