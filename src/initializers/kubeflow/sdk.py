@@ -75,11 +75,19 @@ class _InitializerConfig:
 
 _CONFIG_FIELDS = {name for name, _ in Config.settings()}
 
-#: SIGNATURE's settings as keyword-only fields with the schema's names and defaults (the Kubeflow SDK has none of
-#: them): the hf and s3 configurations take them as the programs do.
-_Signing = make_dataclass(
-    "_Signing", [(f.name, f.type, field(default=f.default, kw_only=True)) for f in fields(SigningOptions)]
-)
+
+def _keyword_fields(name: str, groups: tuple[type, ...]) -> type:
+    """A mixin of the option groups' settings as keyword-only fields, with the schema's names and defaults."""
+    settings = [field_ for group in groups for field_ in fields(group)]
+    return make_dataclass(name, [(f.name, f.type, field(default=f.default, kw_only=True)) for f in settings])
+
+
+#: SIGNATURE's settings (the Kubeflow SDK has none of them): the hf and s3 configurations take them as the programs do.
+_Signing = _keyword_fields("_Signing", (SigningOptions,))
+#: Every setting of the gs:// and az:// sources, SIGNATURE's included, as their plug-ins declare them: these
+#: configurations are ours alone, with no Kubeflow field order to keep.
+_GcsSettings = _keyword_fields("_GcsSettings", registry.plugin("gs").options)
+_AzureSettings = _keyword_fields("_AzureSettings", registry.plugin("az").options)
 
 
 @dataclass
@@ -143,52 +151,38 @@ class S3ModelInitializer(_InitializerConfig, _Signing, kind=MODEL, scheme="s3"):
 
 
 @dataclass
-class GcsDatasetInitializer(_InitializerConfig, _Signing, kind=DATASET, scheme="gs"):
+class GcsDatasetInitializer(_InitializerConfig, _GcsSettings, kind=DATASET, scheme="gs"):
     """Ours alone: the Kubeflow SDK has no Cloud Storage initializer. Credentials come from the pod (Workload
-    Identity, or GOOGLE_APPLICATION_CREDENTIALS naming a mounted key), never from a field."""
+    Identity, or GOOGLE_APPLICATION_CREDENTIALS naming a mounted key), never from a field; the source's settings
+    (`gcs_endpoint`, `emulator_host`, `anonymous`, SIGNATURE's) are keyword fields."""
 
     ignore_patterns: list[str] | None = None
-    gcs_endpoint: str | None = None
-    emulator_host: str | None = None
-    anonymous: bool = False
     allow_patterns: list[str] | None = field(default=None, kw_only=True)
 
 
 @dataclass
-class GcsModelInitializer(_InitializerConfig, _Signing, kind=MODEL, scheme="gs"):
+class GcsModelInitializer(_InitializerConfig, _GcsSettings, kind=MODEL, scheme="gs"):
     """As GcsDatasetInitializer, with the model default's patterns."""
 
     ignore_patterns: list[str] | None = field(default_factory=_default_model_patterns)
-    gcs_endpoint: str | None = None
-    emulator_host: str | None = None
-    anonymous: bool = False
     allow_patterns: list[str] | None = field(default=None, kw_only=True)
 
 
 @dataclass
-class AzureDatasetInitializer(_InitializerConfig, _Signing, kind=DATASET, scheme="az"):
-    """Ours alone: the Kubeflow SDK has no Azure Blob initializer. A connection string, a key or a SAS token given
-    here travels as a variable; on AKS prefer none of them and let workload identity give tokens."""
+class AzureDatasetInitializer(_InitializerConfig, _AzureSettings, kind=DATASET, scheme="az"):
+    """Ours alone: the Kubeflow SDK has no Azure Blob initializer. The source's settings (`connection_string`,
+    `account`, `account_key`, `sas_token`, `anonymous`, SIGNATURE's) are keyword fields; a connection string, a key or
+    a SAS token given here travels as a variable: on AKS prefer none of them and let workload identity give tokens."""
 
     ignore_patterns: list[str] | None = None
-    connection_string: str | None = None
-    account: str | None = None
-    account_key: str | None = None
-    sas_token: str | None = None
-    anonymous: bool = False
     allow_patterns: list[str] | None = field(default=None, kw_only=True)
 
 
 @dataclass
-class AzureModelInitializer(_InitializerConfig, _Signing, kind=MODEL, scheme="az"):
+class AzureModelInitializer(_InitializerConfig, _AzureSettings, kind=MODEL, scheme="az"):
     """As AzureDatasetInitializer, with the model default's patterns."""
 
     ignore_patterns: list[str] | None = field(default_factory=_default_model_patterns)
-    connection_string: str | None = None
-    account: str | None = None
-    account_key: str | None = None
-    sas_token: str | None = None
-    anonymous: bool = False
     allow_patterns: list[str] | None = field(default=None, kw_only=True)
 
 
