@@ -28,7 +28,7 @@ from pathlib import Path
 from devkit.ports import free_port
 from devkit.processes import stop_process_group
 from devkit.relay import self_signed_certificate
-from devkit.serving import NoDelay, ServedInThread
+from devkit.serving import NoDelay, ServedInThread, send_json
 
 AZURITE_BLOB = Path(__file__).resolve().parents[1] / ".venvs" / "azurite" / "node_modules" / ".bin" / "azurite-blob"
 ACCOUNT = "devstoreaccount1"
@@ -247,20 +247,12 @@ class _IdentityHandler(BaseHTTPRequestHandler):
     def do_GET(self) -> None:
         identity = self.server.identity
         if self.headers.get("X-IDENTITY-HEADER") != identity.HEADER:
-            self._answer(401, {"error": "no identity header"})
+            send_json(self, 401, {"error": "no identity header"})
             return
         token, expires_on = identity.token()
         resource = urllib.parse.parse_qs(urllib.parse.urlsplit(self.path).query).get("resource", [""])[0]
-        self._answer(200, {"access_token": token, "expires_on": str(expires_on), "resource": resource,
+        send_json(self, 200, {"access_token": token, "expires_on": str(expires_on), "resource": resource,
                            "token_type": "Bearer"})  # fmt: skip
-
-    def _answer(self, status: int, body: dict[str, str]) -> None:
-        data = json.dumps(body).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
 
 
 def connection_string(endpoint: str, key: str | None = ACCOUNT_KEY) -> str:

@@ -1,12 +1,14 @@
 """A socketserver served from a daemon thread, for the small servers the tests and the playground stand up on
-loopback, and what they all need: the one socket option, and quiet when a client goes away."""
+loopback, and what they all need: the one socket option, quiet when a client goes away, a JSON answer."""
 
 from __future__ import annotations
 
+import json
 import socket
 import socketserver
 import sys
 import threading
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 #: What a client hanging up mid-answer, or resetting a kept-alive connection between requests, raises in a handler.
@@ -51,3 +53,13 @@ class ServedInThread:
     def stop(self) -> None:
         self.server.shutdown()
         self.server.server_close()
+
+
+def send_json(handler: BaseHTTPRequestHandler, status: int, answer: object) -> None:
+    """Answer `handler`'s request with `answer` as JSON."""
+    data = json.dumps(answer).encode()
+    handler.send_response(status)
+    handler.send_header("Content-Type", "application/json")
+    handler.send_header("Content-Length", str(len(data)))
+    handler.end_headers()
+    handler.wfile.write(data)

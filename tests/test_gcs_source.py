@@ -17,7 +17,7 @@ import pytest
 from devkit.fake_gcs import FakeGCS
 from devkit.outputs import manifest, tree
 from devkit.programs import ProgramResult, run_program
-from devkit.serving import QuietDisconnects
+from devkit.serving import QuietDisconnects, send_json
 from initializers.store.contract import MAX_EMPTY_PAGES
 
 ODD = {
@@ -134,16 +134,6 @@ def test_without_credentials_the_run_is_refused_naming_where_they_come_from(tmp_
     assert result.code == 2
     assert "no Google credentials were found" in result.last["error"]
     assert "GOOGLE_APPLICATION_CREDENTIALS" in result.last["error"] and "ANONYMOUS" in result.last["error"]
-
-
-def send_json(handler: BaseHTTPRequestHandler, status: int, answer: object) -> None:
-    """Answer `handler`'s request with `answer` as JSON."""
-    data = json.dumps(answer).encode()
-    handler.send_response(status)
-    handler.send_header("content-type", "application/json")
-    handler.send_header("content-length", str(len(data)))
-    handler.end_headers()
-    handler.wfile.write(data)
 
 
 class TokenEndpoint(QuietDisconnects, HTTPServer):
