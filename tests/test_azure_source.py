@@ -22,6 +22,7 @@ from devkit.azurite import ACCOUNT, ACCOUNT_KEY, Azurite, IdentityEndpoint, _sig
 from devkit.outputs import manifest, tree
 from devkit.programs import ProgramResult, run_program, start_program
 from devkit.relay import CorruptFault, Relay, ResetFault, StatusFault
+from devkit.samples import ODD_NAMES
 from initializers.common import logs
 from initializers.common.errors import ConfigError, FetchError
 from initializers.config.anonymous import AnonymousAccess
@@ -342,27 +343,15 @@ def ok(result: ProgramResult) -> None:
     assert result.last["event"] == "done", result.last
 
 
-ODD = {
-    "a b/c d.txt": b"spaces",
-    "ünï/çødé ✓.txt": b"unicode",
-    "hash#tag.txt": b"hash",
-    "per%cent %41.txt": b"percent",
-    "plus+sign/a+b.txt": b"plus",
-    "semi;colon,comma=eq&amp.txt": b"punctuation",
-    "deep/1/2/3/4/5/6/7/leaf.txt": b"deep",
-    "empty.txt": b"",
-}
-
-
 def test_a_prefix_of_nested_and_odd_names_lands_relative_to_it(azurite: Azurite, container: str, tmp_path: Path):
-    put_all(azurite, container, {f"data/{name}": body for name, body in ODD.items()})
+    put_all(azurite, container, {f"data/{name}": body for name, body in ODD_NAMES.items()})
     put_all(azurite, container, {"data-old/no.txt": b"no", "database.txt": b"no", "data/": b""})  # and a folder marker
     result = fetch(azurite, f"az://{container}/data", tmp_path / "out")
     ok(result)
-    assert tree(tmp_path / "out") == ODD
+    assert tree(tmp_path / "out") == ODD_NAMES
     recorded = manifest(tmp_path / "out")
     assert recorded["source"]["uri"] == f"az://{container}/data"
-    assert result.last["files"] == len(ODD)
+    assert result.last["files"] == len(ODD_NAMES)
 
 
 def test_a_uri_naming_one_blob_fetches_that_blob(azurite: Azurite, container: str, tmp_path: Path):

@@ -30,6 +30,7 @@ from devkit.conformance import (
 )
 from devkit.programs import ProgramResult, run_program, start_program
 from devkit.relay import Relay, ResetFault
+from devkit.samples import ODD_NAMES
 from initializers.destination.manifest import MADE_FROM_VERSION, SIZE_AND_VERSION
 
 #: Only catches a hang: the runs take seconds.
@@ -40,17 +41,6 @@ BIG_PATH = "weights/big.bin"  # `.bin`: an LFS file on the Hub, as weights are
 TARGET = "weights/target.bin"  # the file faults are aimed at
 SMALL = {f"small/{i}.json": f'{{"i": {i}}}\n'.encode() * (i + 1) for i in range(4)}
 FILES = {**SMALL, TARGET: os.urandom(256 * 1024)}
-ODD = {
-    "a b/c d.txt": b"spaces",
-    "ünï/çødé ✓.txt": b"unicode",
-    "日本/語.json": b"{}",
-    "hash#tag.txt": b"hash",
-    "per%cent %41.txt": b"percent",
-    "plus+sign/a+b.txt": b"plus",
-    "semi;colon,comma=eq&amp.txt": b"punctuation",
-    "deep/1/2/3/4/5/6/7/leaf.txt": b"deep",
-    "empty.txt": b"",
-}
 #: Body bytes of everything but the slowed file, at most (small files, listings, the table's metadata): more than
 #: that past the relay means the slowed file's bytes are arriving.
 OTHERS_CEILING = 512 * 1024
@@ -202,10 +192,10 @@ def wait_mid_file(store: Store, relay: Relay, match: str) -> None:
 
 
 def test_nested_and_odd_names_land_at_their_paths(store: Store, tmp_path: Path):
-    store.put(ODD)
+    store.put(ODD_NAMES)
     result = fetch(store, tmp_path / "out")
     ok(result)
-    assert store.landed(tmp_path / "out") == ODD
+    assert store.landed(tmp_path / "out") == ODD_NAMES
 
 
 # -- 2. a large file in ranges --------------------------------------------------------------------------------------
