@@ -44,7 +44,7 @@ import hashlib
 import json
 import os
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -191,15 +191,20 @@ def test_job_fills_the_shared_volume_before_the_trainer_with_the_secret_as_env(
     assert asked and all(r.authorized for r in asked), "the private repo is read with the Secret's token"
 
 
+def seed_as_the_cloud_examples_name(make: Callable[[str], object], put: Callable[[str, str, bytes], object]) -> None:
+    """The buckets or containers the Workload Identity examples name (`make` one), with what they fetch (`put`)."""
+    for place in ("datasets", "models"):
+        make(place)
+    for name, body in CORPUS.items():
+        put("datasets", name, body)
+    for name, body in {**MODEL, **SKIPPED}.items():
+        put("models", f"all-MiniLM-L6-v2/{name}", body)
+
+
 @pytest.fixture(scope="module")
 def gcs_buckets(fake_gcs: FakeGCS) -> FakeGCS:
     """The buckets gke-workload-identity.yaml names, with the objects it fetches."""
-    for bucket in ("datasets", "models"):
-        fake_gcs.create_bucket(bucket)
-    for name, body in CORPUS.items():
-        fake_gcs.put_object("datasets", name, body)
-    for name, body in {**MODEL, **SKIPPED}.items():
-        fake_gcs.put_object("models", f"all-MiniLM-L6-v2/{name}", body)
+    seed_as_the_cloud_examples_name(fake_gcs.create_bucket, fake_gcs.put_object)
     return fake_gcs
 
 
@@ -220,12 +225,7 @@ def test_gke_workload_identity_fetches_from_cloud_storage_without_a_key(pods: Po
 @pytest.fixture(scope="module")
 def azure_containers(azurite: Azurite) -> Azurite:
     """The containers aks-workload-identity.yaml names, with the blobs it fetches."""
-    for container in ("datasets", "models"):
-        azurite.create_container(container)
-    for name, body in CORPUS.items():
-        azurite.put_blob("datasets", name, body)
-    for name, body in {**MODEL, **SKIPPED}.items():
-        azurite.put_blob("models", f"all-MiniLM-L6-v2/{name}", body)
+    seed_as_the_cloud_examples_name(azurite.create_container, azurite.put_blob)
     return azurite
 
 
