@@ -14,8 +14,9 @@ import termios
 from dataclasses import dataclass
 from typing import Any
 
-#: Variables carried over from the caller; everything else (credentials above all) must be given explicitly.
-_INHERITED = ("PATH", "LANG", "LC_ALL", "TMPDIR", "SYSTEMROOT")
+#: Variables carried over from the caller; everything else (credentials above all) must be given explicitly. PYTHONPATH
+#: picks the code the programs run (a worktree's `src`, ahead of the editable install's).
+_INHERITED = ("PATH", "PYTHONPATH", "LANG", "LC_ALL", "TMPDIR", "SYSTEMROOT")
 
 
 def clean_env(env: dict[str, str]) -> dict[str, str]:
