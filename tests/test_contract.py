@@ -46,6 +46,28 @@ def test_hf_token_is_the_fallback_for_access_token():
     assert Config.from_env({"HF_TOKEN": "hf_a", "ACCESS_TOKEN": "hf_b"}).options(HubOptions).access_token == "hf_b"
 
 
+def test_each_program_reads_only_its_own_sources_variables():
+    """The model program takes no cache:// source: the cache's variables keep their defaults there, whatever their
+    values, and are listed as ignored; the dataset program reads (and checks) them."""
+    env = {"NUM_DATA_NODES": "abc", "CACHE_READY_TIMEOUT_SECONDS": "1.5", "HEAD_CPU": "2", "MAX_WORKERS": "3"}
+    config = Config.from_env(env, kind=MODEL)
+    assert config.options(CacheOptions) == CacheOptions() and config.max_workers == 3
+    assert Config.not_read(env, MODEL) == {"cache://": ["HEAD_CPU", "CACHE_READY_TIMEOUT_SECONDS", "NUM_DATA_NODES"]}
+    assert Config.not_read(env, DATASET) == {}
+    with pytest.raises(ConfigError, match="NUM_DATA_NODES: expected a positive integer, got 'abc'"):
+        Config.from_env(env, kind=DATASET)
+    # The S3 access the cache shares with s3:// is the model program's too.
+    assert Config.from_env({"ENDPOINT": "http://s3"}, kind=MODEL).options(AwsOptions).endpoint == "http://s3"
+    assert Config.not_read({"ENDPOINT": "http://s3"}, MODEL) == {}
+
+
+def test_another_programs_variables_are_never_near_misses_of_this_ones():
+    Config.refuse_misspellings({"NUM_DATA_NODES": "2", "METADATA_LOC": "s3://b/m.json"}, MODEL)
+    Config.refuse_misspellings({"NUM_DATA_NODE": "2"}, MODEL)  # a slip of a variable the model program never reads
+    with pytest.raises(ConfigError, match="NUM_DATA_NODE is not a variable these programs read; did you mean NUM_"):
+        Config.refuse_misspellings({"NUM_DATA_NODE": "2"}, DATASET)
+
+
 def test_empty_text_variables_count_as_unset():
     assert Config.from_env({"ENDPOINT": "", "REGION": "  "}) == Config.build({})
 

@@ -122,3 +122,21 @@ def test_words_given_as_arguments_are_refused_with_the_form_to_use(args: list[st
     result = run_program("model", {"OUTPUT_PATH": str(tmp_path / "out")}, *args)
     assert result.code == 2 and result.last["error"] == message
     assert not (tmp_path / "out").exists()
+
+
+def test_the_model_program_ignores_the_caches_variables_and_says_so(tmp_path: Path):
+    """A pod's environment made for both programs (Kubeflow's cache settings among them) runs the model program: they
+    apply to cache:// sources, which it does not take, so their values are never read, only named in a warning."""
+    cache = {"NUM_DATA_NODES": "abc", "CACHE_READY_TIMEOUT_SECONDS": "1.5", "METADATA_LOC": "s3://b/m.json"}
+    with HubServer() as hub:
+        hub.add_repo("org/m", {"config.json": b"{}"})
+        env = {**cache, "HF_ENDPOINT": hub.endpoint, "STORAGE_URI": "hf://org/m", "OUTPUT_PATH": str(tmp_path / "m")}
+        model = run_program("model", env)
+        dataset = run_program("dataset", {**env, "STORAGE_URI": "hf://datasets/org/d", "OUTPUT_PATH": str(tmp_path)})
+    assert model.code == 0, model.last
+    assert (tmp_path / "m" / "config.json").read_bytes() == b"{}"
+    [ignored] = model.named("ignored")
+    assert ignored["level"] == "warning" and sorted(ignored["variables"]) == sorted(cache)
+    assert ignored["reason"] == "they apply to cache:// sources, not the model-initializer's"
+    # The dataset program reads them, and refuses a bad value before anything else.
+    assert dataset.code == 2 and dataset.last["error"] == "NUM_DATA_NODES: expected a positive integer, got 'abc'"

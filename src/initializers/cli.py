@@ -133,14 +133,16 @@ def run(kind: Kind, options: dict[str, Any], words: list[str]) -> int:
     try:
         if words:
             raise positional_words(kind, words)
-        Config.refuse_misspellings(os.environ)
-        config = Config.from_env(os.environ, options)
+        Config.refuse_misspellings(os.environ, kind)
+        config = Config.from_env(os.environ, options, kind)
     except ConfigError as exc:
         logs.configure(None, None, secrets=())
         return failed(logs.get_logger(kind.program), str(exc), exc.exit_code)
     # A dry run's plan is its result, on stdout alone: its logs go to stderr.
     logs.configure(config.log_format, config.log_level, config.secrets(), "stderr" if config.dry_run else "stdout")
     log = logs.get_logger(kind.program)
+    for readers, variables in Config.not_read(os.environ, kind).items():
+        log.warning("ignored", variables=variables, reason=f"they apply to {readers} sources, not the {kind.program}'s")
     switched, stayed_root_because = workspace_owner.adopt(config.output_dir(kind))
     if switched:
         log.info("running as the workspace's user", uid=switched.uid, gid=switched.gid, groups=list(switched.groups))

@@ -244,12 +244,29 @@ class Config:
         return replace(self, source_options=tuple(self.options(group) for group in plugin.options))
 
     @staticmethod
-    def refuse_misspellings(env: Mapping[str, str]) -> None:
-        """A ConfigError naming each variable of `env` that is a near miss of one of the contract's
-        (`misspellings`: `OUTPUT_PAHT`), and the one it was meant to be."""
-        found = misspellings.misspelt(env, (name for _, s in Config.settings() for name in (s.env, *s.fallback_env)))
+    def refuse_misspellings(env: Mapping[str, str], kind: Kind | None = None) -> None:
+        """A ConfigError naming each variable of `env` that is a near miss of one the `kind` program reads (None: of
+        any of the contract's; `misspellings`: `OUTPUT_PAHT`), and the one it was meant to be. Another program's own
+        variables are never taken for a near miss: they are ignored (`not_read`)."""
+        contract = _variables(Config.settings())
+        others = [name for name in env if name not in contract]
+        found = misspellings.misspelt(others, _variables(Config.settings(kind)))
         if found:
             raise ConfigError(misspellings.message(found))
+
+    @staticmethod
+    def not_read(env: Mapping[str, str], kind: Kind) -> dict[str, list[str]]:
+        """The contract's variables set in `env` that the `kind` program does not read (the cache source's, for the
+        model program), by the sources that read them (`cache://`): the program ignores them, and says so."""
+        own = _variables(Config.settings(kind))
+        found: dict[str, list[str]] = {}
+        plugins = registry.plugins_for(registry.schemes())
+        for group in registry.option_groups():
+            readers = ", ".join(f"{plugin.scheme}://" for plugin in plugins if group in plugin.options)
+            for name in _variables(settings_of(group)):
+                if name in env and name not in own:
+                    found.setdefault(readers, []).append(name)
+        return found
 
     @staticmethod
     def help_text(name: str, setting: Setting, kind: Kind) -> str:
@@ -269,16 +286,16 @@ class Config:
     def settings(kind: Kind | None = None) -> list[tuple[str, Setting]]:
         """(field name, setting) for every variable of the contract: the shared ones, then each registered group's;
         with `kind`, only the groups of the sources that program accepts."""
-        groups = registry.option_groups()
-        if kind is not None:
-            own = {group for plugin in registry.plugins_for(kind.schemes) for group in plugin.options}
-            groups = tuple(group for group in groups if group in own)
-        return settings_of(Config) + [setting for group in groups for setting in settings_of(group)]
+        return settings_of(Config) + [setting for group in _groups(kind) for setting in settings_of(group)]
 
     @classmethod
-    def from_env(cls, env: Mapping[str, str], options: Mapping[str, str | None] | None = None) -> Config:
-        """Parse the contract from variables and raw option values; an option given wins over its variable."""
-        groups = tuple(parse_schema(group, env, options) for group in registry.option_groups())
+    def from_env(
+        cls, env: Mapping[str, str], options: Mapping[str, str | None] | None = None, kind: Kind | None = None
+    ) -> Config:
+        """Parse the contract from variables and raw option values; an option given wins over its variable. With
+        `kind`, only the settings that program reads: the option groups of other programs' sources keep their
+        defaults, whatever their variables say (the model program never reads the cache's NUM_DATA_NODES)."""
+        groups = tuple(parse_schema(group, env, options) for group in _groups(kind))
         return replace(parse_schema(cls, env, options), source_options=groups)
 
     @classmethod
@@ -340,6 +357,20 @@ class Config:
                 f"STORAGE_URI is not set: give the source as {_either([f'{s}://...' for s in kind.schemes])}"
             )
         return self.storage_uri
+
+
+def _groups(kind: Kind | None) -> tuple[type, ...]:
+    """The option groups of the sources the `kind` program accepts (None: every registered group)."""
+    groups = registry.option_groups()
+    if kind is None:
+        return groups
+    own = {group for plugin in registry.plugins_for(kind.schemes) for group in plugin.options}
+    return tuple(group for group in groups if group in own)
+
+
+def _variables(settings: list[tuple[str, Setting]]) -> set[str]:
+    """The variables `settings` are read from, fallbacks included."""
+    return {name for _, setting in settings for name in (setting.env, *setting.fallback_env)}
 
 
 def _secret_values(schema: Any) -> list[str]:
