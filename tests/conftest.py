@@ -125,3 +125,14 @@ def private_hf_client(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.
     monkeypatch.setenv("HF_HUB_DISABLE_TELEMETRY", "1")
     monkeypatch.setenv("HF_HUB_OFFLINE", "0")
     monkeypatch.setenv("HF_HOME", str(home))
+
+
+@pytest.fixture(autouse=True)
+def _secrets_hidden_by_one_test_alone() -> Iterator[None]:
+    """What a test's settings or sources registered as secrets (`logs.hide`, at each read) is forgotten after it: a
+    program's run is a process, the suite's tests share one."""
+    from initializers.common import logs
+
+    before = logs._redactor
+    yield
+    logs._redactor = before

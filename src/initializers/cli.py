@@ -14,6 +14,7 @@ import click
 import initializers.sources  # noqa: F401 - registers every source: their option groups are part of the schema
 from initializers import __version__
 from initializers.common.errors import ConfigError, InitializerError, Stopped
+from initializers.common.uri_credentials import credentials_in, masked
 from initializers.config import registry
 from initializers.config.contract import Config, Kind
 from initializers.config.settings import BOOL, Setting, settings_of
@@ -130,13 +131,14 @@ def run(kind: Kind, options: dict[str, Any], words: list[str]) -> int:
     from initializers.common import logs
     from initializers.process import early_stops, workspace_owner
 
+    # Logs as they are until the settings are read, which hide the secrets they hold as they read them.
+    logs.configure(None, None, secrets=())
     try:
         if words:
             raise positional_words(kind, words)
         Config.refuse_misspellings(os.environ, kind)
         config = Config.from_env(os.environ, options, kind)
     except ConfigError as exc:
-        logs.configure(None, None, secrets=())
         return failed(logs.get_logger(kind.program), str(exc), exc.exit_code)
     # A dry run's plan is its result, on stdout alone: its logs go to stderr.
     logs.configure(config.log_format, config.log_level, config.secrets(), "stderr" if config.dry_run else "stdout")
@@ -241,7 +243,13 @@ def _takes_value(option: str, word: str, flags: set[str]) -> bool:
 
 def positional_words(kind: Kind, words: list[str]) -> ConfigError:
     """The error for words given as arguments: they are read from variables (or options), and which ones is said
-    when it is clear: a URI is the source, a word after it the destination."""
+    when it is clear: a URI is the source, a word after it the destination. A signed URL's credentials are hidden
+    and masked (`uri_credentials`), as STORAGE_URI's are."""
+    from initializers.common import logs
+
+    for secret in (secret for word in words for secret in credentials_in(word)):
+        logs.hide(secret)
+    words = [masked(word) for word in words]
     uri, *rest = words
     if "://" in uri and len(rest) <= 1:
         named = [("STORAGE_URI", uri), *([("OUTPUT_PATH", rest[0])] if rest else [])]

@@ -153,9 +153,11 @@ def redact(text: str) -> str:
 
 
 def hide(secret: str) -> None:
-    """Hide `secret` too, from now on: one a source found by itself (a token huggingface_hub saved)."""
+    """Hide `secret` too, from now on: the one way a credential is registered the moment it is read or minted (a
+    setting's, a URI's signature, a token a library mints, a token huggingface_hub saved)."""
     global _redactor
-    _redactor = Redactor([*_redactor.secrets, secret])
+    if secret and secret not in _redactor.secrets:
+        _redactor = Redactor([*_redactor.secrets, secret])
 
 
 def _redacted_value(value: Any) -> Any:

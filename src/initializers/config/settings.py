@@ -170,9 +170,16 @@ class Setting:
     codec: Codec[Any]
     secret: bool = False
     fallback_env: tuple[str, ...] = ()
-    #: For a secret whose value is not all secret (a connection string: its key is, its endpoint is not), the parts
-    #: the logs hide; None: the whole value.
+    #: For a secret whose value is not all secret (a connection string: its key is, its endpoint is not), or a value
+    #: that may hold one (STORAGE_URI: a signed URL's query), the parts the logs hide; None: the whole value if
+    #: `secret`, else nothing.
     secret_parts: Callable[[str], list[str]] | None = None
+
+    def secrets_in(self, raw: str) -> list[str]:
+        """The secrets `raw`, this setting's value as read, holds."""
+        if self.secret_parts is not None:
+            return self.secret_parts(raw)
+        return [raw] if self.secret else []
 
     @property
     def option(self) -> str:
@@ -274,6 +281,11 @@ def parse_settings(
             )
         if raw is None:
             continue
+        if secrets := setting.secrets_in(raw):  # hidden before any message can quote them (logs: imported only now)
+            from initializers.common import logs
+
+            for secret in secrets:
+                logs.hide(secret)
         raw = checked_value(raw, source or setting.env, setting.secret)
         if setting.codec.empty_means_unset and not raw.strip():
             continue

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from initializers.common.errors import ConfigError
+from initializers.common.uri_credentials import credential_names, masked
 from initializers.config import registry
 from initializers.config.contract import Kind
 
@@ -15,6 +16,12 @@ def scheme_of(uri: str, kind: Kind) -> str:
     accepted source that claims it (the Hub's pages); otherwise a ConfigError naming the accepted ones, and what a
     source takes of the URI's scheme when one claims some of its URIs (`https://`: a Hub page's address)."""
     accepted = ", ".join(f"{s}://" for s in kind.schemes)
+    if names := credential_names(uri):
+        raise ConfigError(
+            f"STORAGE_URI: {masked(uri)!r} carries credentials in its query ({', '.join(names)}): the {kind.program} "
+            "reads them from its variables alone (a SAS token from AZURE_STORAGE_SAS_TOKEN, Google's from "
+            "GOOGLE_APPLICATION_CREDENTIALS), where they stay out of logs, messages and the manifest"
+        )
     scheme, sep, _ = uri.partition("://")
     scheme = scheme.lower()
     if sep and scheme in kind.schemes:
@@ -24,12 +31,12 @@ def scheme_of(uri: str, kind: Kind) -> str:
     if claimed is not None:
         return claimed
     if not sep or not scheme:
-        raise ConfigError(f"STORAGE_URI: {uri!r} is not a URI; the {kind.program} accepts {accepted}")
+        raise ConfigError(f"STORAGE_URI: {masked(uri)!r} is not a URI; the {kind.program} accepts {accepted}")
     takes = [plugin.claim.usage for plugin in plugins if plugin.claim and scheme in plugin.claim.schemes]
     if takes:
         raise ConfigError(
-            f"STORAGE_URI: {uri!r}: the only {scheme}:// URI the {kind.program} accepts is {' or '.join(takes)}; "
-            f"otherwise it accepts {accepted}"
+            f"STORAGE_URI: {masked(uri)!r}: the only {scheme}:// URI the {kind.program} accepts is "
+            f"{' or '.join(takes)}; otherwise it accepts {accepted}"
         )
     raise ConfigError(f"STORAGE_URI: scheme {scheme}:// is not supported by the {kind.program}; it accepts {accepted}")
 
@@ -53,7 +60,7 @@ class S3Location:
         rest = uri.partition("://")[2]
         bucket, _, key = rest.partition("/")
         if not bucket:
-            raise ConfigError(f"STORAGE_URI: {uri!r} names no bucket; expected {cls.USAGE}")
+            raise ConfigError(f"STORAGE_URI: {masked(uri)!r} names no bucket; expected {cls.USAGE}")
         if any(ch.isspace() for ch in bucket) or len(bucket) > 255:
             raise ConfigError(f"STORAGE_URI: {bucket!r} is not a valid bucket name")
         return cls(bucket, key.lstrip("/"))
@@ -85,7 +92,7 @@ class CacheLocation:
         table = uri.partition("://")[2]
         parts = table.split("/")
         if len(parts) != 2 or not all(part.strip() for part in parts):
-            raise ConfigError(f"STORAGE_URI: expected {cls.USAGE} (two non-empty names), got {uri!r}")
+            raise ConfigError(f"STORAGE_URI: expected {cls.USAGE} (two non-empty names), got {masked(uri)!r}")
         return cls(table)
 
     @property

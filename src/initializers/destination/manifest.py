@@ -17,6 +17,7 @@ from typing import Any, TextIO
 from initializers import __version__
 from initializers.common.logs import redact
 from initializers.common.remote_file import RemoteFile
+from initializers.common.uri_credentials import masked
 from initializers.config.contract import Kind
 from initializers.destination.done import DoneFile
 
@@ -66,9 +67,10 @@ def lines(
 
 
 def _public(source: dict[str, Any]) -> dict[str, Any]:
-    """The source's description as the manifest records it: with any secret it may hold (an endpoint's user
-    information, say) hidden, as in the logs."""
-    return json.loads(redact(json.dumps(source)))  # type: ignore[no-any-return]
+    """The source's description as the manifest records it: its URIs masked as every URI shown is (`masked`), and any
+    secret it may hold (an endpoint's user information, say) hidden, as in the logs."""
+    shown = {name: masked(value) if isinstance(value, str) else value for name, value in source.items()}
+    return json.loads(redact(json.dumps(shown)))  # type: ignore[no-any-return]
 
 
 #: What a manifest entry without a checksum says was verified: the size, and the version the requests were pinned

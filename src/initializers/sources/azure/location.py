@@ -11,6 +11,7 @@ from typing import ClassVar
 from urllib.parse import quote, unquote, urlsplit
 
 from initializers.common.errors import ConfigError
+from initializers.common.uri_credentials import masked
 from initializers.config.uris import folder_prefix
 
 #: The host of an account's blob service in Azure's public cloud: `ACCOUNT.blob.core.windows.net`.
@@ -54,7 +55,7 @@ class AzureLocation:
         """An account's blob URL, its path percent-decoded as a URL's is (a SAS in its query is refused: it would
         show wherever the URI does)."""
         parts = urlsplit(uri)
-        shown = f"https://{parts.netloc}{parts.path}"
+        shown = masked(f"https://{parts.netloc}{parts.path}")
         if parts.query or parts.fragment:
             raise ConfigError(
                 f"STORAGE_URI: {shown!r} carries a query or a fragment: give a SAS token in AZURE_STORAGE_SAS_TOKEN, "
@@ -72,7 +73,7 @@ class AzureLocation:
     @classmethod
     def _checked(cls, uri: str, container: str, name: str, account: str | None, usage: str) -> AzureLocation:
         if not container:
-            raise ConfigError(f"STORAGE_URI: {uri!r} names no container; expected {usage}")
+            raise ConfigError(f"STORAGE_URI: {masked(uri)!r} names no container; expected {usage}")
         if not _CONTAINER.fullmatch(container):
             raise ConfigError(
                 f"STORAGE_URI: {container!r} is not a container name Azure accepts ({_CONTAINER_RULE}); "

@@ -16,6 +16,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from initializers.common.errors import ConfigError, FetchError
+from initializers.common.uri_credentials import masked
 from initializers.config.anonymous import AnonymousAccess
 from initializers.config.contract import Config
 from initializers.sources.gcs.options import GcsOptions
@@ -57,7 +58,7 @@ def _origin(variable: str, url: str) -> str:
     """`scheme://host[:port]` of an http(s) URL a variable gives; ConfigError naming it otherwise."""
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.netloc or parts.path not in ("", "/"):
-        raise ConfigError(f"{variable}: expected http(s)://host[:port], got {url!r}")
+        raise ConfigError(f"{variable}: expected http(s)://host[:port], got {masked(url)!r}")
     return f"{parts.scheme}://{parts.netloc}"
 
 

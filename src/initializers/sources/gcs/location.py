@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from initializers.common.errors import ConfigError
+from initializers.common.uri_credentials import masked
 from initializers.config.uris import folder_prefix
 
 #: Google's bucket naming rules: 3-63 characters of lowercase letters, digits, '-', '_' and '.', starting and ending
@@ -28,7 +29,7 @@ class GcsLocation:
     def parse(cls, uri: str) -> GcsLocation:
         bucket, _, name = uri.partition("://")[2].partition("/")
         if not bucket:
-            raise ConfigError(f"STORAGE_URI: {uri!r} names no bucket; expected {cls.USAGE}")
+            raise ConfigError(f"STORAGE_URI: {masked(uri)!r} names no bucket; expected {cls.USAGE}")
         if not _BUCKET.fullmatch(bucket) or any(len(part) > 63 for part in bucket.split(".")) or ".." in bucket:
             raise ConfigError(
                 f"STORAGE_URI: {bucket!r} is not a Cloud Storage bucket name (3-63 lowercase letters, digits, '-', "

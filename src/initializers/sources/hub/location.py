@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from urllib.parse import quote, urlsplit
 
 from initializers.common.errors import ConfigError
+from initializers.common.uri_credentials import masked
 from initializers.config.contract import Kind
 from initializers.sources.hub.library import huggingface_hub
 
@@ -39,23 +40,23 @@ class HfLocation:
             parsed = hub.parse_hf_uri(given, endpoint=hub.constants.ENDPOINT)
         except hub.errors.HfUriError as exc:
             raise ConfigError(
-                f"STORAGE_URI: {uri!r} is not a Hub repository: {exc.msg.strip()} ({_EXPECTED})"
+                f"STORAGE_URI: {masked(uri)!r} is not a Hub repository: {exc.msg.strip()} ({_EXPECTED})"
             ) from None
         stated = not given.startswith("hf://") or parsed.type != "model" or rest.startswith("models/")
         repo_type = parsed.type if stated else kind.name
         if repo_type not in _PROGRAMS:
             raise ConfigError(
-                f"STORAGE_URI: {uri!r} names a {repo_type} on the Hub; the {kind.program} fetches "
+                f"STORAGE_URI: {masked(uri)!r} names a {repo_type} on the Hub; the {kind.program} fetches "
                 f"{kind.name} repositories ({_EXPECTED})"
             )
         if repo_type != kind.name:
             raise ConfigError(
-                f"STORAGE_URI: {uri!r} names a {repo_type} repository: the {_PROGRAMS[repo_type]} fetches it; the "
-                f"{kind.program} fetches {kind.name} repositories"
+                f"STORAGE_URI: {masked(uri)!r} names a {repo_type} repository: the {_PROGRAMS[repo_type]} fetches "
+                f"it; the {kind.program} fetches {kind.name} repositories"
             )
         segments = parsed.path_in_repo.split("/") if parsed.path_in_repo else []
         if any(segment in (".", "..") for segment in segments):
-            raise ConfigError(f"STORAGE_URI: {uri!r} has a '.' or '..' segment in its path ({_EXPECTED})")
+            raise ConfigError(f"STORAGE_URI: {masked(uri)!r} has a '.' or '..' segment in its path ({_EXPECTED})")
         return cls(parsed.id, parsed.revision, parsed.path_in_repo.rstrip("/"))
 
     @property

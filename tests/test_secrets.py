@@ -1,0 +1,96 @@
+"""One rule for secrets: every credential a run reads or is handed is hidden the moment it is read or minted, and
+any URI shown has its query's credentials masked, in the logs, the termination message and the manifest."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from test_hostile_servers import assert_secret_hidden
+
+from devkit.programs import ProgramResult, run_program
+from initializers.common.uri_credentials import credentials_in, masked
+
+SAS_SIG = "AbCdEfGh1234567890xyzSECRETsig/+="
+GOOG_SIGNATURE = "0123abcdefDEADBEEF9876fedcba5432"
+GOOG_CREDENTIAL = "reader@proj-42.iam.gserviceaccount.com/20250101/auto/storage/goog4_request"
+
+
+def run(tmp_path: Path, *args: str, **env: str) -> tuple[ProgramResult, str]:
+    """A run of the dataset program, and the termination message it left."""
+    termination = tmp_path / "termination-log"
+    termination.write_text("")
+    env = {"OUTPUT_PATH": str(tmp_path / "out"), "INITIALIZERS_TERMINATION_LOG": str(termination), **env}
+    result = run_program("dataset", env, *args, timeout=120)
+    return result, termination.read_text()
+
+
+# --- signed URLs: their credentials masked wherever the URI shows ------------------------------------------------
+
+SIGNED = {
+    "az-sas": (f"az://ctr/data?sv=2021-08-06&se=2030-01-01&sp=rl&sig={SAS_SIG}", [SAS_SIG]),
+    "az-sas-encoded": (f"az://ctr/data?sv=2021-08-06&sig={SAS_SIG.replace('/', '%2F').replace('+', '%2B')}", [SAS_SIG]),
+    "gs-signed": (
+        f"gs://bkt/data/x.bin?X-Goog-Algorithm=GOOG4-RSA-SHA256&X-Goog-Credential={GOOG_CREDENTIAL}"
+        f"&X-Goog-Date=20250101T000000Z&X-Goog-Expires=900&X-Goog-SignedHeaders=host&X-Goog-Signature={GOOG_SIGNATURE}",
+        [GOOG_SIGNATURE, GOOG_CREDENTIAL],
+    ),
+    "azure-government": (f"https://acct.blob.core.usgovcloudapi.net/ctr/d?sv=2021-08-06&sig={SAS_SIG}", [SAS_SIG]),
+    "azure-china": (f"https://acct.blob.core.chinacloudapi.cn/ctr/d?sp=rl&sig={SAS_SIG}", [SAS_SIG]),
+    "azure-dfs": (f"https://acct.dfs.core.windows.net/ctr/d?sig={SAS_SIG}&sv=2021-08-06", [SAS_SIG]),
+    "azure-blob": (f"https://acct.blob.core.windows.net/ctr/d?sig={SAS_SIG}", [SAS_SIG]),
+    "storage-googleapis": (f"https://storage.googleapis.com/bkt/o?X-Goog-Signature={GOOG_SIGNATURE}", [GOOG_SIGNATURE]),
+    "s3-presigned": (
+        f"s3://bkt/k?X-Amz-Credential=AKIAEXAMPLE%2F20250101&X-Amz-Signature={GOOG_SIGNATURE}",
+        [GOOG_SIGNATURE],
+    ),
+}
+
+
+@pytest.mark.parametrize("uri,secrets", SIGNED.values(), ids=SIGNED.keys())
+def test_a_signed_uri_is_refused_with_its_credentials_masked(tmp_path: Path, uri: str, secrets: list[str]):
+    result, termination = run(tmp_path, STORAGE_URI=uri)
+    assert result.code == 2, result.stdout + result.stderr
+    error = result.last["error"]
+    assert error.startswith("STORAGE_URI: ") and "***" in error and "carries credentials in its query" in error
+    assert "failed (exit 2): STORAGE_URI" in termination
+    for secret in secrets:
+        assert_secret_hidden(result, secret, termination)
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_signed_uri_given_as_a_word_is_masked_in_the_refusal(tmp_path: Path):
+    uri, secrets = SIGNED["az-sas"]
+    result, termination = run(tmp_path, uri)
+    assert result.code == 2 and "positional arguments" in result.last["error"] and "sig=***" in result.last["error"]
+    for secret in secrets:
+        assert_secret_hidden(result, secret, termination)
+
+
+def test_a_password_in_a_uris_user_information_is_masked(tmp_path: Path):
+    result, termination = run(tmp_path, STORAGE_URI="https://user:Pa55w0rdXYZ@acct.blob.core.windows.net/ctr/d")
+    assert result.code == 2 and "user:***@" in result.last["error"]
+    assert_secret_hidden(result, "Pa55w0rdXYZ", termination)
+
+
+@pytest.mark.parametrize(
+    "uri,shown",
+    [
+        ("az://c/d?sv=1&sig=abc%2Bd&se=2", "az://c/d?sv=1&sig=***&se=2"),
+        ("https://u:p%40ss@h/x?X-Amz-Security-Token=t&a=b#f", "https://u:***@h/x?X-Amz-Security-Token=***&a=b#f"),
+        (
+            "gs://b/o?X-Goog-SignedHeaders=host&X-Goog-Signature=s",
+            "gs://b/o?X-Goog-SignedHeaders=host&X-Goog-Signature=***",
+        ),
+        ("s3://b/plain/key", "s3://b/plain/key"),
+        ("az://c/name?with=a-question", "az://c/name?with=a-question"),
+    ],
+)
+def test_masked_hides_credential_values_and_keeps_the_rest(uri: str, shown: str):
+    assert masked(uri) == shown
+
+
+def test_credentials_in_gives_each_credential_as_written_and_decoded():
+    assert credentials_in("az://c/d?sv=1&sig=abc%2Bd") == ["abc%2Bd", "abc+d"]
+    assert credentials_in("https://u:p%40ss@h/x") == ["p%40ss", "p@ss"]
+    assert credentials_in("gs://b/o?X-Goog-SignedHeaders=host") == []
