@@ -52,7 +52,7 @@ def test_each_program_reads_only_its_own_sources_variables():
     env = {"NUM_DATA_NODES": "abc", "CACHE_READY_TIMEOUT_SECONDS": "1.5", "HEAD_CPU": "2", "MAX_WORKERS": "3"}
     config = Config.from_env(env, kind=MODEL)
     assert config.options(CacheOptions) == CacheOptions() and config.max_workers == 3
-    assert Config.not_read(env, MODEL) == {"cache://": ["HEAD_CPU", "CACHE_READY_TIMEOUT_SECONDS", "NUM_DATA_NODES"]}
+    assert Config.not_read(env, MODEL) == {"cache://": ["NUM_DATA_NODES", "HEAD_CPU", "CACHE_READY_TIMEOUT_SECONDS"]}
     assert Config.not_read(env, DATASET) == {}
     with pytest.raises(ConfigError, match="NUM_DATA_NODES: expected a positive integer, got 'abc'"):
         Config.from_env(env, kind=DATASET)

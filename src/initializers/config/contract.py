@@ -264,7 +264,7 @@ class Config:
         plugins = registry.plugins_for(registry.schemes())
         for group in registry.option_groups():
             readers = ", ".join(f"{plugin.scheme}://" for plugin in plugins if group in plugin.options)
-            for name in _variables(settings_of(group)):
+            for name in (name for _, setting in settings_of(group) for name in (setting.env, *setting.fallback_env)):
                 if name in env and name not in own:
                     found.setdefault(readers, []).append(name)
         return found
