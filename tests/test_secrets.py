@@ -3,6 +3,7 @@ any URI shown has its query's credentials masked, in the logs, the termination m
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -94,3 +95,31 @@ def test_credentials_in_gives_each_credential_as_written_and_decoded():
     assert credentials_in("az://c/d?sv=1&sig=abc%2Bd") == ["abc%2Bd", "abc+d"]
     assert credentials_in("https://u:p%40ss@h/x") == ["p%40ss", "p@ss"]
     assert credentials_in("gs://b/o?X-Goog-SignedHeaders=host") == []
+
+
+# --- a key's JSON where its path belongs -------------------------------------------------------------------------
+
+PRIVATE_KEY = "\n".join(
+    [
+        "-----BEGIN PRIVATE KEY-----",
+        "MIIEvQIBADANBgkqhkiG9w0BAQEFAASC",
+        "BKcwggSjAgEAAoIBAQC7VJTUt9Us8cKj",
+        "-----END PRIVATE KEY-----",
+        "",
+    ]
+)
+
+
+@pytest.mark.parametrize("spacing", ["", "\n  "])
+def test_a_keys_json_in_google_application_credentials_is_refused_unseen(tmp_path: Path, spacing: str):
+    key = {"type": "service_account", "private_key_id": "9f8e7d6c5b4a39281706", "private_key": PRIVATE_KEY,
+           "client_email": "reader@proj-42.iam.gserviceaccount.com"}  # fmt: skip
+    given = spacing + json.dumps(key, indent=2 if spacing else None)
+    result, termination = run(tmp_path, STORAGE_URI="gs://bkt/data", GOOGLE_APPLICATION_CREDENTIALS=given)
+    assert result.code == 2, result.stdout + result.stderr
+    assert result.last["error"].startswith("GOOGLE_APPLICATION_CREDENTIALS: holds a key's JSON itself (not shown)")
+    assert "takes the path of a key file" in result.last["error"] and "failed (exit 2)" in termination
+    for secret in (PRIVATE_KEY, given, "9f8e7d6c5b4a39281706", *PRIVATE_KEY.splitlines()[1:3]):
+        assert_secret_hidden(result, secret, termination)
+    assert "BEGIN PRIVATE KEY" not in result.stdout + result.stderr + termination
+    assert not (tmp_path / "out").exists()

@@ -9,19 +9,25 @@ public buckets; an emulator (STORAGE_EMULATOR_HOST) takes none.
 
 from __future__ import annotations
 
+import contextlib
+import json
+import os
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
+from initializers.common import logs
 from initializers.common.errors import ConfigError, FetchError
 from initializers.common.uri_credentials import masked
 from initializers.config.anonymous import AnonymousAccess
 from initializers.config.contract import Config
-from initializers.sources.gcs.options import GcsOptions
+from initializers.sources.gcs.options import GOOGLE_AUTH_VARIABLES, GcsOptions
 
 GCS_ENDPOINT = "https://storage.googleapis.com"
+#: Where google-auth finds a key file (or a workload-identity-federation file): its path.
+(KEY_FILE_VARIABLE,) = GOOGLE_AUTH_VARIABLES
 #: Reading objects and listing them is all a run does.
 READ_ONLY_SCOPE = "https://www.googleapis.com/auth/devstorage.read_only"
 _NO_CREDENTIALS = (
@@ -67,11 +73,30 @@ def _default_credentials() -> Any:
     import google.auth
     from google.auth.exceptions import DefaultCredentialsError
 
+    _refuse_a_key_given_whole(os.environ.get(KEY_FILE_VARIABLE, ""))
+
     try:
         credentials, _project = google.auth.default(scopes=[READ_ONLY_SCOPE])
     except DefaultCredentialsError as exc:
         raise ConfigError(f"{_NO_CREDENTIALS} ({_first_line(exc)})") from None
     return credentials
+
+
+def _refuse_a_key_given_whole(value: str) -> None:
+    """A key's JSON put in GOOGLE_APPLICATION_CREDENTIALS itself (a Secret's content in the variable, not mounted as
+    a file), hidden as a secret and refused without a word of it; google-auth would quote it back as a missing file."""
+    if not value.lstrip().startswith("{"):
+        return
+    logs.hide(value)
+    with contextlib.suppress(ValueError):
+        key = json.loads(value)
+        for secret in key.values() if isinstance(key, dict) else ():
+            if isinstance(secret, str):
+                logs.hide(secret)
+    raise ConfigError(
+        f"{KEY_FILE_VARIABLE}: holds a key's JSON itself (not shown), but it takes the path of a key file: mount the "
+        "Secret as a file and name that file"
+    )
 
 
 class _Tokens:
