@@ -48,6 +48,15 @@ CLUSTER_ENV = {
         ("Output_Path", "OUTPUT_PATH"),
         ("STORAGE_URl", "STORAGE_URI"),  # one letter in lower case: a slip (URL for URI) in the wrong case
         ("output_paht", "OUTPUT_PATH"),
+        ("DRYRUN", "DRY_RUN"),  # a `_` missing ...
+        ("OUTPUTPATH", "OUTPUT_PATH"),
+        ("STORAGEURI", "STORAGE_URI"),
+        ("dryrun", "DRY_RUN"),
+        ("SECRETACCESS_KEY", "SECRET_ACCESS_KEY"),
+        ("DRY__RUN", "DRY_RUN"),  # ... added ...
+        ("_DRY_RUN", "DRY_RUN"),
+        ("OUTPUT_PATH_", "OUTPUT_PATH"),
+        ("MAX_WORK_ERS", "MAX_WORKERS"),  # ... or moved
     ],
 )
 def test_a_slip_of_the_keys_in_one_of_our_names_is_found(given: str, meant: str):
@@ -56,11 +65,31 @@ def test_a_slip_of_the_keys_in_one_of_our_names_is_found(given: str, meant: str)
 
 def test_a_clusters_variables_are_never_taken_for_misspellings():
     assert misspelt(CLUSTER_ENV, OURS) == {}
-    # Nor names that differ from ours by more than a slip, or in their shape: they are someone else's.
-    assert misspelt(["OUTPT_PAHT", "OUTPUTPATH", "LOGLEVEL", "output_path_x", "OUTPUT_PATH_X"], OURS) == {}
+    # Nor names that differ from ours by more than a slip: they are someone else's; nor LOGLEVEL, torchrun's.
+    assert misspelt(["OUTPT_PAHT", "OUTPUTPAHT", "output_path_x", "OUTPUT_PATH_X", "LOGLEVEL", "loglevel"], OURS) == {}
     # Nor the lower-case names other tools own, nor another tool's prefix in any case (hf_token is not HF_TOKEN's slip).
     others = ["http_proxy", "https_proxy", "all_proxy", "no_proxy", "hf_token", "aws_region", "Hf_Endpoint", "home"]
     assert misspelt(others, OURS) == {}
+
+
+def test_no_two_of_our_names_differ_only_in_their_underscores():
+    assert len({name.replace("_", "") for name in OURS}) == len(set(OURS))
+
+
+@pytest.mark.parametrize(
+    ("given", "meant"), [("DRYRUN", "DRY_RUN"), ("OUTPUTPATH", "OUTPUT_PATH"), ("DRY__RUN", "DRY_RUN")]
+)
+def test_a_missing_or_extra_underscore_is_refused_before_anything_is_fetched(given: str, meant: str, tmp_path: Path):
+    """Unrefused, `DRYRUN=true` would run a real fetch where a dry run was asked for."""
+    with HubServer() as hub:
+        hub.add_repo("org/m", {"config.json": b"{}"})
+        env = {"HF_ENDPOINT": hub.endpoint, "STORAGE_URI": "hf://org/m", "OUTPUT_PATH": str(tmp_path / "m")}
+        result = run_program("model", {**env, given: str(tmp_path / "x") if "PATH" in given else "true"})
+        asked = hub.requests
+    assert result.code == 2, result.last
+    assert result.last["error"] == f"{given} is not a variable these programs read; did you mean {meant}?"
+    assert [event["event"] for event in result.events] == ["failed"]
+    assert not (tmp_path / "m").exists() and not (tmp_path / "x").exists() and asked == []
 
 
 def test_a_misspelt_variable_is_refused_naming_both(tmp_path: Path):

@@ -1,14 +1,16 @@
 """Near misses of the contract's variable names (`OUTPUT_PAHT` for `OUTPUT_PATH`), told apart from the many other
 variables a pod's environment holds.
 
-A variable counts as a misspelling of one of ours only when it has our names' shape and differs from one of them in
-a single word, by a slip of the keys: the same words in the same order, one of them one letter added, dropped,
-changed or two swapped (two such slips in a word of 8 letters or more). In a word of 3 letters, an abbreviation,
-the slip must keep the first letter: `STORAGE_URL` is a slip of `STORAGE_URI`, but `HEAD_GPU` is another resource
-than `HEAD_CPU`. Case does not matter: `storage_uri`, `Output_Path` and `STORAGE_URl` are ours (or a slip of one)
-written in the wrong case, and Linux reads variables case-sensitively, so each would be ignored. Never one of another
-tool (`AWS_*`, `HF_*`, ... in any case), nor the lower-case names other tools own (`http_proxy`, `no_proxy`, ...), nor
-the variables Kubernetes sets for each service in the namespace (`FOO_SERVICE_HOST`, `FOO_PORT_443_TCP`, ...).
+A variable counts as a misspelling of one of ours only when it has our names' shape and differs from one of them in a
+single word, by a slip of the keys: the same words in the same order, one of them one letter added, dropped, changed or
+two swapped (two such slips in a word of 8 letters or more). In a word of 3 letters, an abbreviation, the slip must keep
+the first letter: `STORAGE_URL` is a slip of `STORAGE_URI`, but `HEAD_GPU` is another resource than `HEAD_CPU`. The same
+letters as one of ours with a `_` missing, added or moved are one too (`DRYRUN`, `OUTPUTPATH`, `DRY__RUN`, `_DRY_RUN`),
+except `LOGLEVEL`, which torchrun and many Python programs read. Case does not matter: `storage_uri`, `Output_Path` and
+`STORAGE_URl` are ours (or a slip of one) written in the wrong case, and Linux reads variables case-sensitively, so each
+would be ignored. Never one of another tool (`AWS_*`, `HF_*`, ... in any case), nor the lower-case names other tools own
+(`http_proxy`, `no_proxy`, ...), nor the variables Kubernetes sets for each service in the namespace
+(`FOO_SERVICE_HOST`, `FOO_PORT_443_TCP`, ...).
 """
 
 from __future__ import annotations
@@ -25,7 +27,11 @@ _SERVICE_VARIABLE = re.compile(r"\w+_(?:SERVICE_HOST|SERVICE_PORT(?:_\w+)?|PORT(
 #: become, these are never a slip of one. None of our names is a lower-case variable of note elsewhere (no `home` or
 #: `path` among them), so no other is exempt.
 _OTHERS_LOWER_CASE = frozenset({"http_proxy", "https_proxy", "ftp_proxy", "all_proxy", "no_proxy"})
+#: Names of other tools' that differ from one of ours only in their `_`s: never a slip of ours.
+_OTHERS_JOINED = frozenset({"LOGLEVEL"})
 _OUR_SHAPE = re.compile(r"[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)*")
+#: Our names' letters with their `_`s anywhere: `DRY__RUN`, `_DRY_RUN`.
+_LOOSE_SHAPE = re.compile(r"[A-Z0-9_]*[A-Z][A-Z0-9_]*")
 #: Words up to `_ABBREVIATION` letters keep their first letter through a slip; from `_LONG_WORD` letters on, two.
 _ABBREVIATION, _LONG_WORD = 3, 8
 
@@ -33,20 +39,26 @@ _ABBREVIATION, _LONG_WORD = 3, 8
 def misspelt(env: Iterable[str], known: Iterable[str]) -> dict[str, str]:
     """{given: meant} for each variable of `env` that is a near miss of one of the `known` ones."""
     ours = {name: name.split("_") for name in known}
+    joined = {_letters(name): name for name in ours}
     found = {}
     for name in env:
         upper = name.upper()
-        if name in ours or name in _OTHERS_LOWER_CASE or not _OUR_SHAPE.fullmatch(upper):
+        if name in ours or name in _OTHERS_LOWER_CASE or not _LOOSE_SHAPE.fullmatch(upper):
             continue
-        if upper.startswith(FOREIGN_PREFIXES) or _SERVICE_VARIABLE.fullmatch(upper):
+        if upper.startswith(FOREIGN_PREFIXES) or _SERVICE_VARIABLE.fullmatch(upper) or upper in _OTHERS_JOINED:
             continue
-        words = upper.split("_")
-        meant = (
-            upper if upper in ours else next((ok for ok, its in ours.items() if _one_word_slipped(words, its)), None)
-        )
+        meant = upper if upper in ours else joined.get(_letters(upper))
+        if meant is None and _OUR_SHAPE.fullmatch(upper):
+            words = upper.split("_")
+            meant = next((ok for ok, its in ours.items() if _one_word_slipped(words, its)), None)
         if meant is not None:
             found[name] = meant
     return found
+
+
+def _letters(name: str) -> str:
+    """`name` without its `_`s: `DRYRUN` and `DRY__RUN` are `DRY_RUN`'s letters."""
+    return name.replace("_", "")
 
 
 def message(found: Mapping[str, str]) -> str:
