@@ -30,7 +30,6 @@ from pathlib import Path, PurePosixPath
 from typing import Any, Literal
 from urllib.parse import SplitResult, parse_qs, unquote, urlencode, urlsplit
 
-from devkit.ports import free_port
 from devkit.serving import NoDelay
 
 RepoType = Literal["model", "dataset"]
@@ -446,8 +445,8 @@ class _Handler(BaseHTTPRequestHandler):
         rate, sent, started = hub.bytes_per_second, 0, time.monotonic()
         with path.open("rb") as source:
             if rate is None and not corrupt:
-                while sent < length:
-                    count = self.connection.sendfile(source, offset + sent, min(CHUNK_SIZE, length - sent))
+                while sent < length and (allowed := hub._allowance(min(CHUNK_SIZE, length - sent))):
+                    count = self.connection.sendfile(source, offset + sent, allowed)
                     if not count:
                         break
                     sent += count
@@ -455,7 +454,11 @@ class _Handler(BaseHTTPRequestHandler):
                 return
             source.seek(offset)
             chunk_size = CHUNK_SIZE if rate is None else max(1, min(CHUNK_SIZE, int(rate / 10)))
-            while sent < length and (chunk := source.read(min(chunk_size, length - sent))):
+            while (
+                sent < length
+                and (allowed := hub._allowance(min(chunk_size, length - sent)))
+                and (chunk := source.read(allowed))
+            ):
                 self.wfile.write(chunk.translate(_FLIP) if corrupt else chunk)
                 sent += len(chunk)
                 hub._count(origin, len(chunk))
@@ -492,6 +495,8 @@ class HubServer:
     - `tokens`: token -> repo ids it may read (`ALL_REPOS` for every repo); any other token is refused.
     - `corrupt`: (repo_id, path) pairs served as different bytes of the same length, from both origins.
     - `bytes_per_second`: throttle of each file body, so a test can kill a client mid-file.
+    - `pause_after_bytes`: once both origins have sent this many file body bytes (since the last `reset`), bodies
+      stop until it is set back to None, so a test can stop a client at a known point mid-file whatever the load.
     - `tree_page_size`: entries per tree page, so a test can make the client follow `Link` headers.
     - `cdn_public_endpoint`: the CDN base put in LFS redirects instead of `cdn_endpoint`, so a test can send the
       client's CDN downloads through a relay.
@@ -501,6 +506,7 @@ class HubServer:
         self.tokens: dict[str, set[str]] = {}
         self.corrupt: set[tuple[str, str]] = set()
         self.bytes_per_second: float | None = None
+        self.pause_after_bytes: int | None = None
         self.tree_page_size = DEFAULT_TREE_PAGE_SIZE
         self.cdn_public_endpoint: str | None = None
         self.honour_ranges = True  # False: answer every Range with the whole file (200), as olah does
@@ -510,10 +516,11 @@ class HubServer:
         self._blobs: dict[str, _Blob] = {}  # by sha256
         self._repos: dict[tuple[RepoType, str], _Repo] = {}
         self._lock = threading.Lock()
+        self._stopping = threading.Event()  # ends a pause (`pause_after_bytes`) when the hub stops
         self._log: list[LoggedRequest] = []
         self._served = {"hub": 0, "cdn": 0}
         self._serial = 0
-        self._origins = (_Origin(self, "hub", port or free_port()), _Origin(self, "cdn", cdn_port or free_port()))
+        self._origins = (_Origin(self, "hub", port or 0), _Origin(self, "cdn", cdn_port or 0))
         self.endpoint = f"http://127.0.0.1:{self._origins[0].server_port}"
         self.cdn_endpoint = f"http://127.0.0.1:{self._origins[1].server_port}"
         self._threads: list[threading.Thread] = []
@@ -532,13 +539,20 @@ class HubServer:
 
     def stop(self) -> None:
         """Stop both origins, end their open connections and delete the temp folder."""
+        self._stopping.set()
         for origin in self._origins:
             if self._threads:
                 origin.shutdown()
-            origin.drop_connections()
             origin.server_close()
+        self.drop_connections()
         self._threads = []
         shutil.rmtree(self.root, ignore_errors=True)
+
+    def drop_connections(self) -> None:
+        """End every open connection of both origins: those of a killed client too, whose answer would otherwise go
+        on (and be counted) once a pause is lifted, until the write that finds the peer gone."""
+        for origin in self._origins:
+            origin.drop_connections()
 
     def add_repo(
         self,
@@ -624,6 +638,16 @@ class HubServer:
     def _record(self, request: LoggedRequest) -> None:
         with self._lock:
             self._log.append(request)
+
+    def _allowance(self, wanted: int) -> int:
+        """How many of `wanted` body bytes may go now: all of them, unless `pause_after_bytes` is reached, when this
+        waits until the pause is lifted (0 when the hub stops meanwhile: the answer ends short)."""
+        while (limit := self.pause_after_bytes) is not None:
+            if (room := limit - sum(self.served_bytes.values())) > 0:
+                return min(wanted, room)
+            if self._stopping.wait(0.05):  # the pause is lifted by setting the attribute: looked at again shortly
+                return 0
+        return wanted
 
     def _count(self, origin: str, size: int) -> None:
         with self._lock:

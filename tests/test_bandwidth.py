@@ -1,4 +1,4 @@
-"""MAX_BANDWIDTH: the token bucket on a driven clock, and the cap on a real run against SeaweedFS, as a ratio."""
+"""MAX_BANDWIDTH: the token bucket on a driven clock, and the cap on a real run against SeaweedFS, as a ceiling."""
 
 from __future__ import annotations
 
@@ -53,19 +53,16 @@ def test_a_metered_sink_takes_before_it_writes_and_passes_everything_on():
 
 
 def test_the_cap_holds_for_all_connections_of_a_run(seaweed: SeaweedFS, s3: Any, bucket: str, tmp_path: Path):
-    """Four objects fetched in parallel, uncapped and then capped at 256 KiB/s. Rates are the run's own (bytes over
-    its seconds): the capped one must come close to the cap, the uncapped one far above it. The cap is low so that
-    shared cores cannot bring the uncapped run near it (a loaded CI machine has fetched these 3 MiB at 3.7 MiB/s)."""
+    """Four objects fetched in parallel, capped at 256 KiB/s: the run's own rate (bytes over its seconds) stays
+    within the cap, which one bucket per connection would let go four times over. Only this side is bounded: a loaded
+    machine can only slow a run, never speed it up, so no load makes this fail. That the bucket passes bytes at its
+    rate and no slower is shown above on a driven clock, where no load can blur it."""
     cap = 256 << 10
     for i in range(4):
         s3.put_object(Bucket=bucket, Key=f"m/part-{i}.bin", Body=os.urandom(768 << 10))
-    env = {**seaweed.env(), "STORAGE_URI": f"s3://{bucket}/m"}
-    rates = {}
-    for name, extra in (("uncapped", {}), ("capped", {"MAX_BANDWIDTH": "256K"})):
-        result = run_program("dataset", {**env, "OUTPUT_PATH": str(tmp_path / name), **extra})
-        assert result.code == 0, result.stdout
-        (done,) = result.named("done")
-        assert done["fetched_bytes"] == 3 << 20
-        rates[name] = done["fetched_bytes"] / done["seconds"]
-    assert 0.5 * cap < rates["capped"] < 1.15 * cap, rates
-    assert rates["uncapped"] > 4 * cap, rates
+    env = {**seaweed.env(), "STORAGE_URI": f"s3://{bucket}/m", "OUTPUT_PATH": str(tmp_path), "MAX_BANDWIDTH": "256K"}
+    result = run_program("dataset", env)
+    assert result.code == 0, result.stdout
+    (done,) = result.named("done")
+    assert done["fetched_bytes"] == 3 << 20
+    assert done["fetched_bytes"] / done["seconds"] < 1.15 * cap, done

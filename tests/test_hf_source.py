@@ -13,7 +13,6 @@ import pytest
 
 from devkit.hubserver import HubServer
 from devkit.outputs import manifest, tree
-from devkit.processes import settle
 from devkit.programs import ProgramResult, run_program, start_program
 from devkit.relay import Relay, self_signed_certificate
 from devkit.samples import MINILM_NOT_LOADED, MINILM_REPO, minilm_files
@@ -260,21 +259,21 @@ def test_rerun_fetches_nothing(hub: HubServer, tmp_path: Path):
 
 def test_killed_mid_file_then_rerun_refetches_only_unfinished_files(hub: HubServer, tmp_path: Path):
     output = tmp_path / "m"
-    hub.bytes_per_second = 6 * 1024 * 1024  # one 3 MiB shard takes about half a second
+    hub.reset()
+    hub.pause_after_bytes = pause = 7 * 1024 * 1024  # two whole 3 MiB shards, then 1 MiB into the third
     try:
-        hub.reset()
         process = start_program("model", hub_env(hub, "hf://org/shards", output, MAX_WORKERS="1"))
-        deadline = time.monotonic() + 30
-        while len(tree(output) if output.exists() else {}) < 2 and time.monotonic() < deadline:
+        deadline = time.monotonic() + 60
+        while sum(hub.served_bytes.values()) < pause or len(tree(output) if output.exists() else ()) < 2:
+            assert process.poll() is None and time.monotonic() < deadline, "not two files and a part within 60 s"
             time.sleep(0.02)
-        time.sleep(0.2)  # into the third file
         process.send_signal(signal.SIGKILL)
         process.wait()
-        settle(lambda: sum(hub.served_bytes.values()))
+        hub.drop_connections()  # the paused answer ends here, not once the pause is lifted
     finally:
-        hub.bytes_per_second = None
+        hub.pause_after_bytes = None
     finished = set(tree(output))
-    assert 2 <= len(finished) < 4
+    assert len(finished) == 2
     for path in finished:
         assert (output / path).read_bytes() == SHARDS[path]
     assert not (output / ".initializer" / "manifest.json").exists()

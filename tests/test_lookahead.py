@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import itertools
+import sys
 import threading
 import time
 from collections.abc import Generator, Iterator
+from types import FrameType
 
 import pytest
 
@@ -64,6 +66,17 @@ def test_a_failing_iterator_fails_the_consumer_while_the_others_still_run():
         ahead.close()
 
 
+def held(ahead: Lookahead[int], name: str) -> bool:
+    """Whether the queue is full and every producer thread of `ahead` (named after `name`) waits in it for room."""
+    threads = [thread for thread in threading.enumerate() if thread.name.startswith(f"{name}-")]
+    frames = sys._current_frames()
+
+    def waiting(frame: FrameType | None) -> bool:
+        return frame is not None and (frame.f_code is Lookahead._put.__code__ or waiting(frame.f_back))
+
+    return ahead._queue.full() and bool(threads) and all(waiting(frames.get(thread.ident)) for thread in threads)
+
+
 def test_endless_iterators_stay_a_bounded_number_of_items_ahead():
     produced = [0, 0]
 
@@ -72,9 +85,12 @@ def test_endless_iterators_stay_a_bounded_number_of_items_ahead():
             produced[index] += 1
             yield value
 
-    ahead = Lookahead([counting(0), counting(1)], depth=128, name="test", batch=16)
+    ahead = Lookahead([counting(0), counting(1)], depth=128, name="test-held", batch=16)
     try:
-        time.sleep(0.5)  # ample time to run far ahead, were they not held back
+        deadline = time.monotonic() + 30
+        while not held(ahead, "test-held"):  # as far ahead as they may go, were they not held back they would go on
+            assert time.monotonic() < deadline, "the producers were not held back within 30 s"
+            time.sleep(0.01)
         # the queue (128 // 16 batches of 16), plus one batch each producer holds while it waits for room, plus the
         # item it was adding
         assert sum(produced) <= 128 + 2 * (16 + 1)

@@ -16,6 +16,7 @@ from devkit.hubserver import HubServer
 from devkit.programs import ProgramResult, run_program, start_program
 from devkit.relay import Relay, StallFault
 from devkit.seaweed import SeaweedFS
+from initializers.destination.journal import JOURNAL, journal_entries
 
 OBJECTS = {f"d/{i:02d}.bin": os.urandom(512 * 1024) for i in range(8)}  # 4 MiB in all
 #: Per response, for the runs a stop or a deadline must cut short: half a minute for an object, a minute for a file.
@@ -267,8 +268,8 @@ def test_a_run_waiting_for_a_holder_that_dies_takes_over(seaweed: SeaweedFS, slo
     output = tmp_path / "out"
     env = {**seaweed.env(), "ENDPOINT": slow.endpoint, "STORAGE_URI": objects, "OUTPUT_PATH": str(output)}
     holder = start_program("dataset", {**env, "MAX_WORKERS": "2"})
-    wait_for_event(holder, "fetching")
-    time.sleep(2.5)  # the first objects are done
+    wait_until(lambda: any(journal_entries(output / ".initializer" / JOURNAL)))  # the first object is done
+    slow.bytes_per_second = CRAWL_BYTES_PER_SECOND  # and the holder is still at work when the waiter comes
     waiter = start_program("dataset", env)
     wait_for_event(waiter, "waiting for another initializer")
     holder.kill()

@@ -17,6 +17,7 @@ from devkit.processes import settle
 from devkit.programs import ProgramResult, run_program, start_program
 from devkit.relay import Relay, self_signed_certificate
 from devkit.seaweed import ACCESS_KEY, PUBLIC_BUCKET, REGION, SECRET_KEY, SeaweedFS
+from initializers.destination.journal import JOURNAL, journal_entries
 from initializers.destination.state import StateDir
 
 
@@ -374,9 +375,11 @@ def test_killed_run_leaves_no_partial_file_and_no_manifest_then_completes(
         env = {**seaweed.env(), "STORAGE_URI": f"s3://{bucket}/d", "OUTPUT_PATH": str(output),
                "ENDPOINT": relay.endpoint, "MAX_WORKERS": "2"}  # fmt: skip
         process = start_program("dataset", env)
-        deadline = time.monotonic() + 30
-        while relay.traffic.body_bytes < 1024 * 1024 and time.monotonic() < deadline:
+        deadline = time.monotonic() + 60
+        while not any(journal_entries(output / ".initializer" / JOURNAL)):  # until the first file has landed
+            assert process.poll() is None and time.monotonic() < deadline, "no file landed within 60 s"
             time.sleep(0.02)
+        relay.bytes_per_second = 16 * 1024  # the rest crawls: the kill lands mid-set, however late it comes
         process.send_signal(signal.SIGKILL)
         process.wait()
         settle(lambda: relay.traffic.body_bytes)  # the relay notices the dead client a little later
