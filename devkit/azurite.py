@@ -205,9 +205,9 @@ class IdentityEndpoint:
     def __init__(self, lifetime: float = 3600.0, audience: str = "https://storage.azure.com") -> None:
         self.lifetime, self.audience = lifetime, audience
         self.issued: list[str] = []
-        port = free_port()
-        self._serving = ServedInThread(_IdentityServer(self, port), "identity-endpoint", poll_interval=0.05)
-        self.endpoint = f"http://127.0.0.1:{port}/msi/token"
+        server = _IdentityServer(self, 0)  # any free port: the kernel's choice, bound at once
+        self._serving = ServedInThread(server, "identity-endpoint", poll_interval=0.05)
+        self.endpoint = f"http://127.0.0.1:{server.server_address[1]}/msi/token"
 
     def env(self) -> dict[str, str]:
         return {"IDENTITY_ENDPOINT": self.endpoint, "IDENTITY_HEADER": self.HEADER}

@@ -31,7 +31,6 @@ from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import parse_qs, quote, quote_plus, unquote_plus, urlsplit
 
-from devkit.ports import free_port
 from devkit.serving import NoDelay, ServedInThread
 
 _HOP_BY_HOP = {"connection", "keep-alive", "transfer-encoding", "proxy-connection", "te", "trailer", "upgrade"}
@@ -244,8 +243,8 @@ class Relay:
         self._faults: list[AnyFault] = []
         self._faults_lock = threading.Lock()
         self._stopping = threading.Event()  # ends stalls when the relay stops
-        port = free_port()
-        self._server = _Server(self, port)
+        self._server = _Server(self, 0)  # any free port: the kernel's choice, bound at once
+        port = self._server.server_address[1]
         if tls is not None:
             context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
             context.load_cert_chain(*tls)

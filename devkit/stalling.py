@@ -20,7 +20,6 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from devkit.ports import free_port
 from devkit.serving import NoDelay, ServedInThread
 
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
@@ -78,7 +77,7 @@ class StallingServer(ABC):
         self._asked = threading.Condition()
         self._stopped = threading.Event()
         self._tokens = itertools.count(1)
-        self._server = _Server(("127.0.0.1", free_port()), _Handler)
+        self._server = _Server(("127.0.0.1", 0), _Handler)
         self._server.poser = self  # type: ignore[attr-defined]
         self._serving = ServedInThread(self._server, "stalling-server")
 
