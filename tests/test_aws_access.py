@@ -10,7 +10,7 @@ import pytest
 from devkit.moto import ACCOUNT, Moto
 from initializers.common.errors import ConfigError, FetchError
 from initializers.config.contract import Config
-from initializers.sources.aws.access import NO_CREDENTIALS, Role, aws_access
+from initializers.sources.aws.access import NO_CREDENTIALS, Role, aws_access, endpoint_setting
 from initializers.sources.aws.options import AwsOptions
 from initializers.sources.aws.sigv4 import SigningCredentials
 
@@ -20,7 +20,8 @@ def no_ambient_aws(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """Nothing from the machine: no AWS_* keys or region, no config or credentials file, no instance metadata."""
     for variable in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_REGION",
                      "AWS_DEFAULT_REGION", "AWS_PROFILE", "AWS_CA_BUNDLE", "AWS_ROLE_ARN",
-                     "AWS_WEB_IDENTITY_TOKEN_FILE", "AWS_ENDPOINT_URL"):  # fmt: skip
+                     "AWS_WEB_IDENTITY_TOKEN_FILE", "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3",
+                     "AWS_IGNORE_CONFIGURED_ENDPOINT_URLS"):  # fmt: skip
         monkeypatch.delenv(variable, raising=False)
     monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-config"))
     monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "no-credentials"))
@@ -104,3 +105,25 @@ def test_sts_refusing_the_role_names_the_variable_that_named_it(moto: Moto, vari
     assert f"check {variable} and the role's trust policy (AccessDenied" in str(raised.value)
     other = {"ROLE_ARN": "IAM_ROLE", "IAM_ROLE": "ROLE_ARN"}[variable]
     assert other not in str(raised.value)
+
+
+def test_an_unset_endpoint_falls_back_to_botocores_endpoint_variables_in_its_order(monkeypatch: pytest.MonkeyPatch):
+    """AWS_ENDPOINT_URL_S3, else AWS_ENDPOINT_URL, as botocore reads them for S3: honoured as ENDPOINT is, so the S3
+    and cache sources (pyarrow's reads included) address the same endpoint path-style."""
+    assert endpoint_setting(AwsOptions()) is None
+    monkeypatch.setenv("AWS_ENDPOINT_URL", "http://every-service:9000\n")  # a Secret's trailing newline, dropped
+    assert endpoint_setting(AwsOptions()) == "http://every-service:9000"
+    monkeypatch.setenv("AWS_ENDPOINT_URL_S3", "http://s3-only:9000")
+    assert endpoint_setting(AwsOptions()) == "http://s3-only:9000"
+    assert endpoint_setting(AwsOptions(endpoint="http://ours:9000")) == "http://ours:9000"
+    assert aws_access(AwsOptions(), None, True).endpoint == "http://s3-only:9000"
+    monkeypatch.setenv("AWS_IGNORE_CONFIGURED_ENDPOINT_URLS", "True")  # botocore then ignores both
+    assert endpoint_setting(AwsOptions()) is None
+
+
+def test_a_bad_endpoint_variable_is_named(monkeypatch: pytest.MonkeyPatch):
+    with pytest.raises(ConfigError, match=r"^ENDPOINT: expected an http:// or https:// URL, got 'minio:9000'"):
+        endpoint_setting(AwsOptions(endpoint="minio:9000"))
+    monkeypatch.setenv("AWS_ENDPOINT_URL_S3", "minio:9000")
+    with pytest.raises(ConfigError, match=r"^AWS_ENDPOINT_URL_S3: expected an http:// or https:// URL, got 'minio:"):
+        endpoint_setting(AwsOptions())

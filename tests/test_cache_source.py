@@ -230,6 +230,15 @@ def test_unreachable_storage(s3_table: Any, seaweed: SeaweedFS, tmp_path: Path) 
     _assert_failed(result, tmp_path / "out", f"cannot open {s3_table.metadata_location}", "Connection refused")
 
 
+def test_aws_endpoint_url_stands_in_for_an_unset_endpoint(s3_table: Any, seaweed: SeaweedFS, tmp_path: Path) -> None:
+    """As botocore reads it, for the metadata and pyarrow's reads of the data files alike."""
+    env = {name: value for name, value in seaweed.env().items() if name != "ENDPOINT"}
+    env |= {"AWS_ENDPOINT_URL": seaweed.endpoint, "HOME": str(tmp_path), "AWS_EC2_METADATA_DISABLED": "true"}
+    result = _run(env, tmp_path / "out", s3_table.metadata_location)
+    assert result.code == 0, result.stdout + result.stderr
+    _assert_sharded(tmp_path / "out", _reference(s3_table.metadata_location, s3_properties(seaweed)), 3)
+
+
 def test_through_a_proxy_named_by_the_environment(s3_table: Any, seaweed: SeaweedFS, tmp_path: Path) -> None:
     with Proxy(credentials=("user", "proxy-pass-2f")) as proxy:
         env = {**seaweed.env(), "HTTP_PROXY": proxy.url.replace("http://", "http://user:proxy-pass-2f@")}

@@ -169,3 +169,39 @@ def test_the_model_program_ignores_the_caches_variables_and_says_so(tmp_path: Pa
     assert ignored["reason"] == "they apply to cache:// sources, not the model-initializer's"
     # The dataset program reads them, and refuses a bad value before anything else.
     assert dataset.code == 2 and dataset.last["error"] == "NUM_DATA_NODES: expected a positive integer, got 'abc'"
+
+
+@pytest.mark.parametrize(
+    ("given", "value", "meant"),
+    [
+        ("ACCESS_KEY", "AKIDHABIT7Q3Z", "ACCESS_KEY_ID"),  # MinIO's and s3cmd's names
+        ("SECRET_KEY", "sk-habit-secret-9f8e7d6c", "SECRET_ACCESS_KEY"),
+        ("secret_key", "sk-habit-secret-9f8e7d6c", "SECRET_ACCESS_KEY"),
+        ("HF_HUB_TOKEN", "hf_habitTokenValue42xyz", "ACCESS_TOKEN or HF_TOKEN"),  # huggingface_hub reads no such name
+    ],
+)
+def test_another_tools_name_set_by_habit_is_a_near_miss_whose_value_is_never_shown(
+    given: str, value: str, meant: str, tmp_path: Path
+):
+    """Unrefused, each would be ignored: a private source fetched without its credentials, or refused for the lack of
+    them with no word of the variable that was set."""
+    termination = tmp_path / "termination-log"
+    termination.write_text("")
+    env = {
+        "STORAGE_URI": "s3://b/m",
+        "OUTPUT_PATH": str(tmp_path / "m"),
+        "INITIALIZERS_TERMINATION_LOG": str(termination),
+    }
+    result = run_program("model", {**env, given: value})
+    assert result.code == 2, result.last
+    assert result.last["error"] == f"{given} is not a variable these programs read; did you mean {meant}?"
+    assert termination.read_text() == f"failed (exit 2): {result.last['error']}"
+    assert value not in result.stdout + result.stderr + termination.read_text()
+    assert not (tmp_path / "m").exists()
+
+
+def test_habits_are_near_misses_only_of_the_settings_a_program_reads():
+    assert misspelt(["ACCESS_KEY", "HF_HUB_TOKEN"], ["ACCESS_KEY_ID"], {"ACCESS_KEY": "ACCESS_KEY_ID"}) == {
+        "ACCESS_KEY": "ACCESS_KEY_ID"
+    }
+    assert misspelt(["ACCESS_KEY", "SECRET_KEY"], ["ACCESS_KEY_ID", "SECRET_ACCESS_KEY"]) == {}  # no habit given

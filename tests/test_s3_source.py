@@ -292,6 +292,23 @@ def test_the_standard_credential_chain_applies_without_contract_keys(
     assert SECRET_KEY not in result.stdout + result.stderr
 
 
+@pytest.mark.parametrize("variable", ["AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3"])
+def test_botocores_endpoint_variables_stand_in_for_an_unset_endpoint(
+    seaweed: SeaweedFS, s3: Any, bucket: str, tmp_path: Path, variable: str
+):
+    """Set by habit for boto3 and the aws CLI, they are honoured as botocore reads them; S3's own wins over every
+    service's, here a port where nothing listens."""
+    put_all(s3, bucket, {"a.txt": b"endpoint"})
+    env = {name: value for name, value in seaweed.env().items() if name != "ENDPOINT"}
+    env |= {"STORAGE_URI": f"s3://{bucket}", "OUTPUT_PATH": str(tmp_path / "out"), "HOME": str(tmp_path)}
+    env |= {variable: seaweed.endpoint, "AWS_EC2_METADATA_DISABLED": "true"}
+    if variable == "AWS_ENDPOINT_URL_S3":
+        env["AWS_ENDPOINT_URL"] = "http://127.0.0.1:9"
+    result = run_program("dataset", env)
+    assert result.code == 0, result.last
+    assert tree(tmp_path / "out") == {"a.txt": b"endpoint"}
+
+
 def test_keys_and_an_endpoint_leave_botocore_unimported(seaweed: SeaweedFS, s3: Any, bucket: str, tmp_path: Path):
     """Its import and client cost ~0.2 s before the first byte; with nothing to resolve, it is not loaded. Nor is
     urllib.request while no proxy variable is set (test_proxies covers the runs with one)."""

@@ -251,7 +251,9 @@ class Config:
         variables are never taken for a near miss: they are ignored (`not_read`)."""
         contract = _variables(Config.settings())
         others = [name for name in env if name not in contract]
-        found = misspellings.misspelt(others, _variables(Config.settings(kind)))
+        own = Config.settings(kind)
+        habits = {habit: " or ".join((s.env, *s.fallback_env)) for _, s in own for habit in s.habits}
+        found = misspellings.misspelt(others, _variables(own), habits)
         if found:
             raise ConfigError(misspellings.message(found))
 

@@ -8,9 +8,10 @@ the first letter: `STORAGE_URL` is a slip of `STORAGE_URI`, but `HEAD_GPU` is an
 letters as one of ours with a `_` missing, added or moved are one too (`DRYRUN`, `OUTPUTPATH`, `DRY__RUN`, `_DRY_RUN`),
 except `LOGLEVEL`, which torchrun and many Python programs read. Case does not matter: `storage_uri`, `Output_Path` and
 `STORAGE_URl` are ours (or a slip of one) written in the wrong case, and Linux reads variables case-sensitively, so each
-would be ignored. Never one of another tool (`AWS_*`, `HF_*`, ... in any case), nor the lower-case names other tools own
-(`http_proxy`, `no_proxy`, ...), nor the variables Kubernetes sets for each service in the namespace
-(`FOO_SERVICE_HOST`, `FOO_PORT_443_TCP`, ...).
+would be ignored. Another tool's name for one of our settings that users set by habit (`ACCESS_KEY`, `SECRET_KEY`,
+`HF_HUB_TOKEN`: each setting names its own, `Setting.habits`) is one too. Never one of another tool (`AWS_*`, `HF_*`,
+... in any case), nor the lower-case names other tools own (`http_proxy`, `no_proxy`, ...), nor the variables Kubernetes
+sets for each service in the namespace (`FOO_SERVICE_HOST`, `FOO_PORT_443_TCP`, ...).
 """
 
 from __future__ import annotations
@@ -36,13 +37,17 @@ _LOOSE_SHAPE = re.compile(r"[A-Z0-9_]*[A-Z][A-Z0-9_]*")
 _ABBREVIATION, _LONG_WORD = 3, 8
 
 
-def misspelt(env: Iterable[str], known: Iterable[str]) -> dict[str, str]:
-    """{given: meant} for each variable of `env` that is a near miss of one of the `known` ones."""
+def misspelt(env: Iterable[str], known: Iterable[str], habits: Mapping[str, str] | None = None) -> dict[str, str]:
+    """{given: meant} for each variable of `env` that is a near miss of one of the `known` ones, or one of `habits`
+    ({another tool's name for one of our settings: ours}, `ACCESS_KEY`: `ACCESS_KEY_ID`), in any case."""
     ours = {name: name.split("_") for name in known}
     joined = {_letters(name): name for name in ours}
     found = {}
     for name in env:
         upper = name.upper()
+        if habits and upper in habits:
+            found[name] = habits[upper]
+            continue
         if name in ours or name in _OTHERS_LOWER_CASE or not _LOOSE_SHAPE.fullmatch(upper):
             continue
         if upper.startswith(FOREIGN_PREFIXES) or _SERVICE_VARIABLE.fullmatch(upper) or upper in _OTHERS_JOINED:

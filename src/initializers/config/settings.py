@@ -174,6 +174,9 @@ class Setting:
     #: that may hold one (STORAGE_URI: a signed URL's query), the parts the logs hide; None: the whole value if
     #: `secret`, else nothing.
     secret_parts: Callable[[str], list[str]] | None = None
+    #: Names other tools give this setting, which users set by habit (`ACCESS_KEY` for ACCESS_KEY_ID): no program
+    #: reads them, so each is refused as a near miss of this setting's variables (`misspellings`).
+    habits: tuple[str, ...] = ()
 
     def secrets_in(self, raw: str) -> list[str]:
         """The secrets `raw`, this setting's value as read, holds."""

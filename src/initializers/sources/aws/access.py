@@ -16,7 +16,8 @@ from urllib.parse import urlsplit
 from initializers.common.errors import ConfigError, FetchError
 from initializers.config.anonymous import AnonymousAccess
 from initializers.config.contract import Config
-from initializers.sources.aws.options import AwsOptions
+from initializers.config.settings import checked_value
+from initializers.sources.aws.options import ENDPOINT_VARIABLES, AwsOptions
 from initializers.sources.aws.sigv4 import SigningCredentials
 
 if TYPE_CHECKING:  # botocore is imported only where it has something to resolve
@@ -79,7 +80,7 @@ def access_from(config: Config, role: Role | None = None) -> AwsAccess:
 def aws_access(options: AwsOptions, role: Role | None, anonymous: bool) -> AwsAccess:
     """The run's `AwsAccess`: the settings checked once, botocore set up only when it has something to decide.
     `role`: the role to assume, named by ROLE_ARN or (the cache) IAM_ROLE; `anonymous`: ANONYMOUS, unsigned requests."""
-    endpoint = checked_endpoint(options.endpoint)
+    endpoint = endpoint_setting(options)
     check_credential_settings(options, role, anonymous)
     static = (
         SigningCredentials(options.access_key_id, options.secret_access_key)
@@ -96,11 +97,20 @@ def aws_access(options: AwsOptions, role: Role | None, anonymous: bool) -> AwsAc
     return AwsAccess(endpoint, region, anonymous, role, ca_bundle, static, requester_pays, session)
 
 
-def checked_endpoint(endpoint: str | None) -> str | None:
+def endpoint_setting(options: AwsOptions) -> str | None:
+    """ENDPOINT, else the endpoint variables botocore reads for S3, in its order (`ENDPOINT_VARIABLES`; not when
+    AWS_IGNORE_CONFIGURED_ENDPOINT_URLS is true, as botocore then ignores them): either way the endpoint both sources
+    address path-style, pyarrow's reads of a cache:// table included. None leaves S3's own endpoint to botocore."""
+    variable, endpoint = "ENDPOINT", options.endpoint
+    if endpoint is None and os.environ.get("AWS_IGNORE_CONFIGURED_ENDPOINT_URLS", "").strip().lower() != "true":
+        variable, raw = next(
+            ((name, os.environ[name]) for name in ENDPOINT_VARIABLES if os.environ.get(name)), ("", "")
+        )
+        endpoint = checked_value(raw, variable).strip() or None
     if endpoint is not None:
         parts = urlsplit(endpoint)
         if parts.scheme not in ("http", "https") or not parts.netloc:
-            raise ConfigError(f"ENDPOINT: expected an http:// or https:// URL, got {endpoint!r}")
+            raise ConfigError(f"{variable}: expected an http:// or https:// URL, got {endpoint!r}")
     return endpoint
 
 
