@@ -89,6 +89,10 @@ class Store(ABC):
     def relay_for(self, path: str) -> tuple[Relay, str]:
         """The relay that carries `path`'s bytes, and a substring of the requests for them (to aim a fault)."""
 
+    @abstractmethod
+    def listing(self) -> tuple[Relay, str]:
+        """The relay that carries the listing, and a substring of the request for its first page (to aim a fault)."""
+
     @property
     @abstractmethod
     def relays(self) -> list[Relay]:
@@ -150,6 +154,9 @@ class S3Store(Store):
     def relay_for(self, path: str) -> tuple[Relay, str]:
         return self.relay, f"/{self.bucket}/{self.prefix}/{quote(path, safe='/~')}"
 
+    def listing(self) -> tuple[Relay, str]:
+        return self.relay, "list-type=2"
+
     @property
     def relays(self) -> list[Relay]:
         return [self.relay]
@@ -186,6 +193,10 @@ class HubStore(Store):
         if path.endswith(".bin"):
             return self.cdn, urlencode({"file": path})
         return self.api, f"/resolve/main/{quote(path)}"
+
+    def listing(self) -> tuple[Relay, str]:
+        """The repo's tree (its revision is resolved before, as the source opens)."""
+        return self.api, "/tree/"
 
     @property
     def relays(self) -> list[Relay]:
@@ -228,6 +239,10 @@ class GcsStore(Store):
     def relay_for(self, path: str) -> tuple[Relay, str]:
         """An object's bytes come from its media URL: its whole name, escaped, then `?alt=media`."""
         return self.relay, f"/o/{quote(f'{self.prefix}/{path}', safe='')}?alt=media"
+
+    def listing(self) -> tuple[Relay, str]:
+        """The bucket's objects: `/o` with a query, where an object's own requests name it (`/o/<name>`)."""
+        return self.relay, f"/b/{self.bucket}/o?"
 
     @property
     def relays(self) -> list[Relay]:
@@ -296,6 +311,10 @@ class CacheStore(Store):
     def relay_for(self, path: str) -> tuple[Relay, str]:
         return self.relay, f"/{self.bucket}/{self.data_files[path]}"
 
+    def listing(self) -> tuple[Relay, str]:
+        """The table's metadata file (METADATA_LOC), the first thing its listing reads."""
+        return self.relay, ".metadata.json"
+
     @property
     def relays(self) -> list[Relay]:
         return [self.relay]
@@ -352,6 +371,9 @@ class AzureStore(Store):
 
     def relay_for(self, path: str) -> tuple[Relay, str]:
         return self.relay, f"/{AZURE_ACCOUNT}/{self.container}/{quote(f'{self.prefix}/{path}', safe='/~')}"
+
+    def listing(self) -> tuple[Relay, str]:
+        return self.relay, "comp=list"
 
     @property
     def relays(self) -> list[Relay]:

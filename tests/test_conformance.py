@@ -29,7 +29,7 @@ from devkit.conformance import (
     manifest_entries,
 )
 from devkit.programs import ProgramResult, run_program, start_program
-from devkit.relay import Relay, ResetFault
+from devkit.relay import Relay, ResetFault, StallFault, StatusFault
 from devkit.samples import ODD_NAMES
 from initializers.destination.manifest import MADE_FROM_VERSION, SIZE_AND_VERSION
 
@@ -383,3 +383,46 @@ def test_the_manifest_lists_every_file_with_its_size_and_check(store: Store, tmp
         else:
             unchecked = MADE_FROM_VERSION if store.makes_files else SIZE_AND_VERSION
             assert "checksum" in entry or entry.get("verified") == unchecked, entry
+
+
+# -- 10. a run that landed nothing leaves nothing -------------------------------------------------------------------
+
+
+#: A refusal no client retries: 403, with S3's error body (Azure's has the same shape; the others read the status).
+REFUSED = b'<?xml version="1.0" encoding="UTF-8"?><Error><Code>AccessDenied</Code><Message>refused</Message></Error>'
+
+
+@pytest.mark.parametrize("ending", ["stop", "timeout", "failure"])
+def test_a_run_ended_before_the_listing_answers_leaves_output_path_as_found(store: Store, tmp_path: Path, ending: str):
+    """A stop (SIGTERM, once the stalled listing request reached the relay), a TIMEOUT or a failure (the listing
+    refused, 403) while its first page has not come: exit 1, and OUTPUT_PATH as it was: an empty folder still
+    empty (a stop, a failure), an absent one still absent (a TIMEOUT), with no `.initializer/` nor plan index."""
+    requires(store, "relayed", "no relay can stand between the program and its server")
+    store.put(SMALL)
+    relay, match = store.listing()
+    output = tmp_path / "out"
+    if ending != "timeout":
+        output.mkdir()
+    if ending == "failure":
+        refused = relay.add_fault(StatusFault(status=403, body=REFUSED, match=match, times=None))
+        result = fetch(store, output)
+        assert refused.hits >= 1
+    else:
+        stall = relay.add_fault(StallFault(match=match, before_headers=True, times=None, seconds=HANG_CEILING_SECONDS))
+        process = start_program(store.kind, {**store.env(output), **({"TIMEOUT": "5"} if ending == "timeout" else {})})
+        try:
+            if ending == "stop":
+                wait_until(lambda: stall.hits > 0, timeout=60)
+                process.send_signal(signal.SIGTERM)
+            result = finish(process, timeout=HANG_CEILING_SECONDS)
+        finally:
+            process.kill()
+        assert stall.hits >= 1
+        said = {"stop": "stopped by SIGTERM while waiting for the listing of",
+                "timeout": "TIMEOUT of 5 s passed while still waiting for the listing of"}[ending]  # fmt: skip
+        assert said in result.last["error"], result.last
+    assert result.code == 1 and "Traceback" not in result.stderr, result.stdout + result.stderr
+    if ending == "timeout":
+        assert not output.exists(), sorted(output.rglob("*"))
+    else:
+        assert list(output.iterdir()) == []

@@ -50,9 +50,13 @@ class PlanIndex:
         self._db.execute("BEGIN")  # one transaction for the run: nothing here needs to survive a crash
         self.path = path
 
-    def close(self) -> None:
-        self._db.close()
+    def close(self, in_use: bool = False) -> None:
+        """Remove the index's file, whatever the run's end: it is rebuilt each run, so a run that landed nothing
+        leaves nothing of it. `in_use`: a thread still plans into it (a listing that does not answer, left to the
+        process's exit, which comes next), so its connection stays open, on a file no longer under any name."""
         self.path.unlink(missing_ok=True)
+        if not in_use:
+            self._db.close()
 
     # -- what earlier runs finished ---------------------------------------------------------------------
 

@@ -26,8 +26,9 @@ LISTING_LOOKAHEAD = 2000
 def list_and_fetch(
     run: RunContext, source: Source, state: StateDir, progress: Progress, signing: SigningOptions | None
 ) -> Outcome:
-    """The listing thread plans into the index, and it is closed only once that thread has ended: one that outlives
-    its grace (a listing that does not answer) leaves it to the process's exit, which comes next. With `signing`,
+    """The listing thread plans into the index, whose connection is closed only once that thread has ended: one that
+    outlives its grace (a listing that does not answer) leaves it to the process's exit, which comes next; its file
+    goes either way, before the state folder is left as found. With `signing`,
     the publisher's signature is checked before the manifest is written, and every run writes it anew."""
     started_at = datetime.now(UTC)
     index = PlanIndex(state.dir / FILE_NAME)
@@ -55,5 +56,4 @@ def list_and_fetch(
         found = completing.Listing(lookahead.returned()[0], plan.value, selection.allow.patterns, previous, started_at)
         return completing.complete(run, source, state, progress, signing, index, found)
     finally:
-        if listing_ended:
-            index.close()
+        index.close(in_use=not listing_ended)
