@@ -165,6 +165,15 @@ def test_the_token_hf_auth_login_saved_is_used_when_none_is_configured(hub: HubS
     assert configured.code == 1 and not configured.named("hub token"), "a configured token wins over the saved one"
 
 
+def test_huggingface_hubs_older_token_variable_is_honoured_as_it_honours_it(hub: HubServer, tmp_path: Path):
+    """HUGGING_FACE_HUB_TOKEN, huggingface_hub's older name for HF_TOKEN, which it still reads: named, never shown."""
+    result = fetch(hub, "model", "hf://org/private", tmp_path / "m", HUGGING_FACE_HUB_TOKEN=TOKEN + "\n")
+    assert result.code == 0, result.last
+    assert tree(tmp_path / "m") == {"config.json": b'{"private": true}', "w.safetensors": b"W" * 100}
+    assert [event["source"] for event in result.named("hub token")] == ["HUGGING_FACE_HUB_TOKEN"]
+    assert TOKEN not in result.stdout + result.stderr
+
+
 def test_a_saved_token_the_hub_rejects_is_hidden_in_every_line(hub: HubServer, tmp_path: Path):
     home = tmp_path / "hf-home"
     home.mkdir()

@@ -20,9 +20,10 @@ def _open(uri: str, config: Config, kind: Kind) -> Any:
     return HfSource.from_config(uri, config, kind)
 
 
-#: huggingface_hub's own (the token file `hf auth login` saves among them), and the CA certificates its client and our
-#: downloads read.
-_ALSO_READS = ("HF_ENDPOINT", "HF_HUB_DOWNLOAD_TIMEOUT", "HF_TOKEN_PATH", "HF_HOME", "SSL_CERT_FILE", "SSL_CERT_DIR")
+#: huggingface_hub's own (its older token variable and the token file `hf auth login` saves among them), and the CA
+#: certificates its client and our downloads read.
+_ALSO_READS = ("HF_ENDPOINT", "HF_HUB_DOWNLOAD_TIMEOUT", "HUGGING_FACE_HUB_TOKEN", "HF_TOKEN_PATH", "HF_HOME",
+               "SSL_CERT_FILE", "SSL_CERT_DIR")  # fmt: skip
 
 #: A Hub page's address, pasted from a browser (`is_hub_page` names the hosts).
 _PAGES = Claim(

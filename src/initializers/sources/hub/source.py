@@ -212,10 +212,15 @@ class HfSource(Storage):
         return f"the Hub at {self._hub.constants.ENDPOINT}"
 
 
+#: huggingface_hub's older name for HF_TOKEN, which it still reads after HF_TOKEN.
+OLDER_TOKEN_VARIABLE = "HUGGING_FACE_HUB_TOKEN"
+
+
 def _saved_token(hub: Any) -> str | None:
     """With ACCESS_TOKEN and HF_TOKEN unset, the token huggingface_hub finds itself, as `hf download` would use it:
-    the one `hf auth login` saved (at HF_TOKEN_PATH, else under HF_HOME); logged by where it came from, never
-    shown, and hidden wherever it might appear. None when there is none, or its file cannot be read."""
+    HUGGING_FACE_HUB_TOKEN (its older name for HF_TOKEN), else the one `hf auth login` saved (at HF_TOKEN_PATH, else
+    under HF_HOME); logged by where it came from, never shown, and hidden wherever it might appear. None when there is
+    none, or its file cannot be read."""
     try:
         token = hub.get_token()
     except OSError as exc:
@@ -224,8 +229,10 @@ def _saved_token(hub: Any) -> str | None:
     if token:
         logs.hide(token)
         oidc = bool(os.environ.get("HF_OIDC_RESOURCE"))  # huggingface_hub's first way, when asked for
+        older = bool(os.environ.get(OLDER_TOKEN_VARIABLE, "").strip())  # its second, before the file
         file = f"huggingface_hub's token file {hub.constants.HF_TOKEN_PATH}"
-        _log.info("hub token", source="huggingface_hub's OIDC exchange (HF_OIDC_RESOURCE)" if oidc else file)
+        oidc_exchange = "huggingface_hub's OIDC exchange (HF_OIDC_RESOURCE)"
+        _log.info("hub token", source=oidc_exchange if oidc else OLDER_TOKEN_VARIABLE if older else file)
     return token or None
 
 
