@@ -15,16 +15,17 @@ from __future__ import annotations
 import contextlib
 import json
 from abc import ABC, abstractmethod
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, ClassVar
-from urllib.parse import quote, urlencode
+from urllib.parse import quote, unquote, urlencode
+from xml.sax.saxutils import escape
 
 from devkit.azurite import ACCOUNT as AZURE_ACCOUNT
-from devkit.azurite import Azurite, connection_string
+from devkit.azurite import Azurite, account_sas, connection_string
 from devkit.fake_gcs import FakeGCS
-from devkit.hubserver import HubServer
-from devkit.relay import CorruptFault, Relay, StatusFault
+from devkit.hubserver import ALL_REPOS, HubServer
+from devkit.relay import CorruptFault, EchoFault, Relay, StatusFault
 from devkit.seaweed import SeaweedFS
 from initializers.sources.azure.source import AzureSource
 from initializers.sources.gcs.source import GcsSource
@@ -415,3 +416,83 @@ def _azure_fault(
     )
     return StatusFault(status=status, times=times, match=match, method=method, body=body.encode(),
                        headers={"x-ms-error-code": code, **(headers or {})})  # fmt: skip
+
+
+# --- a server that quotes every request back in its errors ------------------------------------------------------
+
+
+def _xml_error(text: str) -> bytes:
+    """S3's and Azure's error body, the echo as its Code and its Message."""
+    said = escape(text)
+    return f'<?xml version="1.0" encoding="UTF-8"?><Error><Code>{said}</Code><Message>{said}</Message></Error>'.encode()
+
+
+def _gcs_error(status: int) -> Callable[[str], bytes]:
+    """Cloud Storage's JSON error, the echo as its message and its reason."""
+    return lambda text: json.dumps(
+        {"error": {"code": status, "message": text, "errors": [{"reason": text, "message": text}]}}
+    ).encode()
+
+
+def echo_fault(store: Store, status: int, match: str | None) -> EchoFault:
+    """An error of `status`, in the store's own format, quoting back each request `match` names (None: every one),
+    credentials and all, in each of its fields (a code too): what a careless or hostile server or proxy does."""
+    if store.scheme in ("s3", "cache"):
+        return EchoFault(status=status, match=match, times=None, render=_xml_error)
+    if store.scheme == "az":
+        return EchoFault(status=status, match=match, times=None, render=_xml_error, echo_header="x-ms-error-code")
+    if store.scheme == "gs":
+        return EchoFault(status=status, match=match, times=None, render=_gcs_error(status),
+                         content_type="application/json")  # fmt: skip
+    return EchoFault(status=status, match=match, times=None, content_type="application/json",
+                     render=lambda text: json.dumps({"error": text}).encode(), echo_header="X-Error-Code")  # fmt: skip
+
+
+#: The bearer token the relay's token endpoint issues to a store's credentials (`credentialed_env`).
+ISSUED_TOKEN = "ya29.c.EchoedBearer7Qx2Lm9Zp4Rt8Vw3Kd6Hs1Jf5Gb0"
+#: What a store's token endpoint is asked at, behind its relay (`credentialed_env`): Google's, for a service account.
+TOKEN_PATH = "/token"
+_HUB_TOKEN = "hf_EchoedHubToken4Kx9Pq2Wz7Lm3Rt8"
+
+
+def credentialed_env(store: Store, output: Path, keys: Path) -> tuple[dict[str, str], list[str]]:
+    """The store's environment with credentials that travel on the wire (in `keys`: the files they need), and the
+    secrets it holds: the Hub's token; for Cloud Storage, a service-account key whose token endpoint is the relay's
+    `TOKEN_PATH` (google-auth sends it a signed assertion, then the token on every request); for Azure, a SAS in the
+    query of every request; for S3 and the cache, the secret key (its signatures are not secrets)."""
+    env = store.env(output)
+    if isinstance(store, HubStore):
+        store.hub.tokens[_HUB_TOKEN] = {ALL_REPOS}
+        return {**env, "ACCESS_TOKEN": _HUB_TOKEN}, [_HUB_TOKEN]
+    if isinstance(store, GcsStore):
+        key, pem = _service_account_key(store.relay.endpoint + TOKEN_PATH)
+        path = keys / "key.json"
+        path.write_text(json.dumps(key))
+        del env["STORAGE_EMULATOR_HOST"]
+        return {**env, "GCS_ENDPOINT": store.relay.endpoint, "GOOGLE_APPLICATION_CREDENTIALS": str(path)}, [
+            pem, *pem.splitlines()[1:-1], ISSUED_TOKEN]  # fmt: skip
+    if isinstance(store, AzureStore):
+        sas = account_sas()
+        return {**env, "AZURE_STORAGE_CONNECTION_STRING": connection_string(
+            f"{store.relay.endpoint}/{AZURE_ACCOUNT}", key=None), "AZURE_STORAGE_SAS_TOKEN": sas}, [
+            unquote(sas.rpartition("sig=")[2])]  # fmt: skip
+    return env, [env["SECRET_ACCESS_KEY"]]
+
+
+def token_endpoint(store: Store) -> StatusFault:
+    """The relay answering its `TOKEN_PATH` as Google's token endpoint does, with `ISSUED_TOKEN`."""
+    answer = json.dumps({"access_token": ISSUED_TOKEN, "expires_in": 3600, "token_type": "Bearer"}).encode()
+    return StatusFault(status=200, match=TOKEN_PATH, times=None, body=answer, content_type="application/json")
+
+
+def _service_account_key(token_uri: str) -> tuple[dict[str, str], str]:
+    """A service-account key with a fresh RSA key, its token endpoint at `token_uri`; and its private key (PEM)."""
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import rsa
+
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    text = pem.decode()
+    key_file = {"type": "service_account", "project_id": "p", "private_key_id": "k1", "private_key": text,
+                "client_email": "r@p.iam.gserviceaccount.com", "client_id": "1", "token_uri": token_uri}  # fmt: skip
+    return key_file, text

@@ -4,9 +4,9 @@ Requests go through unchanged (the Host header too, so SigV4 signatures still ve
 count requests and body bytes (a re-run must fetch nothing), to slow bodies down (so a kill lands
 mid-transfer), and to list keys SeaweedFS itself refuses to store (`../escape`), as AWS S3 would.
 
-Reliability tests script faults on it: error replies (`StatusFault`), connections reset mid-body (`ResetFault`),
-silent connections (`StallFault`), bodies altered in flight (`CorruptFault`), and refused connections
-(`Relay.refuse`), transient or persistent.
+Reliability tests script faults on it: error replies (`StatusFault`, and `EchoFault`, which quotes the request
+back), connections reset mid-body (`ResetFault`), silent connections (`StallFault`), bodies altered in flight
+(`CorruptFault`), and refused connections (`Relay.refuse`), transient or persistent.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import contextlib
 import fcntl
 import hashlib
 import http.client
+import json
 import re
 import socket
 import ssl
@@ -168,6 +169,32 @@ class StatusFault(Fault):
             self.body = (
                 f'<?xml version="1.0" encoding="UTF-8"?><Error><Code>{code}</Code><Message>{message}</Message></Error>'
             ).encode()
+
+
+@dataclass(kw_only=True)
+class EchoFault(StatusFault):
+    """A `StatusFault` whose error quotes the request back, as careless servers do: its method, target, every header
+    and its body, as they came, JSON-escaped and URL-encoded, in the body `render` makes of that text (the store's
+    error format; default: the text alone), in an `X-Error-Message` header (the Hub's) and in `echo_header`.
+    `echoed` holds each request quoted (method, target, headers, body), for a test to find every credential the
+    program sent.
+    """
+
+    body: bytes | None = b""
+    render: Callable[[str], bytes] = field(default=lambda text: text.encode())
+    #: Another header the quote goes in (a store's error code: Azure's `x-ms-error-code`, the Hub's `X-Error-Code`).
+    echo_header: str | None = None
+    echoed: list[tuple[str, str, dict[str, str], bytes]] = field(default_factory=list, init=False)
+
+    def answer(self, method: str, target: str, headers: dict[str, str], body: bytes) -> tuple[bytes, dict[str, str]]:
+        """The error body and headers quoting this request."""
+        self.echoed.append((method, target, headers, body))
+        said = "\n".join(
+            [f"{method} {target}", *(f"{name}: {value}" for name, value in headers.items()), body.decode("latin-1")]
+        )
+        text = f"you sent: {said} (escaped: {json.dumps(said)}; encoded: {quote(said, safe='')})"
+        quoted = {name: json.dumps(said) for name in ("X-Error-Message", self.echo_header) if name}
+        return self.render(text), {**self.headers, **quoted}
 
 
 @dataclass(kw_only=True)
@@ -386,6 +413,10 @@ def _handler_for(relay: Relay) -> type[BaseHTTPRequestHandler]:
             body = self.rfile.read(length) if length else None
             if self._session_expired():
                 self._send_whole(400, [*self._own_headers(), ("Content-Type", "application/xml")], _EXPIRED, None)
+            elif isinstance(fault, EchoFault):
+                said, extra = fault.answer(self.command, self.path, dict(self.headers.items()), body or b"")
+                headers = [*self._own_headers(), ("Content-Type", fault.content_type), *extra.items()]
+                self._send_whole(fault.status, headers, said, None)
             elif isinstance(fault, StatusFault):
                 headers = [*self._own_headers(), ("Content-Type", fault.content_type), *fault.headers.items()]
                 self._send_whole(fault.status, headers, fault.body or b"", None)

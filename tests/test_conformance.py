@@ -8,16 +8,19 @@ Runs are bound by events (the relays' counts, the program's log lines); timeouts
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from urllib.parse import parse_qsl, quote, quote_plus, urlsplit
 
 import pytest
 from test_reliability import finish, wait_until
 
 from devkit.conformance import (
+    TOKEN_PATH,
     AzureBlocksStore,
     AzureStore,
     CacheStore,
@@ -25,11 +28,14 @@ from devkit.conformance import (
     HubStore,
     S3Store,
     Store,
+    credentialed_env,
+    echo_fault,
     hub_store,
     manifest_entries,
+    token_endpoint,
 )
 from devkit.programs import ProgramResult, run_program, start_program
-from devkit.relay import Relay, ResetFault, StallFault, StatusFault
+from devkit.relay import EchoFault, Relay, ResetFault, StallFault, StatusFault
 from devkit.samples import ODD_NAMES
 from initializers.destination.manifest import MADE_FROM_VERSION, SIZE_AND_VERSION
 
@@ -426,3 +432,75 @@ def test_a_run_ended_before_the_listing_answers_leaves_output_path_as_found(stor
         assert not output.exists(), sorted(output.rglob("*"))
     else:
         assert list(output.iterdir()) == []
+
+
+# -- 11. secrets: a server that quotes every request back ----------------------------------------------------------
+
+#: Where the echo is aimed: every request to the store (the credentials each carries), or only those for a file's
+#: bytes (after the listing went through); and the status it comes with. Cloud Storage's token endpoint (the signed
+#: assertion it is sent) is aimed at too, in its own case.
+ECHOES = [("every request", 401), ("every request", 500), ("a file's bytes", 404)]
+
+
+def _pieces(secret: str) -> set[str]:
+    """Every form of `secret` the output must not hold: itself, URL-encoded, JSON-escaped (twice), and each run of
+    12 of its characters that mixes two of lower case, upper case and digits (as random text does)."""
+    once = {secret, quote(secret, safe=""), quote_plus(secret), json.dumps(secret)[1:-1]}
+    forms = once | {json.dumps(form)[1:-1] for form in once}
+    runs = {secret[i : i + 12] for i in range(len(secret) - 11)}
+    mixed = {
+        run for run in runs if sum(any(test(c) for c in run) for test in (str.islower, str.isupper, str.isdigit)) > 1
+    }
+    return forms | mixed
+
+
+def _sent_credentials(fault: EchoFault) -> list[str]:
+    """The credentials among what the program sent (and the server quoted back): bearer tokens, and form fields and
+    query parameters that carry one (an OAuth assertion, a SAS signature)."""
+    found = []
+    for _method, target, headers, body in fault.echoed:
+        for name, value in headers.items():
+            if name.lower() in ("authorization", "proxy-authorization") and value.startswith(("Bearer ", "Basic ")):
+                found.append(value.partition(" ")[2])
+        fields = [*parse_qsl(urlsplit(target).query), *parse_qsl(body.decode("latin-1"))]
+        found += [value for name, value in fields if name in ("assertion", "client_assertion", "sig", "subject_token")]
+    return found
+
+
+@pytest.mark.parametrize(("aim", "status"), ECHOES, ids=[f"{aim}-{status}" for aim, status in ECHOES])
+def test_a_server_quoting_each_request_back_never_makes_a_secret_show(
+    store: Store, tmp_path: Path, aim: str, status: int
+):
+    """No secret the run was given or sent, in any form, reaches stdout, stderr, the termination message or
+    `.initializer/`, whatever the server quotes back (in every field of its error): the run fails, exit 1."""
+    store.put(FILES)
+    relay, match = store.relay_for(TARGET) if aim == "a file's bytes" else (store.relays[0], None)
+    if isinstance(store, GcsStore):
+        store.relay.add_fault(token_endpoint(store))  # answered first; the echo takes the others
+    _assert_no_secret_shows(store, tmp_path, relay.add_fault(echo_fault(store, status, match)))
+
+
+@pytest.mark.parametrize("store", ["gs"], indirect=True)
+def test_a_token_endpoint_quoting_the_assertion_back_never_makes_it_show(store: Store, tmp_path: Path):
+    """google-auth's signed assertion (and the key it is signed with), quoted back by the token endpoint."""
+    store.put(FILES)
+    _assert_no_secret_shows(store, tmp_path, store.relays[0].add_fault(echo_fault(store, 400, TOKEN_PATH)))
+
+
+def _assert_no_secret_shows(store: Store, tmp_path: Path, fault: EchoFault) -> None:
+    """A run with credentials that travel (`credentialed_env`) fails, exit 1, after `fault` quoted requests back,
+    and none of its secrets, nor any credential it sent, shows in any form."""
+    output, keys = tmp_path / "out", tmp_path / "keys"
+    keys.mkdir()
+    env, secrets = credentialed_env(store, output, keys)
+    termination = tmp_path / "termination-log"
+    termination.write_text("")
+    result = run_program(store.kind, {**env, "INITIALIZERS_TERMINATION_LOG": str(termination)},
+                         timeout=HANG_CEILING_SECONDS)  # fmt: skip
+    assert result.code == 1, result.stdout[-3000:] + result.stderr[-3000:]
+    assert fault.echoed, "the server quoted nothing back"
+    said = [result.stdout, result.stderr, termination.read_text()]
+    said += [path.read_bytes().decode("latin-1") for path in (output / ".initializer").rglob("*") if path.is_file()]
+    for secret in [*secrets, *_sent_credentials(fault)]:
+        for form in _pieces(secret):
+            assert not any(form in text for text in said), f"{form!r} (of {secret[:4]}...) leaked"

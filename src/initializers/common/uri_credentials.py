@@ -1,20 +1,30 @@
 """The credentials a URI may carry, and the URI as it may be shown: the one rule for any URI a message, a log line or
 the manifest prints. A signed URL's signature (Azure's SAS `sig`, Google's `X-Goog-Signature` and
 `X-Goog-Credential`, S3's `X-Amz-Signature`, `X-Amz-Credential` and `X-Amz-Security-Token`, and other `token`,
-`key` or `secret` parameters) and a password in the user information are credentials; the rest of a URI is not.
+`key`, `secret` or `assertion` parameters) and a password in the user information are credentials; the rest of a URI
+is not.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from urllib.parse import unquote_plus
 
-#: Query parameters whose values are credentials, by how their names end (any case): `sig`, `X-Goog-Signature`,
-#: `X-Amz-Credential`, `X-Amz-Security-Token`, `AWSAccessKeyId`, `GoogleAccessId`, `access_token`, `api_key`...
-_CREDENTIAL = re.compile(r"(sig|signature|credentials?|token|secret|password|passwd|key|keyid|accessid|code)$", re.I)
+#: Query parameters (and form or JSON fields) whose values are credentials, by how their names end (any case): `sig`,
+#: `X-Goog-Signature`, `X-Amz-Credential`, `X-Amz-Security-Token`, `AWSAccessKeyId`, `GoogleAccessId`,
+#: `access_token`, `api_key`, an OAuth `assertion` or `client_assertion`...
+_CREDENTIAL = re.compile(
+    r"(sig|signature|credentials?|token|secret|password|passwd|key|keyid|accessid|code|assertion)$", re.I
+)
 #: `scheme://user:password@`: the password.
 _USERINFO = re.compile(r"^(?P<head>[A-Za-z][A-Za-z0-9+.-]*://[^/?#@:]*:)(?P<password>[^/?#@]*)(?=@)")
 MASK = "***"
+
+
+def is_credential_name(name: str) -> bool:
+    """Whether a parameter or field named `name` carries a credential (`sig`, `access_token`, `assertion`...)."""
+    return bool(_CREDENTIAL.search(name))
 
 
 def _query_pairs(uri: str) -> list[tuple[int, int, str]]:
@@ -28,7 +38,7 @@ def _query_pairs(uri: str) -> list[tuple[int, int, str]]:
     position = question + 1
     for pair in uri[question + 1 : query_end].split("&"):
         name, equals, value = pair.partition("=")
-        if equals and value and _CREDENTIAL.search(unquote_plus(name)):
+        if equals and value and is_credential_name(unquote_plus(name)):
             start = position + len(name) + 1
             found.append((start, start + len(value), name))
         position += len(pair) + 1
@@ -53,3 +63,28 @@ def masked(uri: str) -> str:
     for start, end, _ in reversed(_query_pairs(uri)):
         uri = uri[:start] + MASK + uri[end:]
     return _USERINFO.sub(lambda match: match["head"] + MASK, uri, count=1)
+
+
+def credentials_in_body(body: bytes | str | None) -> list[str]:
+    """Every credential a form (`grant_type=...&assertion=...`) or a JSON object (`{"access_token": ...}`) carries
+    in a field named as one (`is_credential_name`), as it is written there and decoded: what a token endpoint is
+    sent and answers."""
+    text = body.decode("utf-8", "replace") if isinstance(body, bytes) else body or ""
+    try:
+        fields = json.loads(text)
+    except ValueError:
+        return credentials_in(f"?{text.strip()}")
+    return [value for name, value in _fields(fields) if is_credential_name(name)]
+
+
+def _fields(value: object) -> list[tuple[str, str]]:
+    """(name, text) of every text field of a JSON value, however deep."""
+    if isinstance(value, dict):
+        return [found for name, item in value.items() for found in _named(str(name), item)]
+    if isinstance(value, list):
+        return [found for item in value for found in _fields(item)]
+    return []
+
+
+def _named(name: str, item: object) -> list[tuple[str, str]]:
+    return [(name, item)] if isinstance(item, str) and item else _fields(item)

@@ -15,12 +15,13 @@ import os
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
 from initializers.common import logs
 from initializers.common.errors import ConfigError, FetchError
-from initializers.common.uri_credentials import masked
+from initializers.common.uri_credentials import credentials_in, credentials_in_body, masked
 from initializers.config.anonymous import AnonymousAccess
 from initializers.config.contract import Config
 from initializers.sources.gcs.options import GOOGLE_AUTH_VARIABLES, GcsOptions
@@ -74,6 +75,7 @@ def _default_credentials() -> Any:
     from google.auth.exceptions import DefaultCredentialsError
 
     _refuse_a_key_given_whole(os.environ.get(KEY_FILE_VARIABLE, ""))
+    _hide_the_key_file(os.environ.get(KEY_FILE_VARIABLE, ""))
 
     try:
         credentials, _project = google.auth.default(scopes=[READ_ONLY_SCOPE])
@@ -99,6 +101,43 @@ def _refuse_a_key_given_whole(value: str) -> None:
     )
 
 
+def _hide_the_key_file(path: str) -> None:
+    """The secrets of the key file google-auth is about to read (a service account's private key, an authorized
+    user's refresh token and client secret), hidden before it reads them; a file it cannot read is its to report."""
+    if not path:
+        return
+    with contextlib.suppress(OSError, ValueError):
+        key = json.loads(Path(path).read_text())
+        for secret in credentials_in_body(json.dumps(key)):
+            logs.hide(secret)
+
+
+class _HidingRequest:
+    """google-auth's transport, through which every token request goes (to a token endpoint, an STS, the metadata
+    server): each credential it sends (a signed assertion, a subject token, a refresh token) is hidden before it
+    leaves, each token it receives as it arrives, so that an endpoint quoting either back never prints it."""
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+
+    def __call__(self, url: str, method: str = "GET", body: Any = None, headers: Any = None, **kwargs: Any) -> Any:
+        for secret in [*credentials_in(url), *credentials_in_body(body), *_bearer_tokens(headers or {})]:
+            logs.hide(secret)
+        response = self._inner(url, method=method, body=body, headers=headers, **kwargs)
+        for secret in credentials_in_body(response.data):
+            logs.hide(secret)
+        return response
+
+
+def _bearer_tokens(headers: dict[str, str]) -> list[str]:
+    """The credentials of a request's Authorization headers (a subject token sent as a bearer)."""
+    return [
+        value.partition(" ")[2] or value
+        for name, value in headers.items()
+        if name.lower() in ("authorization", "proxy-authorization")
+    ]
+
+
 class _Tokens:
     """The bearer token of google-auth credentials, refreshed (once, for all threads) before it expires."""
 
@@ -107,7 +146,7 @@ class _Tokens:
         from google.auth.transport.urllib3 import Request
 
         self._credentials = credentials
-        self._request = Request(urllib3.PoolManager())
+        self._request = _HidingRequest(Request(urllib3.PoolManager()))
         self._lock = threading.Lock()
 
     def headers(self) -> dict[str, str]:
@@ -119,6 +158,7 @@ class _Tokens:
                     self._credentials.refresh(self._request)
                 except GoogleAuthError as exc:
                     raise FetchError(f"refreshing the Google credentials failed: {_first_line(exc)}") from None
+                logs.hide(self._credentials.token)  # whatever way google-auth minted it
             return {"authorization": f"Bearer {self._credentials.token}"}
 
 
