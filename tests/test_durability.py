@@ -14,12 +14,12 @@ from typing import Any
 import pytest
 
 from devkit.programs import clean_env, command, run_program, start_program
-from devkit.relay import Relay
+from devkit.relay import CorruptFault, Relay
 from devkit.seaweed import SeaweedFS
 from initializers.destination.done import DoneFile
 from initializers.destination.stable_storage import boot_id
 from initializers.destination.state import StateDir
-from initializers.process.termination import PATH_VARIABLE
+from initializers.process.termination import LIMIT_BYTES, PATH_VARIABLE, leave
 from initializers.store.contract import PART_SIZE
 
 OBJECTS = {f"d/{i:02d}.bin": os.urandom(64 * 1024) for i in range(12)} | {"d/big.bin": os.urandom(40 << 20)}
@@ -225,3 +225,41 @@ def test_a_withdrawn_manifest_still_counts_what_it_lists_as_done(
     assert result.code == 0, result.stdout + result.stderr
     assert set(relay.traffic.object_gets()) == {f"/{bucket}/d/big.bin"}  # in ranges: only the changed object
     assert (state / "manifest.json").exists() and not (state / "manifest.withdrawn.json").exists()
+
+
+#: A name a terminal would obey: ESC opening a sequence that retitles the window and clears the screen, BEL, a newline.
+CONTROL_NAME = "d/x\x1b]0;pwned\x07\x1b[2J\nlaunch.bin"
+
+
+def test_the_termination_message_shows_control_characters_of_a_name_as_escapes(
+    seaweed: SeaweedFS, s3: Any, bucket: str, tmp_path: Path
+) -> None:
+    """A failure naming an object whose name holds control characters (every answer for its bytes corrupted, so the
+    checksum misses 5 times: exit 1): the termination message is one line, each control character written as its
+    escape, as the console logs and the live view show it; the JSON log line carries the name as it is."""
+    s3.put_object(Bucket=bucket, Key=CONTROL_NAME, Body=b"payload" * 100)
+    message = tmp_path / "termination-log"
+    message.write_text("stale")
+    with Relay(seaweed.endpoint) as relay:
+        corrupt = relay.add_fault(CorruptFault(match="launch.bin", method="GET", times=None))
+        env = {**seaweed.env(), "ENDPOINT": relay.endpoint, "STORAGE_URI": f"s3://{bucket}/d",
+               "OUTPUT_PATH": str(tmp_path / "out"), PATH_VARIABLE: str(message)}  # fmt: skip
+        failed = run_program("dataset", env)
+    assert failed.code == 1 and corrupt.hits >= 1, failed.stdout + failed.stderr
+    assert CONTROL_NAME in failed.last["error"], failed.last  # the JSON line escapes it as JSON does
+    written = message.read_bytes()
+    assert not re.search(rb"[\x00-\x1f\x7f]", written), written
+    escaped = failed.last["error"].replace("\x1b", "\\x1b").replace("\x07", "\\x07").replace("\n", "\\n")
+    assert written.decode() == f"failed (exit 1): {escaped}"
+
+
+def test_the_termination_message_is_cut_at_a_whole_character(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Kubernetes keeps 4096 bytes: a message longer than that is cut there, never inside a character (a name's
+    three-byte characters straddle the limit here), so the message stays valid UTF-8."""
+    message = tmp_path / "termination-log"
+    message.write_text("stale")
+    monkeypatch.setenv(PATH_VARIABLE, str(message))
+    leave("failed (exit 1): " + "語" * LIMIT_BYTES)
+    written = message.read_bytes()
+    assert LIMIT_BYTES - 3 < len(written) <= LIMIT_BYTES
+    assert written.decode() == ("failed (exit 1): " + "語" * LIMIT_BYTES)[: len(written.decode())]
