@@ -129,6 +129,9 @@ def test_help_documents_every_variable_of_the_programs_own_sources_and_the_exit_
     for text in (model.stdout, dataset.stdout):
         words = " ".join(text.split())
         assert "Exit codes: 0 done and verified, 1 the fetch failed, 2 bad configuration" in words
+        assert "another tool's name for one: HF_HUB_TOKEN, ACCESS_KEY, SECRET_KEY)" in words
+        assert "Variables only the other program's sources read are ignored, with a warning." in words
+        assert "AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL" in words and "HUGGING_FACE_HUB_TOKEN" in words
         assert (
             "Also read, without an option: HF_ENDPOINT," in words and "AWS_CA_BUNDLE" in words and "NO_PROXY" in words
         )

@@ -32,7 +32,9 @@ GC_YOUNG_THRESHOLD = 10_000
 
 _EPILOG = (
     "Every option can also be given as the environment variable named in brackets; an option wins over its "
-    "variable. Exit codes: 0 done and verified, 1 the fetch failed, 2 bad configuration."
+    "variable. Exit codes: 0 done and verified, 1 the fetch failed, 2 bad configuration, a near miss of a "
+    "variable's name among it (DRYRUN, OUTPUT_PAHT, or another tool's name for one: {habits}). Variables only the "
+    "other program's sources read are ignored, with a warning."
 )
 
 
@@ -42,6 +44,7 @@ def build_command(kind: Kind, words: list[str] | None = None) -> click.Command:
     def callback(**options: str | None) -> NoReturn:
         exit_now(run(kind, options, words or []))
 
+    habits = [habit for _, setting in Config.settings(kind) for habit in setting.habits]
     also_reads = dict.fromkeys(
         variable for plugin in registry.plugins_for(kind.schemes) for variable in plugin.also_reads
     )
@@ -51,7 +54,8 @@ def build_command(kind: Kind, words: list[str] | None = None) -> click.Command:
         params=options_for(Config.settings(kind), kind),
         callback=callback,
         help=f"Fetch a {kind.name} into OUTPUT_PATH [default: {kind.default_output_path}], completely or not at all.",
-        epilog=f"{_EPILOG} Also read, without an option: {', '.join([*also_reads, *_PROXY_VARIABLES])}.",
+        epilog=f"{_EPILOG.format(habits=', '.join(habits))} Also read, without an option: "
+        f"{', '.join([*also_reads, *_PROXY_VARIABLES])}.",
         context_settings={"max_content_width": 110, "terminal_width": 110, "help_option_names": ["-h", "--help"]},
     )
 
