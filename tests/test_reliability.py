@@ -191,6 +191,26 @@ def small_disk(tmp_path: Path) -> Iterator[Path]:
         subprocess.run(["umount", "-l", str(mount)], check=True)
 
 
+@pytest.mark.parametrize("inodes", [3, 4, 5], ids=["state-folder", "tmp-folder", "plan-index"])
+def test_a_volume_without_room_for_the_state_fails_leaving_output_path_absent(
+    seaweed: SeaweedFS, objects: str, tmp_path: Path, inodes: int
+):
+    """A tmpfs of `inodes` inodes (its root, then OUTPUT_PATH, `.initializer`, `tmp`, the plan index, one each):
+    no room for `.initializer/` itself, for its `tmp/`, or for the plan index. Exit 1 saying the volume is full, never
+    an internal error, and OUTPUT_PATH, which the run made, gone with every folder it made on the way."""
+    mount = tmp_path / "tiny"
+    mount.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", f"size=1m,nr_inodes={inodes}", "tmpfs", str(mount)], check=True)
+    try:
+        result = run_program("dataset", {**seaweed.env(), "STORAGE_URI": objects, "OUTPUT_PATH": str(mount / "out")})
+        left = sorted(path.relative_to(mount).as_posix() for path in mount.rglob("*"))
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], check=True)
+    assert result.code == 1 and "No space left on device" in result.last["error"], result.stdout + result.stderr
+    assert "Traceback" not in result.stdout + result.stderr
+    assert left == []
+
+
 def test_a_download_larger_than_the_free_space_is_refused_before_the_file_that_would_not_fit(
     seaweed: SeaweedFS, objects: str, small_disk: Path
 ):

@@ -83,7 +83,8 @@ class StateDir:
 
     def _prepare(self, waiting: Callable[[str, float], None]) -> None:
         """Create the folders, prove they are writable and take the lock, before any transfer starts; a link
-        where one of them goes is refused (`tree`). A run that failed early may remove its state folders
+        where one of them goes is refused (`tree`). A destination that refuses them (full, read-only) keeps none of
+        the folders made on the way. A run that failed early may remove its state folders
         while this one waits for its lock (`_leave_as_found`): once the lock is held, it must still be the one at
         its path, else the folders are made again and the lock taken anew."""
         for attempt in range(_PREPARE_ATTEMPTS):
@@ -103,7 +104,9 @@ class StateDir:
                     continue
                 raise
             except OSError as exc:
-                raise _unusable(self.root, exc) from None
+                error = _unusable(self.root, exc)
+                self._remove_folders([path for path in made if path not in self.lock.paths])  # no lock taken yet
+                raise error from None
             self.lock.take(waiting)
             if self.lock.in_place():
                 self._made = made
@@ -127,11 +130,17 @@ class StateDir:
                 self.destination.replace(self.withdrawn_manifest_path, self.manifest_path)
             if not self._journal_found:
                 self.destination.unlink(self.journal.path)
-        for path in reversed(self._made):  # the deepest first
-            with contextlib.suppress(OSError):
-                if path in self.lock.paths:
+        for path in reversed(self.lock.paths):  # the deepest first
+            if path in self._made:
+                with contextlib.suppress(OSError):
                     self.destination.unlink(path)  # still held: a run waiting for it finds it gone (`_prepare`)
-                elif path == self.root:
+        self._remove_folders([path for path in self._made if path not in self.lock.paths])
+
+    def _remove_folders(self, made: list[Path]) -> None:
+        """The folders this run made (OUTPUT_PATH itself maybe), the deepest first, each only if empty; best effort."""
+        for path in reversed(made):
+            with contextlib.suppress(OSError):
+                if path == self.root:
                     self.destination.close_folders()
                     os.rmdir(path)  # only if empty
                 else:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import heapq
+import os
 import sqlite3
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -44,7 +45,10 @@ class PlanIndex:
     """
 
     def __init__(self, path: Path) -> None:
+        """The file is made here first, so a volume that refuses it says why (ENOSPC, EROFS, naming the file), where
+        SQLite would say only that it is "unable to open database file"."""
         path.unlink(missing_ok=True)
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600))
         self._db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
         self._db.executescript(_SCHEMA)
         self._db.execute("BEGIN")  # one transaction for the run: nothing here needs to survive a crash
