@@ -318,8 +318,9 @@ def test_a_throttled_answer_is_waited_out(request: pytest.FixtureRequest, store:
 
 
 def test_a_stop_mid_file_then_the_rerun_fetches_only_what_is_missing(store: Store, tmp_path: Path):
-    """SIGTERM once the small files landed and the large one's bytes are crossing: exit 1, `stopped by SIGTERM`; the
-    re-run completes, fetching neither the files that landed nor (for a file store) a byte of them."""
+    """SIGTERM once the small files landed and the large one's bytes are crossing: exit 1, `stopped by SIGTERM`, the
+    journal kept (the plan index, made anew by each run, gone); the re-run completes, fetching neither the files that
+    landed nor (for a file store) a byte of them."""
     requires(store, "relayed", "no relay can stand between the program and its server")
     files = {**SMALL, BIG_PATH: BIG}
     store.put(files)
@@ -335,6 +336,8 @@ def test_a_stop_mid_file_then_the_rerun_fetches_only_what_is_missing(store: Stor
         process.kill()
     assert stopped.code == 1 and stopped.last["error"].startswith("stopped by SIGTERM while waiting for"), stopped.last
     assert not completed(output)
+    state = output / ".initializer"
+    assert (state / "journal.jsonl").exists() and not (state / "index.sqlite").exists(), "kept: what a re-run needs"
     done = final_paths(output)
     assert BIG_PATH not in done, "stopped mid-file"
     store.reset()
