@@ -14,6 +14,7 @@ import socketserver
 import threading
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
+from xml.sax.saxutils import escape
 
 from devkit.serving import QuietDisconnects, ServedInThread
 
@@ -35,12 +36,15 @@ class ProxyLog:
 
 
 class Proxy:
-    def __init__(self, credentials: tuple[str, str] | None = None) -> None:
+    """With `echo`, a careless proxy: it answers every request with a 502 whose S3-style error quotes the request's
+    head back (Proxy-Authorization and all) in its Code and Message."""
+
+    def __init__(self, credentials: tuple[str, str] | None = None, echo: bool = False) -> None:
         self.log = ProxyLog()
         expected = None
         if credentials:
             expected = "Basic " + base64.b64encode(f"{credentials[0]}:{credentials[1]}".encode()).decode()
-        self._server = _Server(("127.0.0.1", 0), _handler(self.log, expected))
+        self._server = _Server(("127.0.0.1", 0), _handler(self.log, expected, echo))
         self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
         self._serving = ServedInThread(self._server, "proxy")
 
@@ -57,7 +61,7 @@ class _Server(QuietDisconnects, socketserver.ThreadingTCPServer):
     allow_reuse_address = True
 
 
-def _handler(log: ProxyLog, expected_authorization: str | None) -> type[socketserver.BaseRequestHandler]:
+def _handler(log: ProxyLog, expected_authorization: str | None, echo: bool) -> type[socketserver.BaseRequestHandler]:
     class Handler(socketserver.BaseRequestHandler):
         def handle(self) -> None:
             client: socket.socket = self.request
@@ -68,6 +72,9 @@ def _handler(log: ProxyLog, expected_authorization: str | None) -> type[socketse
             method, target, _version = request_line.split(" ", 2)
             log.add(method, target)
             headers = [line for line in header_lines if line]
+            if echo:
+                client.sendall(_echoed(head))
+                return
             if expected_authorization and _header(headers, "proxy-authorization") != expected_authorization:
                 client.sendall(
                     b'HTTP/1.1 407 Proxy Authentication Required\r\nProxy-Authenticate: Basic realm="test"\r\n'
@@ -97,6 +104,17 @@ def _handler(log: ProxyLog, expected_authorization: str | None) -> type[socketse
             upstream.close()
 
     return Handler
+
+
+def _echoed(head: str) -> bytes:
+    """A 502 quoting a request's head back, in an S3 error's Code and Message."""
+    said = escape(f"you sent: {head}")
+    body = f'<?xml version="1.0" encoding="UTF-8"?><Error><Code>{said}</Code><Message>{said}</Message></Error>'.encode()
+    return (
+        b"HTTP/1.1 502 Bad Gateway\r\nContent-Type: application/xml\r\nConnection: close\r\n"
+        + f"Content-Length: {len(body)}\r\n\r\n".encode()
+        + body
+    )
 
 
 _HOP_BY_HOP = {"connection", "proxy-connection", "proxy-authorization", "keep-alive"}

@@ -3,6 +3,7 @@ any URI shown has its query's credentials masked, in the logs, the termination m
 
 from __future__ import annotations
 
+import base64
 import json
 from pathlib import Path
 
@@ -10,7 +11,11 @@ import pytest
 from test_hostile_servers import assert_secret_hidden
 
 from devkit.programs import ProgramResult, run_program
+from devkit.proxy import Proxy
+from devkit.seaweed import SeaweedFS
+from initializers.common import logs
 from initializers.common.uri_credentials import credentials_in, masked
+from initializers.sources.azure import entra
 
 SAS_SIG = "AbCdEfGh1234567890xyzSECRETsig/+="
 GOOG_SIGNATURE = "0123abcdefDEADBEEF9876fedcba5432"
@@ -123,3 +128,47 @@ def test_a_keys_json_in_google_application_credentials_is_refused_unseen(tmp_pat
         assert_secret_hidden(result, secret, termination)
     assert "BEGIN PRIVATE KEY" not in result.stdout + result.stderr + termination
     assert not (tmp_path / "out").exists()
+
+
+# --- a proxy quoting its credentials back ------------------------------------------------------------------------
+
+PROXY_PASSWORD = "Pr0xyPassw0rd9Kq"
+
+
+@pytest.mark.parametrize("variable", ["HTTP_PROXY", "ALL_PROXY"])
+def test_a_proxy_quoting_proxy_authorization_back_never_makes_the_password_show(
+    seaweed: SeaweedFS, bucket: str, tmp_path: Path, variable: str
+):
+    with Proxy(credentials=("user", PROXY_PASSWORD), echo=True) as proxy:
+        url = proxy.url.replace("http://", f"http://user:{PROXY_PASSWORD}@")
+        env = {**seaweed.env(), "STORAGE_URI": f"s3://{bucket}/d", variable: url}
+        result, termination = run(tmp_path, **env)
+    assert result.code == 1, result.stdout + result.stderr
+    assert proxy.log.requests, "the run never went through the proxy"
+    assert "you sent" in result.last["error"]  # the proxy's quote reached the message
+    basic = base64.b64encode(f"user:{PROXY_PASSWORD}".encode()).decode()
+    for secret in (PROXY_PASSWORD, basic, url):
+        assert_secret_hidden(result, secret, termination)
+
+
+# --- azure-identity: what it reads to prove who it is --------------------------------------------------------------
+
+IDENTITY_HEADER = "Id3ntityHeaderXk82Qz"
+FEDERATED_TOKEN = "eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJzeXN0ZW06c2VydmljZWFjY291bnQifQ.Fed3ratedSig9Xq"
+
+
+def test_what_azure_identity_reads_to_prove_who_it_is_is_hidden_as_it_is_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    """AKS workload identity's projected token (sent to Entra as the client assertion), App Service's identity
+    header, a service principal's secret and its certificate's password: hidden once azure-identity's chain is made,
+    before it sends any of them anywhere."""
+    token_file = tmp_path / "azure-identity-token"
+    token_file.write_text(FEDERATED_TOKEN + "\n")
+    secrets = {"AZURE_CLIENT_SECRET": "Cl1entSecretQv7", "IDENTITY_HEADER": IDENTITY_HEADER,
+               "AZURE_CLIENT_CERTIFICATE_PASSWORD": "C3rtPasswordWx4"}  # fmt: skip
+    for name, value in {**secrets, "AZURE_FEDERATED_TOKEN_FILE": str(token_file)}.items():
+        monkeypatch.setenv(name, value)
+    entra._default_credential()
+    for secret in [*secrets.values(), FEDERATED_TOKEN]:
+        assert logs.redact(f"echoed {secret} back") == "echoed *** back", secret

@@ -16,7 +16,7 @@ from types import ModuleType
 from typing import Any
 from urllib.parse import quote, quote_plus
 
-from initializers.common import terminal
+from initializers.common import terminal, uri_credentials
 
 
 def _structlog_without_rich() -> ModuleType:
@@ -190,7 +190,10 @@ def configure(log_format: str | None, log_level: str | None, secrets: Iterable[s
     global _redactor
     from_env = [os.environ.get(name, "") for name in SECRET_ENV_VARS]
     # Stripped too: a library reading the variable may drop the newline a Secret made from a file leaves at its end.
-    _redactor = Redactor([*secrets, *from_env, *(value.strip() for value in from_env)])
+    # A proxy's password too: every client, ours and the libraries', reads it from the environment.
+    _redactor = Redactor(
+        [*secrets, *from_env, *(value.strip() for value in from_env), *uri_credentials.proxy_credentials(os.environ)]
+    )
     level = getattr(logging, (log_level or "info").upper())
     out = _Standard(stream)
     fmt = log_format or ("console" if out.isatty() else "json")

@@ -7,9 +7,11 @@ is not.
 
 from __future__ import annotations
 
+import base64
 import json
 import re
-from urllib.parse import unquote_plus
+from collections.abc import Mapping
+from urllib.parse import unquote, unquote_plus, urlsplit
 
 #: Query parameters (and form or JSON fields) whose values are credentials, by how their names end (any case): `sig`,
 #: `X-Goog-Signature`, `X-Amz-Credential`, `X-Amz-Security-Token`, `AWSAccessKeyId`, `GoogleAccessId`,
@@ -88,3 +90,23 @@ def _fields(value: object) -> list[tuple[str, str]]:
 
 def _named(name: str, item: object) -> list[tuple[str, str]]:
     return [(name, item)] if isinstance(item, str) and item else _fields(item)
+
+
+#: The variables naming a proxy, as urllib, requests, httpx and botocore read them (either case).
+PROXY_VARIABLES = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy")
+
+
+def proxy_credentials(env: Mapping[str, str]) -> list[str]:
+    """The credentials of the proxies `env` names: each URL's password as written and decoded, and the Basic
+    credentials (`base64(user:password)`) every client sends the proxy in Proxy-Authorization, which a proxy may
+    quote back."""
+    found = []
+    for name in PROXY_VARIABLES:
+        url = env.get(name, "")
+        parts = urlsplit(url if "://" in url else f"http://{url}")
+        if not url or parts.password is None:
+            continue
+        user, password = unquote(parts.username or ""), unquote(parts.password)
+        basic = base64.b64encode(f"{user}:{password}".encode()).decode()
+        found += [*credentials_in(parts.geturl()), basic]
+    return found

@@ -6,10 +6,12 @@ token is kept until it is about to expire, then fetched again, and hidden from t
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 import time
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any
 
 from initializers.common import logs
@@ -59,6 +61,7 @@ class EntraToken:
 
         if self._credential is None:
             self._credential = _default_credential()
+        _hide_what_identity_sends()
         try:
             token = self._credential.get_token(STORAGE_SCOPE)
         except AzureError as exc:
@@ -70,11 +73,26 @@ class EntraToken:
         return token.token, float(token.expires_on)
 
 
+#: What azure-identity reads to prove who the run is, and sends a token endpoint: a service principal's secret and
+#: its certificate's password, App Service's identity header (and its older name).
+_IDENTITY_SECRETS = ("AZURE_CLIENT_SECRET", "AZURE_CLIENT_CERTIFICATE_PASSWORD", "IDENTITY_HEADER", "MSI_SECRET")
+#: The file holding AKS workload identity's projected token, which azure-identity sends Entra as its assertion.
+FEDERATED_TOKEN_FILE = "AZURE_FEDERATED_TOKEN_FILE"
+
+
 def _default_credential() -> Any:
-    """azure-identity's chain as Azure's SDKs use it; a service principal's secret, read by it alone, hidden from the
-    logs too."""
+    """azure-identity's chain as Azure's SDKs use it, what it reads to prove who the run is hidden first."""
     from azure.identity import DefaultAzureCredential
 
-    if secret := os.environ.get("AZURE_CLIENT_SECRET"):
-        logs.hide(secret)
+    _hide_what_identity_sends()
     return DefaultAzureCredential()
+
+
+def _hide_what_identity_sends() -> None:
+    """What azure-identity reads to prove who the run is (`_IDENTITY_SECRETS`, the federated token, which Kubernetes
+    renews in its file: read again before each token), read by it alone, hidden before it sends any of it."""
+    for name in _IDENTITY_SECRETS:
+        logs.hide(os.environ.get(name, "").strip())
+    if token_file := os.environ.get(FEDERATED_TOKEN_FILE):
+        with contextlib.suppress(OSError, UnicodeDecodeError):
+            logs.hide(Path(token_file).read_text().strip())  # a file it cannot read is azure-identity's to report
