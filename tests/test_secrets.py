@@ -6,15 +6,20 @@ from __future__ import annotations
 import base64
 import json
 from pathlib import Path
+from xml.sax.saxutils import escape
 
 import pytest
 from test_hostile_servers import assert_secret_hidden
 
+from devkit.moto import ACCOUNT as MOTO_ACCOUNT
+from devkit.moto import Moto
 from devkit.programs import ProgramResult, run_program
 from devkit.proxy import Proxy
+from devkit.relay import EchoFault, Relay
 from devkit.seaweed import SeaweedFS
 from initializers.common import logs
 from initializers.common.uri_credentials import credentials_in, masked
+from initializers.sources.aws import access as aws_access
 from initializers.sources.azure import entra
 
 SAS_SIG = "AbCdEfGh1234567890xyzSECRETsig/+="
@@ -172,3 +177,47 @@ def test_what_azure_identity_reads_to_prove_who_it_is_is_hidden_as_it_is_read(
     entra._default_credential()
     for secret in [*secrets.values(), FEDERATED_TOKEN]:
         assert logs.redact(f"echoed {secret} back") == "echoed *** back", secret
+
+
+# --- a session STS mints for ROLE_ARN ----------------------------------------------------------------------------
+
+
+def _s3_error(text: str) -> bytes:
+    said = escape(text)
+    return f"<?xml version='1.0'?><Error><Code>{said}</Code><Message>{said}</Message></Error>".encode()
+
+
+def test_a_server_quoting_the_session_token_sts_minted_back_never_makes_it_show(moto: Moto, tmp_path: Path):
+    """The session token of an assumed role travels in every request (x-amz-security-token): a server quoting it
+    back prints it no more than the secret key minted with it."""
+    s3 = moto.client("s3", "admin")
+    s3.create_bucket(Bucket="moto-echo")
+    s3.put_object(Bucket="moto-echo", Key="d/a.txt", Body=b"a")
+    role = f"arn:aws:iam::{MOTO_ACCOUNT}:role/s3-reader"
+    with Relay(moto.endpoint) as relay:
+        fault = relay.add_fault(EchoFault(status=403, match="/moto-echo", times=None, render=_s3_error))
+        env = {**moto.env("reader"), "ENDPOINT": relay.endpoint, "ROLE_ARN": role, "STORAGE_URI": "s3://moto-echo/d"}
+        result, termination = run(tmp_path, **env)
+    assert result.code == 1, result.stdout + result.stderr
+    assert "you sent" in result.last["error"], result.last["error"]  # the quote reached the message
+    tokens = {
+        headers.get("x-amz-security-token") or headers.get("X-Amz-Security-Token") for *_, headers, _ in fault.echoed
+    }
+    assert tokens and None not in tokens
+    for token in tokens:
+        assert_secret_hidden(result, token, termination)
+
+
+def test_the_web_identity_token_botocore_sends_sts_is_hidden_as_the_chain_is_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    """EKS's projected token (IRSA), which botocore sends STS to get the role's session."""
+    import botocore.session
+
+    token_file = tmp_path / "eks-token"
+    token_file.write_text(FEDERATED_TOKEN + "\n")
+    monkeypatch.setenv("AWS_WEB_IDENTITY_TOKEN_FILE", str(token_file))
+    session = botocore.session.get_session()
+    session.set_credentials("AKIAEXAMPLE", "not-read-here")
+    aws_access.resolve_credentials(session, None)
+    assert logs.redact(f"echoed {FEDERATED_TOKEN}") == "echoed ***"

@@ -7,12 +7,15 @@ sources skip it when the contract's keys (or ANONYMOUS) and ENDPOINT leave it no
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
+from initializers.common import logs
 from initializers.common.errors import ConfigError, FetchError
 from initializers.config.anonymous import AnonymousAccess
 from initializers.config.contract import Config
@@ -153,8 +156,17 @@ def aws_session(options: AwsOptions, role: Role | None) -> botocore.session.Sess
     return session
 
 
+#: The file of the token EKS (IRSA) projects, which botocore sends STS for the role's session.
+WEB_IDENTITY_TOKEN_FILE = "AWS_WEB_IDENTITY_TOKEN_FILE"
+
+
 def resolve_credentials(session: botocore.session.Session, role: Role | None) -> botocore.credentials.Credentials:
+    """The chain's credentials; the web identity token it sends STS (IRSA's projected token) hidden first."""
     from botocore.exceptions import BotoCoreError, ClientError
+
+    if token_file := os.environ.get(WEB_IDENTITY_TOKEN_FILE):
+        with contextlib.suppress(OSError, UnicodeDecodeError):
+            logs.hide(Path(token_file).read_text().strip())  # a file it cannot read is botocore's to report
 
     try:
         credentials = session.get_credentials()
@@ -179,6 +191,8 @@ def refreshing_credentials(
             frozen = chain.get_frozen_credentials()
         except (BotoCoreError, ClientError) as exc:
             raise credentials_failed("refreshing", exc, role) from None
+        for secret in (frozen.secret_key, frozen.token):  # minted by STS for a role or a web identity, or read
+            logs.hide(secret or "")
         return SigningCredentials(frozen.access_key, frozen.secret_key, frozen.token)
 
     return current
