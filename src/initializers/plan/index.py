@@ -16,7 +16,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import NoReturn
 
-from initializers.common.errors import FetchError
+from initializers.common.errors import FetchError, disk_error
 from initializers.common.remote_file import Checksum, RemoteFile
 from initializers.destination.done import DoneFile
 from initializers.plan.safe_paths import PLAN_BATCH
@@ -45,10 +45,13 @@ class PlanIndex:
     """
 
     def __init__(self, path: Path) -> None:
-        """The file is made here first, so a volume that refuses it says why (ENOSPC, EROFS, naming the file), where
+        """The file is made here first, so a volume that refuses it says why (a full disk, naming the file), where
         SQLite would say only that it is "unable to open database file"."""
         path.unlink(missing_ok=True)
-        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600))
+        try:
+            os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600))
+        except OSError as exc:
+            raise disk_error(exc, str(path)) from None
         self._db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
         self._db.executescript(_SCHEMA)
         self._db.execute("BEGIN")  # one transaction for the run: nothing here needs to survive a crash
