@@ -74,7 +74,7 @@ def suite(rounds: int, out_root: Path, quick: bool) -> list[Result]:
                                        "METADATA_LOC": metadata, "NUM_DATA_NODES": str(NODES),
                                        "OUTPUT_PATH": str(folder)})  # fmt: skip
         if made.code:
-            raise RuntimeError(made.stdout[-2000:])
+            raise RuntimeError(made.stderr[-2000:])
     results = []
     for count in READERS:
         samples: dict[str, list[Sample]] = {FLIGHT: [], DIRECT: []}

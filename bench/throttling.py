@@ -51,7 +51,7 @@ def fetch(server: SeaweedFS, relay: Relay, out: Path, source: str | None) -> flo
     seconds = time.perf_counter() - started
     fetched = sum(1 for path in out.rglob("*.bin"))
     if done.returncode != 0 or fetched != len(DATASET.objects):
-        raise RuntimeError(f"exit {done.returncode}, {fetched} files: {done.stdout[-2000:]!r}")
+        raise RuntimeError(f"exit {done.returncode}, {fetched} files: {done.stderr[-2000:]!r}")
     return seconds
 
 

@@ -32,9 +32,10 @@ class ProgramResult:
 
     @property
     def events(self) -> list[dict[str, Any]]:
-        """The JSON lines of stdout, then of stderr (where a dry run logs, its plan owning stdout)."""
+        """The log events: the JSON lines of stderr, where the programs log (stdout holds data alone: a dry run's
+        plan)."""
         parsed = []
-        for line in [*self.stdout.splitlines(), *self.stderr.splitlines()]:
+        for line in self.stderr.splitlines():
             try:
                 parsed.append(json.loads(line))
             except ValueError:
@@ -70,6 +71,18 @@ def start_program(kind: str, env: dict[str, str], *args: str) -> subprocess.Pope
     return subprocess.Popen(
         command(kind, *args), env=clean_env(env), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )
+
+
+def wait_for_event(process: subprocess.Popen[str], event: str) -> dict[str, Any]:
+    """Read the log of a program `start_program` started (its stderr) until `event`, and return that event; the
+    program's exit ends the wait otherwise. What is read here is no longer in what `communicate` returns."""
+    assert process.stderr is not None
+    read = []
+    for line in process.stderr:
+        if f'"event": "{event}"' in line:
+            return dict(json.loads(line))
+        read.append(line)
+    raise AssertionError(f"exited before {event!r}:\n{''.join(read[-20:])}")
 
 
 def run_on_terminal(

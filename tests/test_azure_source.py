@@ -16,11 +16,11 @@ from typing import Any
 
 import pytest
 from test_emulators import flip_stored_byte
-from test_reliability import wait_for_event, wait_until
+from test_reliability import wait_until
 
 from devkit.azurite import ACCOUNT, ACCOUNT_KEY, Azurite, IdentityEndpoint, _signature, account_sas, connection_string
 from devkit.outputs import manifest, tree
-from devkit.programs import ProgramResult, run_program, start_program
+from devkit.programs import ProgramResult, run_program, start_program, wait_for_event
 from devkit.relay import CorruptFault, Relay, ResetFault, StatusFault
 from devkit.samples import ODD_NAMES
 from initializers.common import logs

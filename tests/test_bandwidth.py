@@ -62,7 +62,7 @@ def test_the_cap_holds_for_all_connections_of_a_run(seaweed: SeaweedFS, s3: Any,
         s3.put_object(Bucket=bucket, Key=f"m/part-{i}.bin", Body=os.urandom(768 << 10))
     env = {**seaweed.env(), "STORAGE_URI": f"s3://{bucket}/m", "OUTPUT_PATH": str(tmp_path), "MAX_BANDWIDTH": "256K"}
     result = run_program("dataset", env)
-    assert result.code == 0, result.stdout
+    assert result.code == 0, result.stderr
     (done,) = result.named("done")
     assert done["fetched_bytes"] == 3 << 20
     assert done["fetched_bytes"] / done["seconds"] < 1.15 * cap, done

@@ -160,7 +160,7 @@ def test_unchanged_snapshot_is_a_no_op_and_a_new_one_rematerialises(local_catalo
     before = {p: p.stat().st_mtime_ns for p in out.glob("shard-*/*")}
 
     again = _run({}, out, table.metadata_location, nodes=4)
-    assert again.code == 0 and again.named("up to date"), again.stdout
+    assert again.code == 0 and again.named("up to date"), again.stderr
     assert {p: p.stat().st_mtime_ns for p in out.glob("shard-*/*")} == before
 
     appended = rows(20000, 1000, lang="de")
@@ -280,7 +280,7 @@ def test_a_stale_shard_is_never_left_looking_complete(local_catalog: Any, tmp_pa
     newest = max((t.file.file_path for t in table.scan().plan_files()), key=lambda p: os.stat(p[7:]).st_mtime_ns)
     os.unlink(newest.removeprefix("file://"))
     result = _run({}, out, table.metadata_location, nodes=2)
-    assert result.code == 1 and "no such file" in result.last["error"], result.stdout
+    assert result.code == 1 and "no such file" in result.last["error"], result.stderr
     manifest = out / ".initializer" / "manifest.json"
     if manifest.exists():
         assert manifest.read_bytes() == manifest_before

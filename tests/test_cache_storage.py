@@ -21,7 +21,7 @@ from pyiceberg.typedef import Record
 
 from devkit.iceberg import rows, simple_table, sql_catalog
 from devkit.moto import REGION, Moto
-from devkit.programs import ProgramResult, run_program, start_program
+from devkit.programs import ProgramResult, run_program, start_program, wait_for_event
 from devkit.relay import Relay, StatusFault
 from devkit.seaweed import SeaweedFS
 
@@ -140,14 +140,12 @@ def test_a_signal_stops_a_materialisation_promptly_leaving_nothing_that_looks_co
         env = {**seaweed.env(), "ENDPOINT": relay.endpoint, "STORAGE_URI": "cache://shop/reviews",
                "METADATA_LOC": table.metadata_location, "NUM_DATA_NODES": "2", "OUTPUT_PATH": str(output)}  # fmt: skip
         process = start_program("dataset", env)
-        assert process.stdout is not None
-        while '"event": "fetching"' not in (line := process.stdout.readline()):
-            assert line, process.stderr.read() if process.stderr else "exited early"
+        wait_for_event(process, "fetching")
         while relay.traffic.body_bytes == 0:  # into the data files
             time.sleep(0.02)
         process.send_signal(signal.SIGTERM)
-        stdout, _ = process.communicate(timeout=STOP_CEILING_SECONDS)
-    assert process.returncode == 1 and "stopped by SIGTERM" in stdout.strip().splitlines()[-1]
+        _, stderr = process.communicate(timeout=STOP_CEILING_SECONDS)
+    assert process.returncode == 1 and "stopped by SIGTERM" in stderr.strip().splitlines()[-1]
     assert not (output / ".initializer" / "manifest.json").exists()
     assert not list(output.glob("shard-*/*")) and not list((output / ".initializer" / "tmp").glob("*"))
 

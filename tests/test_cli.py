@@ -66,6 +66,7 @@ def test_configuration_errors_exit_2_and_say_why(kind: str, env: dict[str, str],
     assert result.code == 2, result.stdout + result.stderr
     assert result.last["event"] == "failed" and result.last["level"] == "error"
     assert message in result.last["error"]
+    assert result.stdout == "", "logs and errors go to stderr"
     assert not (tmp_path / "out").exists(), "a configuration error must leave nothing behind"
 
 
@@ -190,8 +191,8 @@ def test_unknown_options_are_usage_errors():
 
 def test_console_format_on_request(tmp_path: Path):
     result = run_program("dataset", {"LOG_FORMAT": "console", "OUTPUT_PATH": str(tmp_path)})
-    assert result.code == 2
-    assert "failed" in result.stdout and "STORAGE_URI is not set" in result.stdout and not result.stdout.startswith("{")
+    assert result.code == 2 and result.stdout == ""
+    assert "failed" in result.stderr and "STORAGE_URI is not set" in result.stderr and not result.stderr.startswith("{")
 
 
 def test_console_scripts_are_installed():

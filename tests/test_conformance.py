@@ -272,7 +272,7 @@ def test_a_byte_flipped_in_transit_is_caught(request: pytest.FixtureRequest, sto
             ok(fetch(store, tmp_path / "clean"))
             assert Store.landed(store, tmp_path / "out") == Store.landed(store, tmp_path / "clean")
     else:
-        assert result.code == 1 and TARGET in result.last["error"], result.stdout
+        assert result.code == 1 and TARGET in result.last["error"], result.stderr
         assert landed.get(TARGET) in (None, FILES[TARGET]) and not completed(tmp_path / "out")
 
 

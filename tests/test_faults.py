@@ -71,7 +71,7 @@ def test_s3_survives_a_503_storm_and_500s(seaweed: SeaweedFS, s3_relay: tuple[Re
     storm = relay.add_fault(StatusFault(status=503, times=4, match=f"/{bucket}/m/", method="GET"))
     errors = relay.add_fault(StatusFault(status=500, times=2, match="big.bin"))
     result = s3_fetch(seaweed, relay, bucket, tmp_path / "out")
-    assert result.code == 0, result.stdout
+    assert result.code == 0, result.stderr
     assert (storm.hits, errors.hits) == (4, 2)
     assert tree(tmp_path / "out") == S3_EXPECTED and completed(tmp_path / "out")
 
@@ -82,7 +82,7 @@ def test_s3_resumes_after_resets_mid_body_without_refetching(
     relay, bucket = s3_relay
     reset = relay.add_fault(ResetFault(after_bytes=3_000_000, times=3, match="big.bin"))
     result = s3_fetch(seaweed, relay, bucket, tmp_path / "out")
-    assert result.code == 0, result.stdout
+    assert result.code == 0, result.stderr
     assert reset.hits == 3
     assert tree(tmp_path / "out") == S3_EXPECTED
     # Each retry asks only for the bytes it lacks: what crossed the wire is the content, nothing twice.
@@ -95,7 +95,7 @@ def test_s3_stall_longer_than_the_read_timeout_is_retried_not_waited_for(
     relay, bucket = s3_relay
     stall = relay.add_fault(StallFault(seconds=ENDLESS_STALL_SECONDS, after_bytes=1_000_000, times=1, match="big.bin"))
     result = s3_fetch(seaweed, relay, bucket, tmp_path / "out", READ_TIMEOUT="1")
-    assert result.code == 0, result.stdout
+    assert result.code == 0, result.stderr
     assert stall.hits == 1 and retried_after_a_read_timeout(result)
     assert tree(tmp_path / "out") == S3_EXPECTED
 
@@ -143,7 +143,7 @@ def test_s3_throttling_a_third_of_requests_backs_the_whole_fleet_off(
         result = run_program(
             "dataset", {**env, "OUTPUT_PATH": str(output), "LOG_LEVEL": "debug"}, timeout=HANG_CEILING_SECONDS
         )
-    assert result.code == 0, result.stdout
+    assert result.code == 0, result.stderr
     assert tree(output) == FLEET and completed(output)
     assert any(event["streams"] < event["was"] for event in result.named("streams")), "halved for the throttling"
     gets, on_arrival = relay.traffic.object_gets(), relay.traffic.object_gets_on_arrival
@@ -181,7 +181,7 @@ def test_s3_after_a_storm_of_slowdown_the_fleet_backs_off_then_is_back_at_its_le
         )  # fmt: skip
         env = {**seaweed.env(), "ENDPOINT": relay.endpoint, "STORAGE_URI": f"s3://{bucket}/stormy"}
         result = run_program("dataset", {**env, "OUTPUT_PATH": str(output)}, timeout=HANG_CEILING_SECONDS)
-    assert result.code == 0, result.stdout
+    assert result.code == 0, result.stderr
     assert tree(output) == STORMY and completed(output)
     began = storm.began_at
     assert began is not None and storm.hits > 0
@@ -249,7 +249,7 @@ def test_s3_a_middle_range_corrupted_once_is_caught_and_the_object_fetched_again
         corrupt = relay.add_fault(CorruptFault(match="ranged.bin", range_from=MIDDLE_RANGE))
         result = s3_fetch(seaweed, relay, bucket, tmp_path / "out")
         gets = [path for path in relay.traffic.object_gets() if "ranged.bin" in path]
-    assert result.code == 0, result.stdout
+    assert result.code == 0, result.stderr
     assert corrupt.hits == 1 and len(gets) == 5 + 1  # five ranges, then the whole object once more
     assert result.named("checksum mismatch, fetching the file again")
     assert tree(tmp_path / "out") == {"ranged.bin": RANGED} and completed(tmp_path / "out")
@@ -270,7 +270,7 @@ def test_s3_a_multipart_object_is_recorded_as_checked_by_size_and_etag(
     s3.complete_multipart_upload(Bucket=bucket, Key="m/parts.bin", UploadId=upload, MultipartUpload={"Parts": parts})
     with Relay(seaweed.endpoint) as relay:
         result = s3_fetch(seaweed, relay, bucket, tmp_path / "out")
-    assert result.code == 0, result.stdout
+    assert result.code == 0, result.stderr
     assert tree(tmp_path / "out") == {"parts.bin": b"".join(chunks)}
     assert manifest_checksums(tmp_path / "out") == {"parts.bin": "size+version"}
 
@@ -348,7 +348,7 @@ def test_hub_survives_503s_on_the_api_and_resets_on_the_cdn(hub_relays: HubRelay
 def test_hub_stall_longer_than_the_read_timeout_is_retried(hub_relays: HubRelays, tmp_path: Path, variable: str):
     stall = hub_relays.cdn.add_fault(StallFault(seconds=ENDLESS_STALL_SECONDS, after_bytes=1_000_000, times=1))
     result = hub_fetch(hub_relays, tmp_path / "out", **{variable: "1"})  # waiting the stall out passes the ceiling
-    assert result.code == 0, result.stdout
+    assert result.code == 0, result.stderr
     assert stall.hits == 1
     assert tree(tmp_path / "out") == HUB_EXPECTED
 
@@ -358,7 +358,7 @@ def test_hub_resume_that_the_server_answers_whole_starts_the_file_over(hub_relay
     probe = hub_relays.cdn.add_fault(ResetFault(after_bytes=5_000_000, times=1))  # answered whole, dropped at once
     reset = hub_relays.cdn.add_fault(ResetFault(after_bytes=5_000_000, times=1))
     result = hub_fetch(hub_relays, tmp_path / "out")
-    assert result.code == 0, result.stdout
+    assert result.code == 0, result.stderr
     assert probe.hits == 1 and reset.hits == 1
     assert tree(tmp_path / "out") == HUB_EXPECTED and completed(tmp_path / "out")
     assert hub_relays.hub.served_bytes["cdn"] >= len(BIG) + 5_000_000  # sent again from its first byte

@@ -98,7 +98,7 @@ def test_the_model_default_fetches_what_a_trainer_loads(
     hub: HubServer, tmp_path: Path, repo: str, layout: dict[str, bytes], loaded: set[str], ignore: str | None
 ):
     result = fetch(hub, repo, tmp_path / "m", **({} if ignore is None else {"IGNORE_PATTERNS": ignore}))
-    assert result.code == 0, result.stdout
+    assert result.code == 0, result.stderr
     assert files(tmp_path / "m") == {path: layout[path] for path in loaded}
     assert skipped_bytes(result) == sum(len(body) for path, body in layout.items() if path not in loaded)
     manifest = json.loads((tmp_path / "m" / ".initializer" / "manifest.json").read_text())
@@ -107,27 +107,27 @@ def test_the_model_default_fetches_what_a_trainer_loads(
 
 def test_a_gguf_only_repo_keeps_its_gguf_files_and_an_allow_list_picks_one(hub: HubServer, tmp_path: Path):
     every = fetch(hub, "qwen/gguf", tmp_path / "all")
-    assert every.code == 0, every.stdout
+    assert every.code == 0, every.stderr
     assert set(files(tmp_path / "all")) == {p for p in GGUF if p.endswith(".gguf")}
     assert every.named("keeping GGUF weights")
     one = fetch(hub, "qwen/gguf", tmp_path / "one", ALLOW_PATTERNS="*q4_k_m.gguf")
-    assert one.code == 0, one.stdout
+    assert one.code == 0, one.stderr
     assert set(files(tmp_path / "one")) == {"qwen2.5-0.5b-instruct-q4_k_m.gguf"}
 
 
 def test_allow_patterns_replace_the_defaults_allow_list_and_its_ignore_side_stays(hub: HubServer, tmp_path: Path):
     """No safetensors among the allowed files: the .bin weights are the format kept; openvino/'s .bin is a copy."""
     result = fetch(hub, "st/minilm", tmp_path / "m", ALLOW_PATTERNS="*.bin,modules.json")
-    assert result.code == 0, result.stdout
+    assert result.code == 0, result.stderr
     assert set(files(tmp_path / "m")) == {"pytorch_model.bin", "modules.json"}
 
 
 def test_allow_and_an_explicit_ignore_list_mean_exactly_those_lists(hub: HubServer, tmp_path: Path):
     result = fetch(hub, "st/minilm", tmp_path / "m", ALLOW_PATTERNS="onnx/,*.json", IGNORE_PATTERNS="*qint8*,*/*")
-    assert result.code == 0, result.stdout
+    assert result.code == 0, result.stderr
     assert set(files(tmp_path / "m")) == {p for p in SENTENCE_TRANSFORMERS if p.endswith(".json") and "/" not in p}
     onnx = fetch(hub, "st/minilm", tmp_path / "onnx", ALLOW_PATTERNS="onnx/", IGNORE_PATTERNS="*qint8*")
-    assert onnx.code == 0, onnx.stdout
+    assert onnx.code == 0, onnx.stderr
     assert set(files(tmp_path / "onnx")) == {"onnx/model.onnx", "onnx/model_O4.onnx"}
     everything = fetch(hub, "st/minilm", tmp_path / "all", IGNORE_PATTERNS="")
     assert files(tmp_path / "all") == SENTENCE_TRANSFORMERS and not everything.named("skipped")
@@ -146,10 +146,10 @@ def test_the_model_default_on_s3(seaweed: SeaweedFS, s3: Any, bucket: str, tmp_p
         s3.put_object(Bucket=bucket, Key=f"models/minilm/{path}", Body=body)
     env = {**seaweed.env(), "STORAGE_URI": f"s3://{bucket}/models/minilm", "OUTPUT_PATH": str(tmp_path / "m")}
     result = run_program("model", env)
-    assert result.code == 0, result.stdout
+    assert result.code == 0, result.stderr
     assert set(files(tmp_path / "m")) == SENTENCE_TRANSFORMERS_LOADED
     allowed = run_program("model", {**env, "OUTPUT_PATH": str(tmp_path / "a"), "ALLOW_PATTERNS": "*.json,*.ot"})
-    assert allowed.code == 0, allowed.stdout
+    assert allowed.code == 0, allowed.stderr
     assert set(files(tmp_path / "a")) == {p for p in SENTENCE_TRANSFORMERS if p.endswith((".json", ".ot"))}
 
 
@@ -157,9 +157,9 @@ def test_the_model_default_on_s3(seaweed: SeaweedFS, s3: Any, bucket: str, tmp_p
 
 
 def plan_lines(result: ProgramResult) -> tuple[dict[str, int], dict[str, int]]:
-    """The plan's file lines, {path: size}, and its totals line, from the JSON lines on stdout."""
-    entries = [e for e in result.events if "event" not in e]
-    *per_file, totals = entries
+    """The plan's file lines, {path: size}, and its totals line, from the JSON lines on stdout (which holds nothing
+    else)."""
+    *per_file, totals = [json.loads(line) for line in result.stdout.splitlines()]
     return {e["path"]: e["size"] for e in per_file}, totals
 
 
@@ -170,7 +170,7 @@ def snapshot(root: Path) -> dict[str, tuple[int, int]]:
 def test_a_dry_run_prints_the_plan_and_creates_nothing(hub: HubServer, tmp_path: Path):
     absent = tmp_path / "not" / "there"
     result = fetch(hub, "st/minilm", absent, DRY_RUN="true")
-    assert result.code == 0, result.stdout
+    assert result.code == 0, result.stderr
     planned, totals = plan_lines(result)
     assert planned == {path: len(SENTENCE_TRANSFORMERS[path]) for path in SENTENCE_TRANSFORMERS_LOADED}
     assert totals["total_files"] == len(planned) and totals["total_bytes"] == sum(planned.values())
@@ -180,12 +180,12 @@ def test_a_dry_run_prints_the_plan_and_creates_nothing(hub: HubServer, tmp_path:
 
 def test_a_dry_run_leaves_an_existing_output_path_as_it_was(hub: HubServer, tmp_path: Path):
     done = fetch(hub, "meta/llama", tmp_path / "m")
-    assert done.code == 0, done.stdout
+    assert done.code == 0, done.stderr
     (tmp_path / "m" / "mine.txt").write_text("the user's")
     before = snapshot(tmp_path / "m")
     env = {"STORAGE_URI": "hf://st/minilm", "OUTPUT_PATH": str(tmp_path / "m"), "HF_ENDPOINT": hub.endpoint}
     result = run_program("model", env, "--dry-run", "true", "--ignore-patterns", "")  # the generated options
-    assert result.code == 0, result.stdout
+    assert result.code == 0, result.stderr
     assert set(plan_lines(result)[0]) == set(SENTENCE_TRANSFORMERS)
     assert snapshot(tmp_path / "m") == before
 
@@ -212,7 +212,7 @@ def test_a_dry_run_of_a_split_plan_prints_this_shares_part(hub: HubServer, tmp_p
 )  # fmt: skip
 def test_bad_values_exit_2_naming_the_variable(tmp_path: Path, env: dict[str, str], message: str):
     result = run_program("dataset", {"STORAGE_URI": "s3://b", "OUTPUT_PATH": str(tmp_path / "out"), **env})
-    assert result.code == 2, result.stdout
+    assert result.code == 2, result.stderr
     assert message in result.last["error"]
     assert not (tmp_path / "out").exists()
 

@@ -56,14 +56,14 @@ def test_model_repo_from_olah(olah: Olah, tmp_path: Path):
 
 def test_dataset_repo_branch_tag_and_sub_path_from_olah(olah: Olah, tmp_path: Path):
     latest = fetch(olah, "dataset", "hf://org/tiny", tmp_path / "latest")
-    assert latest.code == 0, latest.stdout
+    assert latest.code == 0, latest.stderr
     assert tree(tmp_path / "latest") == {**DATASET_V1, **DATASET_V2}
     tagged = fetch(olah, "dataset", "hf://org/tiny@v1.0", tmp_path / "tagged")
-    assert tagged.code == 0, tagged.stdout
+    assert tagged.code == 0, tagged.stderr
     assert tree(tmp_path / "tagged") == DATASET_V1
     sub = fetch(olah, "dataset", "hf://org/tiny/data", tmp_path / "sub", REVISION="v1.0")
-    assert sub.code == 0, sub.stdout
+    assert sub.code == 0, sub.stderr
     assert tree(tmp_path / "sub") == {"data/train.jsonl": b'{"x": 1}\n', "data/test.jsonl": b'{"x": 2}\n'}
     one = fetch(olah, "dataset", "hf://org/tiny/data/train.jsonl", tmp_path / "one")
-    assert one.code == 0, one.stdout
+    assert one.code == 0, one.stderr
     assert tree(tmp_path / "one") == {"data/train.jsonl": DATASET_V2["data/train.jsonl"]}

@@ -80,7 +80,7 @@ def test_model_repo_with_lfs_weights(hub: HubServer, tmp_path: Path):
 )
 def test_dataset_revisions_by_branch_and_tag(hub: HubServer, tmp_path: Path, revision: str, expected: dict):
     result = fetch(hub, "dataset", f"hf://org/ds{revision}", tmp_path / "d")
-    assert result.code == 0, result.stdout
+    assert result.code == 0, result.stderr
     assert tree(tmp_path / "d") == expected
 
 
@@ -104,10 +104,10 @@ def test_revision_by_commit_and_by_variable(hub: HubServer, tmp_path: Path):
 
 def test_sub_path_folder_and_file_keep_their_repo_paths(hub: HubServer, tmp_path: Path):
     folder = fetch(hub, "dataset", "hf://org/ds@v1/data/train", tmp_path / "f")
-    assert folder.code == 0, folder.stdout
+    assert folder.code == 0, folder.stderr
     assert tree(tmp_path / "f") == {k: v for k, v in DATASET_V1.items() if k.startswith("data/train/")}
     single = fetch(hub, "dataset", "hf://org/ds/meta/info.txt", tmp_path / "s")
-    assert single.code == 0, single.stdout
+    assert single.code == 0, single.stderr
     assert tree(tmp_path / "s") == {"meta/info.txt": b"v1"}
 
 
@@ -126,7 +126,7 @@ def test_model_ignore_patterns_and_the_bin_fallback(
 ):
     extra = {} if patterns is None else {"IGNORE_PATTERNS": patterns}
     result = fetch(hub, "model", f"hf://{repo}", tmp_path / "m", **extra)
-    assert result.code == 0, result.stdout
+    assert result.code == 0, result.stderr
     assert set(tree(tmp_path / "m")) == expected
     assert bool(result.named("keeping .bin/.pt/.pth weights")) == (repo == "org/bin-only" and patterns is None)
 
@@ -136,7 +136,7 @@ def test_private_repo_needs_the_right_token_and_the_token_never_leaks(hub: HubSe
     assert denied.code == 1
     assert "not found or is not accessible" in denied.last["error"] and "ACCESS_TOKEN" in denied.last["error"]
     allowed = fetch(hub, "model", "hf://org/private", tmp_path / "yes", ACCESS_TOKEN=TOKEN, LOG_LEVEL="debug")
-    assert allowed.code == 0, allowed.stdout
+    assert allowed.code == 0, allowed.stderr
     assert tree(tmp_path / "yes") == {"config.json": b'{"private": true}', "w.safetensors": b"W" * 100}
     via_hf_token = fetch(hub, "model", "hf://org/private", tmp_path / "hf", HF_TOKEN=TOKEN)
     assert via_hf_token.code == 0
@@ -157,7 +157,7 @@ def test_the_token_hf_auth_login_saved_is_used_when_none_is_configured(hub: HubS
     token_file.write_text(TOKEN)  # as `hf auth login` writes it
     saved = {"HF_HOME": str(home)} if where == "HF_HOME" else {"HF_TOKEN_PATH": str(token_file)}
     result = fetch(hub, "model", "hf://org/private", tmp_path / "m", **saved, LOG_LEVEL="debug")
-    assert result.code == 0, result.stdout
+    assert result.code == 0, result.stderr
     assert tree(tmp_path / "m") == {"config.json": b'{"private": true}', "w.safetensors": b"W" * 100}
     assert [event["source"] for event in result.named("hub token")] == [f"huggingface_hub's token file {token_file}"]
     assert TOKEN not in result.stdout + result.stderr
@@ -198,7 +198,7 @@ def test_huggingface_hubs_uris_and_hub_pages_fetch_the_repository(
     hub: HubServer, tmp_path: Path, kind: str, uri: str, expected: dict
 ):
     result = fetch(hub, kind, uri.format(endpoint=hub.endpoint), tmp_path / "out")
-    assert result.code == 0, result.stdout
+    assert result.code == 0, result.stderr
     assert tree(tmp_path / "out") == expected
     assert manifest(tmp_path / "out")["source"]["uri"].startswith("hf://org/")  # recorded in Kubeflow's form
 
@@ -252,7 +252,7 @@ def test_tree_listing_over_several_pages(hub: HubServer, tmp_path: Path):
         result = fetch(hub, "dataset", "hf://org/ds", tmp_path / "d")
     finally:
         hub.tree_page_size = 1000
-    assert result.code == 0, result.stdout
+    assert result.code == 0, result.stderr
     assert tree(tmp_path / "d") == {**DATASET_V1, **DATASET_V2}
     assert sum(1 for r in hub.requests if "/tree/" in r.path) >= 4
 
@@ -288,7 +288,7 @@ def test_killed_mid_file_then_rerun_refetches_only_unfinished_files(hub: HubServ
     assert not (output / ".initializer" / "manifest.json").exists()
     hub.reset()
     result = run_program("model", hub_env(hub, "hf://org/shards", output))
-    assert result.code == 0, result.stdout
+    assert result.code == 0, result.stderr
     assert tree(output) == SHARDS
     cdn_gets = [urlsplit(r.path) for r in hub.requests if r.origin == "cdn" and r.method == "GET"]
     fetched = {parse_qs(url.query)["file"][0] for url in cdn_gets}

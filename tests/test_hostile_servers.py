@@ -40,7 +40,7 @@ def assert_failed(result: ProgramResult, code: int, *phrases: str) -> str:
     """The run failed with `code`, and its last line says why in these words, not as an internal error."""
     assert result.code == code, result.stdout[-3000:] + result.stderr[-2000:]
     error = result.last.get("error", "")
-    assert result.last.get("event") == "failed" and "internal error" not in error, result.stdout[-3000:]
+    assert result.last.get("event") == "failed" and "internal error" not in error, result.stderr[-3000:]
     for phrase in phrases:
         assert phrase in error, error
     return error
@@ -109,7 +109,7 @@ def test_a_token_with_a_control_character_is_refused_naming_the_variable(
 @pytest.mark.parametrize("newline", ["\n", "\r\n"])
 def test_a_token_with_the_trailing_newline_of_a_secret_file_works(hub: HubPoser, tmp_path: Path, newline: str) -> None:
     result = run_hub(hub, tmp_path, ACCESS_TOKEN=TOKEN + newline)
-    assert result.code == 0, result.stdout[-2000:]
+    assert result.code == 0, result.stderr[-2000:]
     assert {seen.headers.get("authorization") for seen in hub.seen} == {f"Bearer {TOKEN}"}
     assert_secret_hidden(result, TOKEN)
 
@@ -225,7 +225,7 @@ def test_a_next_page_on_another_origin_is_fetched_without_the_token(hub: HubPose
             "/tree/", json_answer(hub.entries, headers={"Link": f'<{other.url}/api/tree/?cursor=2>; rel="next"'})
         )
         result = run_hub(hub, tmp_path, ACCESS_TOKEN=TOKEN)
-        assert result.code == 0, result.stdout[-2000:]
+        assert result.code == 0, result.stderr[-2000:]
         assert other.requests("/tree/") and all("authorization" not in seen.headers for seen in other.seen)
     assert hub.requests("/tree/")[0].headers["authorization"] == f"Bearer {TOKEN}"
 
@@ -485,5 +485,5 @@ def test_a_redirect_to_another_origin_is_followed_without_the_token(hub: HubPose
     with HubPoser(FILES) as other:  # the same repo, elsewhere
         hub.answer(what, lambda seen: Answer(307, {"Location": other.url + seen.target}))
         result = run_hub(hub, tmp_path, ACCESS_TOKEN=TOKEN)
-        assert result.code == 0, result.stdout[-2000:]
+        assert result.code == 0, result.stderr[-2000:]
         assert other.requests(what) and all("authorization" not in seen.headers for seen in other.seen)

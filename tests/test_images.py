@@ -61,7 +61,7 @@ def run_image(
 
 
 def last_event(result: subprocess.CompletedProcess) -> dict[str, Any]:
-    return json.loads(result.stdout.strip().splitlines()[-1])
+    return json.loads(result.stderr.strip().splitlines()[-1])
 
 
 def test_the_model_image_fills_the_volume_from_s3(runtime: str, seaweed: SeaweedFS, s3: Any, bucket: str, folder: Path):
@@ -145,7 +145,7 @@ def test_a_workspace_made_by_the_kubeflow_sdk_as_a_workstation_user(
     container = kf_container.get_model_initializer(model, images_config)
     result = run_image(runtime, container.image, folder, container.env, ["--workdir=/app"], container.command)
     assert result.returncode == 0, result.stdout + result.stderr
-    switched = [json.loads(line) for line in result.stdout.splitlines() if "workspace's user" in line]
+    switched = [json.loads(line) for line in result.stderr.splitlines() if "workspace's user" in line]
     assert switched and (switched[0]["uid"], switched[0]["gid"]) == (4242, 4343)
     assert {(p.stat().st_uid, p.stat().st_gid) for p in (folder / "model").rglob("*")} == {(4242, 4343)}
 
@@ -201,7 +201,7 @@ def test_a_token_readable_through_the_pods_group_is_read_after_the_drop_at_every
         options = [*_projected_token(folder, POD_GROUP, 0o440), f"--group-add={POD_GROUP}"]
         result = run_image(runtime, images.tag("dataset"), folder, _web_identity_env(relay.endpoint, role), options)
     assert result.returncode == 0, result.stdout + result.stderr
-    switched = [json.loads(line) for line in result.stdout.splitlines() if "workspace's user" in line]
+    switched = [json.loads(line) for line in result.stderr.splitlines() if "workspace's user" in line]
     assert (switched[0]["uid"], switched[0]["gid"], switched[0]["groups"]) == (*IMAGE_USER, [POD_GROUP])
     assert len(relay.sessions_issued) >= 3, "the token file was read again for each new session"
     fetched = {f"d/{p.name}": p.read_bytes() for p in (folder / "dataset").glob("*.bin")}
@@ -215,7 +215,7 @@ def test_a_token_the_images_user_could_not_read_keeps_root_saying_why(
     options = _projected_token(folder, 0, 0o400)  # a Secret without fsGroup: root's alone
     result = run_image(runtime, images.tag("dataset"), folder, _web_identity_env(server.endpoint, role), options)
     assert result.returncode == 0, result.stdout + result.stderr
-    stayed = [json.loads(line) for line in result.stdout.splitlines() if '"running as root"' in line]
+    stayed = [json.loads(line) for line in result.stderr.splitlines() if '"running as root"' in line]
     assert "AWS_WEB_IDENTITY_TOKEN_FILE" in stayed[0]["reason"] and "unreadable as uid 10001" in stayed[0]["reason"]
     assert (folder / "dataset" / "0.bin").stat().st_uid == 0
 

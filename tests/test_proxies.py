@@ -48,7 +48,7 @@ def fetched(output: Path) -> dict[str, bytes]:
 
 def test_s3_through_a_proxy_with_credentials(seaweed: SeaweedFS, objects: str, proxy: Proxy, tmp_path: Path):
     result = s3_fetch(seaweed, objects, tmp_path / "out", seaweed.endpoint, HTTP_PROXY=authenticated(proxy))
-    assert result.code == 0, result.stdout
+    assert result.code == 0, result.stderr
     assert fetched(tmp_path / "out") == {"big.bin": BODY, "small.txt": b"small"}
     gets = proxy.log.targets("GET")
     assert any("list-type=2" in target for target in gets)  # the listing went through it
@@ -60,7 +60,7 @@ def test_no_proxy_bypasses_it(seaweed: SeaweedFS, objects: str, proxy: Proxy, tm
     result = s3_fetch(
         seaweed, objects, tmp_path / "out", seaweed.endpoint, HTTP_PROXY=authenticated(proxy), NO_PROXY="127.0.0.1"
     )
-    assert result.code == 0, result.stdout
+    assert result.code == 0, result.stderr
     assert proxy.log.requests == []
 
 
@@ -71,7 +71,7 @@ def test_tls_through_a_connect_tunnel(seaweed: SeaweedFS, objects: str, proxy: P
             seaweed, objects, tmp_path / "out", relay.endpoint,
             HTTPS_PROXY=authenticated(proxy), AWS_CA_BUNDLE=str(cert),
         )  # fmt: skip
-    assert result.code == 0, result.stdout
+    assert result.code == 0, result.stderr
     assert fetched(tmp_path / "out") == {"big.bin": BODY, "small.txt": b"small"}
     assert set(proxy.log.targets("CONNECT")) == {relay.endpoint.removeprefix("https://")}
     assert proxy.log.targets("GET") == []  # nothing in the clear
@@ -83,7 +83,7 @@ def test_the_hub_through_a_proxy(proxy: Proxy, tmp_path: Path):
         env = {"STORAGE_URI": "hf://org/m", "OUTPUT_PATH": str(tmp_path / "out"), "HF_ENDPOINT": hub.endpoint,
                "HTTP_PROXY": authenticated(proxy)}  # fmt: skip
         result = run_program("model", env)
-    assert result.code == 0, result.stdout
+    assert result.code == 0, result.stderr
     assert fetched(tmp_path / "out") == {"config.json": b"{}", "model.safetensors": BODY}
     gets = proxy.log.targets("GET")
     assert any(target.startswith(f"{hub.endpoint}/api/models/org/m") for target in gets)  # huggingface_hub's calls

@@ -13,7 +13,7 @@ from typing import Any, NamedTuple
 import pytest
 
 from devkit.hubserver import HubServer
-from devkit.programs import ProgramResult, run_program, start_program
+from devkit.programs import ProgramResult, run_program, start_program, wait_for_event
 from devkit.relay import Relay, StallFault
 from devkit.seaweed import SeaweedFS
 from initializers.destination.journal import JOURNAL, journal_entries
@@ -49,18 +49,6 @@ def leftovers(output: Path) -> list[str]:
         if path.read_bytes() != OBJECTS[f"d/{path.name}"]:
             found.append(f"partial {path.name}")
     return found
-
-
-def wait_for_event(process: subprocess.Popen[str], event: str, timeout: float = 30) -> None:
-    deadline = time.monotonic() + timeout
-    assert process.stdout is not None
-    while time.monotonic() < deadline:
-        line = process.stdout.readline()
-        if f'"event": "{event}"' in line:
-            return
-        if not line and process.poll() is not None:
-            raise AssertionError(f"exited before {event!r}: {process.stderr.read() if process.stderr else ''}")
-    raise AssertionError(f"no {event!r} event within {timeout} s")
 
 
 def wait_until(condition: Callable[[], bool], timeout: float = 30) -> None:
@@ -349,7 +337,7 @@ def test_no_secret_variable_ever_reaches_output_manifest_or_files(
         # S3: the contract's secret is wrong on purpose, so the failure message is produced too.
         env["STORAGE_URI"] = objects if uri == "s3" else "hf://org/private"
         result = run_program("dataset" if uri == "s3" else "model", env)
-    assert result.code == (1 if uri == "s3" else 0), result.stdout
+    assert result.code == (1 if uri == "s3" else 0), result.stderr
     written = b"".join(p.read_bytes() for p in tmp_path.rglob("*") if p.is_file())
     for name, value in SECRETS.items():
         assert value not in result.stdout + result.stderr, name

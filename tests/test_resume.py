@@ -11,10 +11,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_reliability import finish, wait_for_event, wait_until
+from test_reliability import finish, wait_until
 
 from devkit.hubserver import HubServer
-from devkit.programs import ProgramResult, run_program, start_program
+from devkit.programs import ProgramResult, run_program, start_program, wait_for_event
 from devkit.relay import Relay
 from devkit.seaweed import SeaweedFS
 from initializers.destination.partials import RECORD_SUFFIX, read_partial

@@ -65,7 +65,7 @@ def test_nested_prefix_is_copied_relative_to_the_prefix(seaweed: SeaweedFS, s3: 
 def test_a_prefix_is_a_folder_not_a_string_prefix(seaweed: SeaweedFS, s3: Any, bucket: str, tmp_path: Path):
     put_all(s3, bucket, {"data/a.txt": b"a", "data-old/b.txt": b"b", "database.txt": b"c"})
     result = fetch(seaweed, f"s3://{bucket}/data", tmp_path / "out")
-    assert result.code == 0, result.stdout
+    assert result.code == 0, result.stderr
     assert tree(tmp_path / "out") == {"a.txt": b"a"}
 
 
@@ -82,7 +82,7 @@ def test_a_uri_naming_one_object_fetches_that_object(seaweed: SeaweedFS, s3: Any
     siblings = {"models/bert/model.safetensors.index.json": b"{}", "models/bert/config.json": b"{}"}
     put_all(s3, bucket, {"models/bert/model.safetensors": body, **siblings})
     result = fetch(seaweed, f"s3://{bucket}/models/bert/model.safetensors", tmp_path / "out", kind="model")
-    assert result.code == 0, result.stdout
+    assert result.code == 0, result.stderr
     assert tree(tmp_path / "out") == {"model.safetensors": body}
     # A string prefix of keys that is neither an object nor a folder names nothing.
     partial = fetch(seaweed, f"s3://{bucket}/models/bert/model", tmp_path / "none", kind="model")
@@ -96,7 +96,7 @@ def test_more_than_one_listing_page(seaweed: SeaweedFS, s3: Any, bucket: str, tm
     with ThreadPoolExecutor(16) as pool:
         list(pool.map(lambda kv: s3.put_object(Bucket=bucket, Key=kv[0], Body=kv[1]), objects.items()))
     result = fetch(seaweed, f"s3://{bucket}/shards", tmp_path / "out")
-    assert result.code == 0, result.stdout
+    assert result.code == 0, result.stderr
     assert tree(tmp_path / "out") == {k.removeprefix("shards/"): v for k, v in objects.items()}
 
 
@@ -115,7 +115,7 @@ def test_folder_markers_are_skipped_and_empty_and_unicode_names_kept(
         },
     )
     result = fetch(seaweed, f"s3://{bucket}/ds", tmp_path / "out")
-    assert result.code == 0, result.stdout
+    assert result.code == 0, result.stderr
     assert tree(tmp_path / "out") == {
         "empty.txt": b"",
         "données/naïve café.txt": "é".encode(),
@@ -156,7 +156,7 @@ def test_ignore_patterns_unset_empty_and_custom(
     put_all(s3, bucket, WEIGHTS)
     extra = {} if patterns is None else {"IGNORE_PATTERNS": patterns}
     result = fetch(seaweed, f"s3://{bucket}/m", tmp_path / "out", kind=kind, **extra)
-    assert result.code == 0, result.stdout
+    assert result.code == 0, result.stderr
     assert set(tree(tmp_path / "out")) == expected
 
 
@@ -167,7 +167,7 @@ def test_model_without_safetensors_keeps_bin_weights_under_the_default_list(
     put_all(s3, bucket, {"m/config.json": b"{}", "m/pytorch_model.bin": b"B" * 10, "m/flax.msgpack": b"F"})
     extra = {} if default_list is None else {"IGNORE_PATTERNS": default_list}
     result = fetch(seaweed, f"s3://{bucket}/m", tmp_path / "out", kind="model", **extra)
-    assert result.code == 0, result.stdout
+    assert result.code == 0, result.stderr
     assert set(tree(tmp_path / "out")) == {"config.json", "pytorch_model.bin"}
     assert result.named("keeping .bin/.pt/.pth weights")
     # An explicit list is the user's decision, even when it leaves no weights.
@@ -192,7 +192,7 @@ def test_small_objects_land_whole_with_no_more_requests_at_once_than_max_workers
     with Relay(seaweed.endpoint) as relay:
         relayed = run_program("dataset", {**env, "ENDPOINT": relay.endpoint, "OUTPUT_PATH": str(tmp_path / "relayed")})
     for result, output in ((direct, tmp_path / "direct"), (relayed, tmp_path / "relayed")):
-        assert result.code == 0, result.stdout
+        assert result.code == 0, result.stderr
         assert {f"tiny/{p.name}": p.read_bytes() for p in output.iterdir() if p.is_file()} == objects
     assert max(relay.traffic.object_gets_on_arrival) <= 12
 
@@ -201,7 +201,7 @@ def test_large_object_in_parallel_ranges_is_exact(seaweed: SeaweedFS, s3: Any, b
     body = os.urandom(40 * 1024 * 1024 + 12345)  # five 8 MiB ranges, the last one short
     s3.put_object(Bucket=bucket, Key="big/blob.bin", Body=body)
     result = fetch(seaweed, f"s3://{bucket}/big", tmp_path / "out", MAX_WORKERS="3")
-    assert result.code == 0, result.stdout
+    assert result.code == 0, result.stderr
     assert hashlib.sha256((tmp_path / "out" / "blob.bin").read_bytes()).digest() == hashlib.sha256(body).digest()
     assert list((tmp_path / "out" / ".initializer" / "tmp").iterdir()) == []
 
@@ -230,7 +230,7 @@ def test_a_listing_of_a_few_pages_is_one_chain_of_plain_pages(seaweed: SeaweedFS
     with Relay(seaweed.endpoint) as relay:
         result = fetch(seaweed, f"s3://{bucket}/ds", tmp_path / "out", endpoint=relay.endpoint)
         listings = [path for method, path in relay.traffic.requests if "list-type=" in path]
-    assert result.code == 0, result.stdout
+    assert result.code == 0, result.stderr
     assert tree(tmp_path / "out") == {key.removeprefix("ds/"): key.encode() for key in keys}
     # 2980 keys: three pages, each asked once, with no folder listing and no ranges to cut the listing at
     assert len(listings) == 3 and not any("delimiter=" in path or "start-after=" in path for path in listings)
@@ -266,7 +266,7 @@ def test_anonymous_access_to_a_public_bucket(seaweed: SeaweedFS, s3: Any, tmp_pa
     env = {"STORAGE_URI": f"s3://{PUBLIC_BUCKET}/open", "OUTPUT_PATH": str(tmp_path / "out"),
            "ENDPOINT": seaweed.endpoint, "ANONYMOUS": "true"}  # fmt: skip
     result = run_program("dataset", env)
-    assert result.code == 0, result.stdout
+    assert result.code == 0, result.stderr
     assert tree(tmp_path / "out") == {"data.csv": b"a,b\n1,2\n", "big.bin": b"x" * (17 * 1024 * 1024)}
     # Without ANONYMOUS and without credentials, nothing silently falls back to unsigned requests.
     del env["ANONYMOUS"]
@@ -287,7 +287,7 @@ def test_the_standard_credential_chain_applies_without_contract_keys(
         credentials.write_text(f"[train]\naws_access_key_id = {ACCESS_KEY}\naws_secret_access_key = {SECRET_KEY}\n")
         env |= {"AWS_SHARED_CREDENTIALS_FILE": str(credentials), "AWS_PROFILE": "train"}
     result = run_program("dataset", env)
-    assert result.code == 0, result.stdout
+    assert result.code == 0, result.stderr
     assert tree(tmp_path / "out") == {"a.txt": b"chain"}
     assert SECRET_KEY not in result.stdout + result.stderr
 
@@ -345,7 +345,7 @@ def test_missing_bucket_and_empty_prefix_fail(
 ):
     put_all(s3, bucket, {"a.txt": b"a"})
     result = fetch(seaweed, f"s3://{bucket}{uri_suffix}", tmp_path / "out")
-    assert result.code == 1, result.stdout
+    assert result.code == 1, result.stderr
     assert message in result.last["error"]
     assert not (tmp_path / "out" / ".initializer" / "manifest.json").exists()
 
@@ -415,7 +415,7 @@ def test_killed_run_leaves_no_partial_file_and_no_manifest_then_completes(
         relay.bytes_per_second = None
         relay.reset()
         result = run_program("dataset", env)
-        assert result.code == 0, result.stdout
+        assert result.code == 0, result.stderr
         refetched = {p.rsplit("/", 1)[-1] for p in relay.traffic.object_gets()}
         refetched_bytes = relay.traffic.body_bytes
     assert tree(output) == {k.removeprefix("d/"): v for k, v in objects.items()}
@@ -465,7 +465,7 @@ def test_https_endpoint_with_a_custom_ca_bundle(seaweed: SeaweedFS, s3: Any, buc
     with Relay(seaweed.endpoint, tls=(cert, key)) as relay:
         trusted = fetch(seaweed, f"s3://{bucket}/d", tmp_path / "ok", endpoint=relay.endpoint, AWS_CA_BUNDLE=str(cert))
         untrusted = fetch(seaweed, f"s3://{bucket}/d", tmp_path / "no", endpoint=relay.endpoint)
-    assert trusted.code == 0, trusted.stdout
+    assert trusted.code == 0, trusted.stderr
     assert tree(tmp_path / "ok") == {"small.txt": b"tls", "big.bin": body}
     assert untrusted.code == 1
     assert "the server's TLS certificate does not verify" in untrusted.last["error"]
@@ -483,5 +483,5 @@ def test_a_profile_ca_bundle_applies_with_static_keys(seaweed: SeaweedFS, s3: An
     (tmp_path / ".aws" / "config").write_text(f"[default]\nca_bundle = {cert}\n")
     with Relay(seaweed.endpoint, tls=(cert, key)) as relay:
         result = fetch(seaweed, f"s3://{bucket}/d", tmp_path / "out", endpoint=relay.endpoint, HOME=str(tmp_path))
-    assert result.code == 0, result.stdout
+    assert result.code == 0, result.stderr
     assert tree(tmp_path / "out") == {"small.txt": b"tls"}

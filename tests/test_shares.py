@@ -16,7 +16,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from devkit.iceberg import simple_table, sql_catalog
-from devkit.programs import ProgramResult, run_program, start_program
+from devkit.programs import ProgramResult, run_program, start_program, wait_for_event
 from devkit.relay import Relay
 from devkit.seaweed import SeaweedFS
 from initializers.cache.sharding import cut
@@ -59,7 +59,7 @@ def test_three_shares_on_one_folder_make_what_one_run_makes(seaweed: SeaweedFS, 
         assert relay.traffic.body_bytes == TOTAL_BYTES, "every object fetched once, by one share"
         again = run_program("dataset", _env(seaweed, relay.endpoint, objects, tmp_path / "split", SHARD_INDEX="1",
                                             SHARD_COUNT="3"))  # fmt: skip
-        assert again.code == 0 and again.named("up to date"), again.stdout
+        assert again.code == 0 and again.named("up to date"), again.stderr
     assert sum(bool(r.named("set complete")) for r in results) == 1
     fetched = {f"d/{p.name}": p.read_bytes() for p in (tmp_path / "split").glob("*.bin")}
     assert fetched == OBJECTS
@@ -84,10 +84,7 @@ def test_a_share_killed_mid_run_then_run_again_completes_the_set_fetching_only_w
         relay.reset()
         share = start_program("dataset", _env(seaweed, relay.endpoint, objects, output, SHARD_INDEX="1",
                                               SHARD_COUNT="3", MAX_WORKERS="1"))  # fmt: skip
-        assert share.stdout is not None
-        while '"event": "share"' not in (line := share.stdout.readline()):
-            assert line, "exited early"
-        share_bytes = json.loads(line)["bytes"]
+        share_bytes = wait_for_event(share, "share")["bytes"]
         while relay.traffic.body_bytes < share_bytes // 3:
             assert share.poll() is None
             time.sleep(0.01)
@@ -138,9 +135,7 @@ def test_a_share_running_twice_at_once_is_refused(seaweed: SeaweedFS, objects: s
         relay.bytes_per_second = 64 * 1024  # one object at a time: the share takes far longer than a second run's start
         env = _env(seaweed, relay.endpoint, objects, tmp_path / "out", SHARD_INDEX="0", SHARD_COUNT="2")
         first = start_program("dataset", {**env, "MAX_WORKERS": "1"})
-        assert first.stdout is not None
-        while '"event": "share"' not in first.stdout.readline():
-            assert first.poll() is None
+        wait_for_event(first, "share")
         duplicate = run_program("dataset", env)
         first.kill()
         first.wait()

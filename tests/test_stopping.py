@@ -8,14 +8,13 @@ never ended at all.
 from __future__ import annotations
 
 import signal
-import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from devkit.programs import ProgramResult, catches, run_program, start_program
+from devkit.programs import ProgramResult, catches, run_program, start_program, wait_for_event
 from devkit.stalling import Stall, StallingHub, StallingS3, StallingServer
 from initializers.common.errors import FetchError, Stopped
 from initializers.process.stopping import StoppingClock, stoppable
@@ -58,15 +57,6 @@ def test_the_deadline_ends_a_run_whose_listing_never_finishes(stalled: tuple[Sta
     assert "Traceback" not in result.stderr
     assert not Path(env["OUTPUT_PATH"]).exists(), "nothing landed: the folder it made goes, its plan index too"
     assert server.listing_requests >= 1
-
-
-def wait_for_event(process: subprocess.Popen[str], event: str) -> None:
-    """Read the run's log until `event`; the process's exit (or the test's timeout) ends the wait otherwise."""
-    assert process.stdout is not None
-    for line in process.stdout:
-        if f'"event": "{event}"' in line:
-            return
-    raise AssertionError(f"exited before {event!r}: {process.stderr.read() if process.stderr else ''}")
 
 
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])

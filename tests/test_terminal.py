@@ -329,6 +329,16 @@ def test_a_run_on_a_terminal_shows_the_live_view_and_leaves_a_summary(seaweed: S
     assert again.code == 0 and "nothing to fetch: 2 files already here" in plain(again.stdout), plain(again.stdout)
 
 
+def test_a_run_in_a_pipe_logs_on_stderr_alone(seaweed: SeaweedFS, s3: Any, bucket: str, tmp_path: Path):
+    """As rclone, s5cmd and `hf` do: `2>file` takes the logs, and stdout (for data) stays empty."""
+    s3.put_object(Bucket=bucket, Key="d/a.bin", Body=b"x" * 10)
+    env = {**seaweed.env(), "STORAGE_URI": f"s3://{bucket}/d", "OUTPUT_PATH": str(tmp_path / "out")}
+    result = run_program("dataset", env)
+    assert result.code == 0 and result.stdout == "", result.stdout + result.stderr
+    logged = [json.loads(line)["event"] for line in result.stderr.splitlines()]
+    assert logged[0] == "listing" and logged[-1] == "done", logged
+
+
 def test_a_dry_run_in_a_pipe_prints_only_the_plan_on_stdout(seaweed: SeaweedFS, s3: Any, bucket: str, tmp_path: Path):
     s3.put_object(Bucket=bucket, Key="d/a.bin", Body=b"x" * 10)
     env = {**seaweed.env(), "STORAGE_URI": f"s3://{bucket}/d", "OUTPUT_PATH": str(tmp_path / "out"), "DRY_RUN": "1"}

@@ -144,8 +144,7 @@ def run(kind: Kind, options: dict[str, Any], words: list[str]) -> int:
         config = Config.from_env(os.environ, options, kind)
     except ConfigError as exc:
         return failed(logs.get_logger(kind.program), str(exc), exc.exit_code)
-    # A dry run's plan is its result, on stdout alone: its logs go to stderr.
-    logs.configure(config.log_format, config.log_level, config.secrets(), "stderr" if config.dry_run else "stdout")
+    logs.configure(config.log_format, config.log_level, config.secrets())
     log = logs.get_logger(kind.program)
     for readers, variables in Config.not_read(os.environ, kind).items():
         log.warning("ignored", variables=variables, reason=f"they apply to {readers} sources, not the {kind.program}'s")

@@ -64,7 +64,7 @@ def verified(signature_path: Path, method: str, trust_path: Path) -> Signed:
     if method != "key":
         signer = _certificate_subject(document)
     try:
-        with contextlib.redirect_stdout(io.StringIO()):  # its warnings are print()s: stdout holds our log lines
+        with contextlib.redirect_stdout(io.StringIO()):  # its warnings are print()s: stdout is for data
             manifest = verifier.verify(signature)
     except Exception as exc:  # InvalidSignature, ValueError, OpenSSL's errors: all mean the same here
         raise SignatureInvalid(f"the signature does not verify against {trust} ({type(exc).__name__}: {exc})") from None

@@ -127,21 +127,18 @@ class _ForwardToStructlog(logging.Handler):
         structlog.get_logger(record.name).log(record.levelno, record.getMessage(), **{LIBRARY: record.name})
 
 
-class _Standard:
-    """A standard stream by name, looked up at every write: while the live view shows, what a terminal gets is
-    printed above its block through the stream it puts in place (structlog's logger would keep the original)."""
-
-    def __init__(self, name: str) -> None:
-        self._name = name
+class _Stderr:
+    """Stderr, looked up at every write: while the live view shows, what a terminal gets is printed above its block
+    through the stream it puts in place (structlog's logger would keep the original)."""
 
     def write(self, text: str) -> int:
-        return int(getattr(sys, self._name).write(text))
+        return sys.stderr.write(text)
 
     def flush(self) -> None:
-        getattr(sys, self._name).flush()
+        sys.stderr.flush()
 
     def isatty(self) -> bool:
-        return bool(getattr(sys, self._name).isatty())
+        return sys.stderr.isatty()
 
 
 _redactor = Redactor(())
@@ -184,9 +181,10 @@ def _redacted(_logger: Any, _method: str, entry: dict[str, Any]) -> dict[str, An
     }
 
 
-def configure(log_format: str | None, log_level: str | None, secrets: Iterable[str], stream: str = "stdout") -> None:
-    """Logs as JSON lines, or for reading when `log_format` says so or (unset) when they go to a terminal; `stream`:
-    the standard stream they go to ("stderr" when stdout carries a result, as a dry run's plan)."""
+def configure(log_format: str | None, log_level: str | None, secrets: Iterable[str]) -> None:
+    """Logs on stderr, as rclone, s5cmd and `hf` write theirs, leaving stdout to data (a dry run's plan): `2>file`
+    keeps them apart, and a container's log, which holds both streams, holds them as before. JSON lines, or for
+    reading when `log_format` says so or (unset) when stderr is a terminal."""
     global _redactor
     from_env = [os.environ.get(name, "") for name in SECRET_ENV_VARS]
     # Stripped too: a library reading the variable may drop the newline a Secret made from a file leaves at its end.
@@ -195,7 +193,7 @@ def configure(log_format: str | None, log_level: str | None, secrets: Iterable[s
         [*secrets, *from_env, *(value.strip() for value in from_env), *uri_credentials.proxy_credentials(os.environ)]
     )
     level = getattr(logging, (log_level or "info").upper())
-    out = _Standard(stream)
+    out = _Stderr()
     fmt = log_format or ("console" if out.isatty() else "json")
     renderer: Any = (
         structlog.processors.JSONRenderer()

@@ -223,7 +223,8 @@ class Config:
     )
     log_format: str | None = setting_field(
         "LOG_FORMAT",
-        "json or console [default: console on a terminal, else json]; json also turns the terminal's live view off.",
+        "The logs' format, on stderr: json or console [default: console when stderr is a terminal, else json]; json "
+        "also turns the terminal's live view off.",
         LOG_FORMAT,
     )
     log_level: str | None = setting_field("LOG_LEVEL", "debug, info, warning or error [default: info].", LOG_LEVEL)

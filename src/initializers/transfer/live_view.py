@@ -135,8 +135,8 @@ class LiveView:
 
     @staticmethod
     def _start() -> Any:
-        """A rich Live block on stderr; what is printed to stdout or stderr meanwhile (the log lines on a terminal)
-        goes above it. Stdout is taken over only when it is a terminal too: JSON logs piped to a file stay there."""
+        """A rich Live block on stderr; what is printed to stderr meanwhile (the log lines) goes above it, and what
+        is printed to stdout too when that is a terminal as well (stdout piped to a file stays there)."""
         from rich.console import Console
         from rich.live import Live
 
