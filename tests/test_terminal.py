@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 from rich.console import Console
 
+from devkit import screen as terminal_screen
 from devkit.programs import run_on_terminal, run_program
 from devkit.relay import Relay, StatusFault
 from devkit.screen import screen
@@ -135,10 +136,24 @@ def test_the_first_line_fits_its_terminal_dropping_the_least_needed_parts_whole(
     assert not bar or bar + live_view.GAP + len(text) <= width
 
 
-@pytest.mark.parametrize("width", [80, 60, 40])
-def test_rich_draws_the_first_line_whole_at_80_columns_and_fewer(width: int):
-    """What rich draws, not only the text given to it: the files count whole, the line within the terminal; the
-    file lines keep their progress whole and cut the path instead."""
+@pytest.mark.parametrize(
+    ("width", "files_count", "line"),
+    [
+        (80, True, "  very/long/folder/very/long/folder/very/long/folder/very…  1.0 GB / 5.0 GB  20%"),
+        (60, True, "  very/long/folder/very/long/folder/v…  1.0 GB / 5.0 GB  20%"),
+        (40, True, "  very/long/folde…  1.0 GB / 5.0 GB  20%"),
+        (28, False, "  ver…  1.0 GB / 5.0 GB  20%"),  # the path at its shortest, 4 columns
+        (27, False, "  1.0 GB / 5.0 GB  20%"),  # then it goes, before any figure does
+        (22, False, "  1.0 GB / 5.0 GB  20%"),
+        (21, False, "  very/long/fo…   20%"),  # then the sizes go, and the path comes back in the room left
+        (16, False, "  very/lo…   20%"),
+        (5, False, "20%"),  # the percent stays whole while it fits at all
+    ],
+)
+def test_rich_draws_each_line_within_its_terminal_and_a_files_progress_whole(width: int, files_count: bool, line: str):
+    """What rich draws, not only the text given to it: the first line within the terminal, the files count whole
+    while there is room for it; a file's line keeps its progress whole, the path cut, then gone, before the sizes
+    go (the percent stays)."""
     files = (InFlight("very/long/folder/" * 6 + "model-00001-of-00002.safetensors", 5 * GB, GB),)
     for shot in (
         LARGE,
@@ -147,8 +162,47 @@ def test_rich_draws_the_first_line_whole_at_80_columns_and_fewer(width: int):
         console = Console(width=width, file=io.StringIO(), force_terminal=True)
         console.print(live_view.frame(dataclasses.replace(shot, in_flight=files), width))
         first, path = plain(console.file.getvalue()).splitlines()
-        assert f"files {shot.files_done:,}/{shot.files:,}" in first and len(first) <= width, first
-        assert path.endswith("…  1.0 GB / 5.0 GB  20%") and len(path) == width, path
+        assert len(first) <= width and (f"files {shot.files_done:,}/{shot.files:,}" in first or not files_count), first
+        assert path == line, path
+
+
+def drawn(shot: Snapshot, width: int) -> list[str]:
+    """The lines of the view's frame for `shot` in `width` columns, as rich draws them without colour."""
+    console = Console(width=width, file=io.StringIO(), force_terminal=True, color_system=None)
+    console.print(live_view.frame(shot, width))
+    return [line.rstrip() for line in plain(console.file.getvalue()).splitlines()]
+
+
+def test_a_terminal_rewraps_its_lines_when_it_shrinks_as_tmux_does():
+    """The test terminal below: a line drawn 100 columns wide takes three rows at 40, the cursor on the last; a
+    block that then moves up by the lines it drew (as rich's own live block does) leaves rows of them on screen."""
+    shown = terminal_screen.Terminal(100).feed("a" * 100 + "\n" + "b" * 10)
+    shown.resize(40)
+    assert shown.rows() == ["a" * 40, "a" * 40, "a" * 20, "b" * 10]
+    assert shown.feed("\r\x1b[2K\x1b[1A\x1b[2Kc").rows() == ["a" * 40, "a" * 40, "c"]
+
+
+def test_a_terminal_that_shrinks_between_frames_shows_the_new_frame_alone():
+    """A terminal that rewraps its lines (tmux, VTE, iTerm2, kitty) as it goes from 100 columns to 60, 40 and 16:
+    each redraw leaves the new frame under the log lines and nothing of the last one; the summary alone at the end."""
+    shown = terminal_screen.Terminal(100)
+    console = Console(file=shown, width=100, force_terminal=True, color_system=None)
+    view = live_view.LiveView(console)
+    files = (InFlight("very/long/folder/" * 3 + "model-00001-of-00002.safetensors", 5 * GB, GB),
+             InFlight("tokenizer.json", 3 * MB, MB))  # fmt: skip
+    shots = [snapshot(files_done=1, files=4, bytes_done=n * GB, bytes=10 * GB, listing_done=True, seconds=2.0 * n,
+                      in_flight=files) for n in range(1, 5)]  # fmt: skip
+    console.print("a log line")
+    view.report(shots[0])
+    assert shown.rows() == ["a log line", *drawn(shots[0], 100)]
+    for shot, width in zip(shots[1:], (60, 40, 16), strict=True):
+        shown.resize(width)
+        console.width = width
+        view.report(shot)
+        assert shown.rows() == ["a log line", *drawn(shot, width)], width
+    view.close(shots[-1], failed=False)
+    logged, *summary = shown.rows()
+    assert logged == "a log line" and " ".join(summary) == "fetched 1 file, 4.0 GB in 8s (500.0 MB/s average)", summary
 
 
 def test_a_file_named_with_control_characters_is_shown_not_obeyed(monkeypatch: pytest.MonkeyPatch):
@@ -172,10 +226,12 @@ def test_a_file_named_with_control_characters_is_shown_not_obeyed(monkeypatch: p
 
 
 def test_the_view_shows_the_largest_files_in_flight_first_and_how_far_each_got():
-    files = tuple(InFlight(f"shard-{i}.bin", (10 - i) * MB, MB) for i in range(7))
-    lines = live_view.file_lines(snapshot(in_flight=files))
-    assert lines[:2] == [("shard-0.bin", "1.0 MB / 10.0 MB  10%"), ("shard-1.bin", "1.0 MB / 9.0 MB  11%")]
+    """Lines no wider than their text needs: the paths' column as wide as the longest, the progress right-aligned."""
+    files = (*(InFlight(f"shard-{i}.bin", (10 - i) * MB, MB) for i in range(7)), InFlight("empty", 0, 0))
+    lines = live_view.file_lines(snapshot(in_flight=files), 100)
+    assert lines[:2] == ["  shard-0.bin  1.0 MB / 10.0 MB  10%", "  shard-1.bin   1.0 MB / 9.0 MB  11%"]
     assert len(lines) == live_view.FILES_SHOWN
+    assert live_view.file_lines(snapshot(in_flight=files[-1:]), 100) == ["  empty  0 B"]
 
 
 def test_the_summary_gives_files_size_time_and_average_rate():

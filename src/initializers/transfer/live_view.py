@@ -12,7 +12,7 @@ from typing import Any, NamedTuple
 
 from initializers.common import human, terminal
 from initializers.common.logs import redact
-from initializers.transfer.progress import Snapshot
+from initializers.transfer.progress import InFlight, Snapshot
 
 #: Seconds between redraws; the first comes at once, so the view is up within a second of the run's start.
 REDRAW_SECONDS = 0.25
@@ -24,6 +24,10 @@ MIN_BAR_WIDTH = 8
 GAP = 2
 #: The largest files in flight shown, one line each.
 FILES_SHOWN = 5
+#: Columns before a file's path.
+INDENT = 2
+#: The fewest columns a file's path is shown in, cut with an ellipsis; with fewer, its line shows the progress alone.
+MIN_PATH_WIDTH = 4
 
 
 def wanted(log_format: str | None) -> bool:
@@ -88,13 +92,37 @@ def status(snapshot: Snapshot, width: int) -> str:
     return fit(parts, width)
 
 
-def file_lines(snapshot: Snapshot) -> list[tuple[str, str]]:
-    """The largest files in flight: (path, how far it got)."""
+def progress(file: InFlight) -> list[Part]:
+    """How far a file in flight got: the sizes, then the percent, which stays the longer."""
+    if not file.size:
+        return [Part(human.size(0), 2)]
+    return [Part(f"{human.size(file.landed)} / {human.size(file.size)}", 1),
+            Part(f"{100 * file.landed // file.size:3d}%", 2, " ")]  # fmt: skip
+
+
+def file_lines(snapshot: Snapshot, width: int) -> list[str]:
+    """The largest files in flight in `width` columns, a line each: the path, then how far the file got, in a column.
+    The progress stays whole: as columns run short, the path is cut (with an ellipsis), then goes; only then do the
+    sizes go, the percent staying. Lines are no wider than their text needs: a terminal shrunk later rewraps less."""
+    from rich.cells import cell_len, set_cell_size
+
+    files = snapshot.in_flight[:FILES_SHOWN]
+    room = width - INDENT
+    done = [_joined(progress(file)) for file in files]
+    if max(map(len, done), default=0) > room:  # not even alone: each keeps its percent
+        done = [fit(progress(file), 0) for file in files]
+    column = max(map(len, done), default=0)
+    paths = [terminal.printable(redact(file.path)) for file in files]
+    path_width = min(max(map(cell_len, paths), default=0), room - column - GAP)
+    if path_width < MIN_PATH_WIDTH:  # the indent too goes before a figure is cut
+        lines = [" " * INDENT + text.rjust(column) for text in done]
+        return [line if len(line) <= width else line.lstrip() for line in lines]
     return [
-        (file.path, f"{human.size(file.landed)} / {human.size(file.size)} {100 * file.landed // file.size:3d}%")
-        if file.size
-        else (file.path, human.size(0))
-        for file in snapshot.in_flight[:FILES_SHOWN]
+        " " * INDENT
+        + (path if cell_len(path) <= path_width else set_cell_size(path, path_width - 1) + "…").ljust(path_width)
+        + " " * GAP
+        + text.rjust(column)
+        for path, text in zip(paths, done, strict=True)
     ]
 
 
@@ -114,12 +142,14 @@ def summary(snapshot: Snapshot, failed: bool) -> str:
 
 
 class LiveView:
-    """A progress reporter drawing `frame` on stderr, redrawn every `REDRAW_SECONDS`."""
+    """A progress reporter drawing `frame` on stderr (or on `console`, a rich Console), redrawn every
+    `REDRAW_SECONDS`."""
 
     interval = REDRAW_SECONDS
     first = 0.0
 
-    def __init__(self) -> None:
+    def __init__(self, console: Any = None) -> None:
+        self._console = console
         self._live: Any = None
 
     def report(self, snapshot: Snapshot) -> None:
@@ -133,14 +163,16 @@ class LiveView:
         self._live.stop()  # transient: the block goes, the summary stays
         self._live.console.print(redact(summary(snapshot, failed)), highlight=False, markup=False)
 
-    @staticmethod
-    def _start() -> Any:
+    def _start(self) -> Any:
         """A rich Live block on stderr; what is printed to stderr meanwhile (the log lines) goes above it, and what
-        is printed to stdout too when that is a terminal as well (stdout piped to a file stays there)."""
+        is printed to stdout too when that is a terminal as well (stdout piped to a file stays there). Each redraw
+        erases the rows the last frame takes now (`rewrapping`): a terminal shrunk meanwhile rewrapped them."""
         from rich.console import Console
         from rich.live import Live
 
-        console = Console(
+        from initializers.transfer.rewrapping import RewrappingRender
+
+        console = self._console or Console(
             file=sys.stderr, highlight=False, color_system="auto" if terminal.colours(sys.stderr) else None
         )
         live = Live(
@@ -150,13 +182,14 @@ class LiveView:
             redirect_stdout=sys.stdout.isatty(),
             redirect_stderr=True,
         )
+        live._live_render = RewrappingRender(live._live_render.renderable, console)  # rich's own, but for the erasing
         live.start()
         return live
 
 
 def frame(snapshot: Snapshot, width: int) -> Any:
     """The block for a terminal of `width` columns: the first line (`head`: the bar and `status`), then
-    `file_lines`, each path cut short (with an ellipsis) before its progress is."""
+    `file_lines`."""
     from rich.console import Group
     from rich.progress_bar import ProgressBar
     from rich.table import Table
@@ -170,11 +203,4 @@ def frame(snapshot: Snapshot, width: int) -> Any:
         first.add_row(ProgressBar(total=max(snapshot.bytes, 1), completed=done, width=bar_width), line)
     else:
         first.add_row(line)
-    lines = file_lines(snapshot)
-    progress_width = max((len(done) for _, done in lines), default=0)
-    files = Table.grid(padding=(0, GAP))
-    files.add_column(ratio=1, max_width=max(width - progress_width - GAP, 1), no_wrap=True, overflow="ellipsis")
-    files.add_column(justify="right", no_wrap=True)
-    for path, done_text in lines:
-        files.add_row(Text(terminal.printable(redact(f"  {path}"))), Text(done_text))
-    return Group(first, files)
+    return Group(first, *(Text(line, no_wrap=True, overflow="crop") for line in file_lines(snapshot, width)))
