@@ -81,7 +81,7 @@ def test_field_names_and_event_names_are_never_hidden_whatever_the_secret(
             logs.get_logger("test").exception("failed")
     finally:
         logs.configure("json", "info", [])
-    lines = capsys.readouterr().out.splitlines()
+    lines = capsys.readouterr().err.splitlines()
     if log_format == "json":
         entries = [json.loads(line) for line in lines]
         assert entries[0]["event"] == "failed" and entries[0]["files_done"] == 3

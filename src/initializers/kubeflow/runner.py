@@ -36,7 +36,8 @@ LineSink = Callable[[str, str], None]
 
 
 def print_tagged(step: str, line: str) -> None:
-    print(f"[{step}] {line}", flush=True)
+    """A step's log line on stderr, where the programs write theirs, tagged with the step."""
+    print(f"[{step}] {line}", file=sys.stderr, flush=True)
 
 
 @dataclass
