@@ -53,6 +53,9 @@ class Store(ABC):
     relayed: ClassVar[bool] = True
     #: IGNORE_PATTERNS / ALLOW_PATTERNS select files (else they are refused, exit 2).
     selection: ClassVar[bool] = True
+    #: It holds objects named like a folder (`d/`, `put_folder_named`): a bucket's or a container's, not a Hub repo's
+    #: git tree.
+    folder_names: ClassVar[bool] = False
 
     @property
     def ranged(self) -> bool:
@@ -81,6 +84,10 @@ class Store(ABC):
     @abstractmethod
     def change(self, path: str, data: bytes) -> None:
         """A new version of one file."""
+
+    def put_folder_named(self, path: str, data: bytes) -> None:
+        """An object named like a folder (`path` ends in `/`), where `folder_names` says the store holds one."""
+        self.change(path, data)
 
     @abstractmethod
     def env(self, output: Path) -> dict[str, str]:
@@ -136,6 +143,7 @@ class S3Store(Store):
 
     scheme = "s3"
     source = S3Source
+    folder_names = True
 
     def __init__(self, seaweed: SeaweedFS, s3: Any, bucket: str, relay: Relay) -> None:
         self.seaweed, self.s3, self.bucket, self.relay = seaweed, s3, bucket, relay
@@ -147,6 +155,10 @@ class S3Store(Store):
 
     def change(self, path: str, data: bytes) -> None:
         self.s3.put_object(Bucket=self.bucket, Key=f"{self.prefix}/{path}", Body=data)
+
+    def put_folder_named(self, path: str, data: bytes) -> None:
+        """Listed and served by the relay: SeaweedFS makes a folder of a key ending in `/`, its bytes dropped."""
+        self.relay.injected.setdefault(self.bucket, {})[f"{self.prefix}/{path}"] = data
 
     def env(self, output: Path) -> dict[str, str]:
         return {**self.seaweed.env(), "ENDPOINT": self.relay.endpoint,
@@ -220,6 +232,7 @@ class GcsStore(Store):
 
     scheme = "gs"
     source = GcsSource
+    folder_names = True
     prefix = "root"
 
     def __init__(self, gcs: FakeGCS, bucket: str, relay: Relay) -> None:
@@ -232,6 +245,18 @@ class GcsStore(Store):
 
     def change(self, path: str, data: bytes) -> None:
         self.gcs.put_object(self.bucket, f"{self.prefix}/{path}", data)
+
+    def put_folder_named(self, path: str, data: bytes) -> None:
+        """Listed by the relay in the server's place, the server's own listing with the object added: fake-gcs-server
+        keeps objects as files, so a name ending in `/` is a folder there. Its checksum is never read: an empty one
+        is skipped, one with bytes refused."""
+        listing = self.gcs.listing(self.bucket, f"{self.prefix}/")
+        item = {"name": f"{self.prefix}/{path}", "size": str(len(data)), "generation": "1", "crc32c": "AAAAAA=="}
+        listing.setdefault("items", []).append(item)
+        body = json.dumps(listing).encode()
+        match = f"/b/{self.bucket}/o?"
+        json_type = "application/json"
+        self.relay.add_fault(StatusFault(status=200, times=None, match=match, body=body, content_type=json_type))
 
     def env(self, output: Path) -> dict[str, str]:
         return {"STORAGE_EMULATOR_HOST": self.relay.endpoint, "STORAGE_URI": f"gs://{self.bucket}/{self.prefix}",
@@ -353,6 +378,7 @@ class AzureStore(Store):
 
     scheme = "az"
     source = AzureSource
+    folder_names = True
     prefix = "root"
 
     def __init__(self, azurite: Azurite, container: str, relay: Relay) -> None:

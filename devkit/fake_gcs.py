@@ -82,6 +82,12 @@ class FakeGCS:
         query = urllib.parse.urlencode({"uploadType": "media", "name": name})
         return self._json("POST", f"/upload/storage/v1/b/{bucket}/o?{query}", body, "application/octet-stream")
 
+    def listing(self, bucket: str, prefix: str) -> dict[str, Any]:
+        """One page of the objects under `prefix`, as the JSON API answers it."""
+        query = urllib.parse.urlencode({"prefix": prefix})
+        with urllib.request.urlopen(f"{self.endpoint}/storage/v1/b/{bucket}/o?{query}", timeout=30) as reply:
+            return json.loads(reply.read())
+
     def object_file(self, bucket: str, name: str) -> Path:
         """Where the server keeps an object's bytes (its metadata in the file's `user.metadata` attribute)."""
         return self.data_dir / "storage" / bucket / name

@@ -34,6 +34,7 @@ from devkit.conformance import (
     manifest_entries,
     token_endpoint,
 )
+from devkit.malformed import CASES, malformed_answers
 from devkit.programs import ProgramResult, run_program, start_program
 from devkit.relay import EchoFault, Relay, ResetFault, StallFault, StatusFault
 from devkit.samples import ODD_NAMES
@@ -507,3 +508,52 @@ def _assert_no_secret_shows(store: Store, tmp_path: Path, fault: EchoFault) -> N
     for secret in [*secrets, *_sent_credentials(fault)]:
         for form in _pieces(secret):
             assert not any(form in text for text in said), f"{form!r} (of {secret[:4]}...) leaked"
+
+
+# -- 12. answers the store's documentation does not promise ---------------------------------------------------------
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_an_answer_no_store_promises_fails_naming_the_server(store: Store, tmp_path: Path, case: str):
+    """A listing (or one object's head) of the wrong shape, an entry of the wrong type or without a name, a size
+    beyond 2^63 - 1 or below 0, a key outside the prefix, a page token that is none (`devkit.malformed`): exit 1 naming
+    the server and what is wrong, nothing landed, never an internal error."""
+    answers = malformed_answers(store)
+    if case not in answers:
+        why = "its answers cannot carry it" if answers else "pyiceberg reads its listing, in ranges"
+        pytest.skip(f"{store.scheme}: no case {case!r}: {why}")
+    answer = answers[case]
+    store.put(FILES)
+    answer.relay.add_fault(answer.fault())
+    output = tmp_path / "out"
+    result = fetch(store, output, **({"STORAGE_URI": answer.uri} if answer.uri else {}))
+    assert result.code == 1, result.stdout + result.stderr
+    error = result.last["error"]
+    assert "internal error" not in error and "Traceback" not in result.stdout + result.stderr, error
+    assert answer.relay.endpoint in error and answer.says in error, error
+    assert not completed(output) and not final_paths(output), result.stdout
+
+
+# -- 13. objects named like folders ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("size", [0, 17], ids=["empty", "with-bytes"])
+def test_an_object_named_like_a_folder_is_skipped_when_empty_and_refused_otherwise(
+    store: Store, tmp_path: Path, size: int
+):
+    """An empty one is the placeholder a console makes for a folder: skipped, and counted among the files ignored. One
+    with bytes in it can land as no file: exit 1 naming it, as a name clash is, nothing landed."""
+    requires(store, "folder_names", "it cannot hold an object named like a folder")
+    store.put({"trail/a.txt": b"a"})
+    store.put_folder_named("trail/dir/", b"x" * size)
+    output = tmp_path / "out"
+    result = fetch(store, output)
+    if size:
+        assert result.code == 1, result.stdout + result.stderr
+        assert "trail/dir/" in result.last["error"] and f"holds {size} bytes" in result.last["error"], result.last
+        assert not completed(output) and not final_paths(output)
+        return
+    ok(result)
+    assert store.landed(output) == {"trail/a.txt": b"a"}
+    (listed,) = result.named("listed")
+    assert listed["ignored"] == 1, listed

@@ -206,7 +206,7 @@ def test_a_repo_info_of_the_wrong_shape_is_a_clear_failure(hub: HubPoser, tmp_pa
 )
 def test_a_tree_of_the_wrong_shape_is_a_clear_failure(hub: HubPoser, tmp_path: Path, entries: object) -> None:
     hub.entries = entries
-    assert_failed(run_hub(hub, tmp_path), 1, f"the Hub at {hub.url}")
+    assert_failed(run_hub(hub, tmp_path), 1, hub.url)  # `the Hub at URL: ...`, or `listing hf://o/n at URL: ...`
 
 
 @pytest.mark.parametrize("what", ["/revision/", "/tree/"])

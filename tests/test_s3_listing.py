@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import re
 
 import pytest
 
@@ -141,10 +142,24 @@ def test_a_chain_of_pages_that_goes_nowhere_is_refused(pages: list[ListPage], sa
 
 
 @pytest.mark.parametrize(
-    "contents",
-    ["<Contents><Size>5</Size></Contents>", "<Contents><Key>k</Key></Contents>",
-     "<Contents><Key>k</Key><Size>-1</Size></Contents>", "<Contents><Key>k</Key><Size>1e3</Size></Contents>"],
+    ("contents", "says"),
+    [("<Contents><Size>5</Size></Contents>", "the Key of an entry is missing"),
+     ("<Contents><Key>k</Key></Contents>", "the Size of 'k' is a string, not a byte count: ''"),
+     ("<Contents><Key>k</Key><Size>-1</Size></Contents>", "not a byte count: '-1'"),
+     ("<Contents><Key>k</Key><Size>1e3</Size></Contents>", "not a byte count: '1e3'"),
+     ("<Contents><Key>k</Key><Size>\u0663</Size></Contents>", "not a byte count"),  # an Arabic-Indic 3: isdigit()
+     (f"<Contents><Key>k</Key><Size>{10**20}</Size></Contents>", f"the Size of 'k' is {10**20} bytes, outside 0 to")],
 )  # fmt: skip
-def test_an_entry_without_a_key_or_a_size_is_refused(contents: str):
-    with pytest.raises(ValueError, match="no Key or no Size"):
+def test_an_entry_without_a_key_or_a_byte_count_for_its_size_is_refused(contents: str, says: str):
+    with pytest.raises(ValueError, match=re.escape(says)):
         parse_page(answer(contents))
+
+
+def test_a_key_outside_the_prefix_asked_for_is_refused():
+    with pytest.raises(ValueError, match=re.escape("it lists 'other/x', which is not under the prefix 'd/' asked for")):
+        parse_page(answer("<Contents><Key>d/a</Key><Size>1</Size></Contents><Contents><Key>other/x</Key><Size>1</Size>"
+                          "</Contents>"), "d/")  # fmt: skip
+    folders = "<CommonPrefixes><Prefix>other/</Prefix></CommonPrefixes>"
+    with pytest.raises(ValueError, match="'other/', which is not under the prefix 'd/'"):
+        parse_page(answer(folders), "d/")
+    assert parse_page(answer("<Contents><Key>d/a</Key><Size>1</Size></Contents>"), "d/").objects[0].key == "d/a"

@@ -9,6 +9,7 @@ from initializers.common.errors import FetchError
 from initializers.common.remote_file import RemoteFile
 from initializers.common.streams import KeepsReturnValue
 from initializers.destination.state import STATE_DIR
+from initializers.plan.selection import names_a_folder
 
 #: The longest file or folder name ext4, XFS and NFS take (S3 keys may have longer segments).
 MAX_NAME_BYTES = 255
@@ -68,6 +69,11 @@ def plan_files(
 
     def checked() -> Iterator[RemoteFile]:
         for file in selected:
+            if names_a_folder(file.path):  # the selection skipped the empty ones
+                raise FetchError(
+                    f"refusing source file {file.locator!r}: it holds {file.size} bytes but is named like a folder, so "
+                    "no file can take its name; rename it, or exclude it with IGNORE_PATTERNS"
+                )
             if (path := safe_relative_path(file.path)) != file.path:  # most names are already normal: no copy
                 file = file._replace(path=path)
             yield file

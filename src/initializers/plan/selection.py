@@ -23,6 +23,14 @@ if TYPE_CHECKING:
 
 #: Paths named per reason in the log.
 EXAMPLES = 5
+#: The rule that skips an empty object named like a folder (`d/`, or the prefix itself), which consoles and tools
+#: make to show a folder: no file. One with bytes in it cannot land as a file either, and is refused (`safe_paths`).
+PLACEHOLDERS = "empty folder placeholders"
+
+
+def names_a_folder(path: str) -> bool:
+    """A listed path that names a folder, not a file: it ends in `/`, or it is the prefix listed itself ("")."""
+    return not path or path.endswith("/")
 
 
 @dataclass
@@ -90,7 +98,8 @@ class Selection:
             files_skipped, bytes_skipped = selected.skipped_totals()
             by_rule = {rule: vars(s) for rule, s in skipped.items()}
             self._log.info("skipped", files=files_skipped, bytes=bytes_skipped, by=by_rule)
-        if selected.listed and not kept:
+        placeholders = skipped[PLACEHOLDERS].files if PLACEHOLDERS in skipped else 0
+        if selected.listed > placeholders and not kept:  # folders alone are a source without files (`plan_files`)
             raise FetchError(f"nothing to download: all {selected.listed} files are excluded by {self.describe()}")
         return selected
 
@@ -111,6 +120,8 @@ class Selection:
             listed += 1
             if file.path == self._keep:
                 yield file
+            elif names_a_folder(file.path) and not file.size:
+                self._skip(skipped, file, PLACEHOLDERS)
             elif self.allow and not self.allow.match(file.path):
                 self._skip(skipped, file, self._allow_rule)
             elif self.ignore.match(file.path):

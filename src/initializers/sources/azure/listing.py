@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import NamedTuple
 from urllib.parse import unquote
 
+from initializers.store import answers
 from initializers.store.contract import MAX_EMPTY_PAGES
 
 #: The most blobs Azure lists on a page.
@@ -53,19 +54,20 @@ def page_query(prefix: str, marker: str | None, max_results: int = PAGE_SIZE) ->
     return query
 
 
-def parse_page(body: bytes) -> ListPage:
-    """The blobs and NextMarker of an EnumerationResults; ValueError saying what is wrong with it."""
+def parse_page(body: bytes, prefix: str = "") -> ListPage:
+    """The blobs and NextMarker of an EnumerationResults listed for `prefix`; ValueError (`answers.Malformed`) saying
+    what is wrong with it."""
     try:
         root = ET.fromstring(body)
     except ET.ParseError as exc:
         raise ValueError(f"the listing is not valid XML: {exc}") from None
     if root.tag != "EnumerationResults":
         raise ValueError(f"the listing answer is a <{root.tag}>, not an <EnumerationResults>")
-    blobs = [_blob(entry) for entry in root.iterfind("Blobs/Blob")]
+    blobs = [_blob(entry, prefix) for entry in root.iterfind("Blobs/Blob")]
     return ListPage(blobs, (root.findtext("NextMarker") or "").strip() or None)
 
 
-def _blob(entry: ET.Element) -> ListedBlob:
+def _blob(entry: ET.Element, prefix: str) -> ListedBlob:
     name_element = entry.find("Name")
     name = "" if name_element is None else name_element.text or ""  # not stripped: a name may end in a space
     if name_element is not None and name_element.get("Encoded") == "true":  # characters XML cannot carry
@@ -73,14 +75,13 @@ def _blob(entry: ET.Element) -> ListedBlob:
     properties = entry.find("Properties")
     if not name or properties is None:
         raise ValueError(f"an entry of the listing has no Name or no Properties (Name {name!r})")
-    size = (properties.findtext("Content-Length") or "").strip()
-    if not size.isdigit():
-        raise ValueError(f"the listing gives {name!r} no Content-Length of 0 or more bytes ({size!r})")
+    answers.under(prefix, name)
+    size = answers.size((properties.findtext("Content-Length") or "").strip(), f"the Content-Length of {name!r}")
     md5 = (properties.findtext("Content-MD5") or "").strip()
     etag = (properties.findtext("Etag") or "").strip().strip('"')
     tier = (properties.findtext("AccessTier") or "").strip()
     directory = (properties.findtext("ResourceType") or "").strip() == "directory"
-    return ListedBlob(name, int(size), etag, _hex_md5(name, md5) if md5 else None, tier, directory)
+    return ListedBlob(name, size, etag, _hex_md5(name, md5) if md5 else None, tier, directory)
 
 
 def _hex_md5(name: str, value: str) -> str:

@@ -48,7 +48,7 @@ class AzureSource(Storage):
         prefix = self.location.folder_prefix
         found = False
         for blob in self._listing(prefix):
-            found = True
+            found = found or not blob.name.endswith("/")  # a folder's placeholder is no blob the URI names
             yield self._remote_file(blob, blob.name[len(prefix) :])
         name = self.location.name
         if not found and name and not name.endswith("/"):  # the URI may name one blob rather than a folder
@@ -57,8 +57,8 @@ class AzureSource(Storage):
                     yield self._remote_file(first, name.rsplit("/", 1)[-1])
 
     def _listing(self, prefix: str) -> Iterator[ListedBlob]:
-        """Every blob under `prefix`, page after page, but for folders (a Data Lake account's directories, and
-        empty blobs named like a folder that tools make)."""
+        """Every blob under `prefix`, page after page, but for a Data Lake account's directories (listed as empty
+        blobs named without a trailing `/`: no file either)."""
         chain = PageChain()
         marker: str | None = None
         while True:
@@ -67,7 +67,7 @@ class AzureSource(Storage):
                 chain.follow(page)
             except ValueError as exc:
                 raise FetchError(f"listing {self.location.uri_of(prefix)}: {exc}") from None
-            yield from (blob for blob in page.blobs if not (blob.directory or blob.name.endswith("/")))
+            yield from (blob for blob in page.blobs if not blob.directory)
             if page.next_marker is None:
                 return
             marker = page.next_marker
@@ -76,7 +76,7 @@ class AzureSource(Storage):
         where = self.location.uri_of(prefix)
         query = page_query(prefix, marker) if max_results is None else page_query(prefix, marker, max_results)
         try:
-            return parse_page(self._requests.list_page(query, where))
+            return parse_page(self._requests.list_page(query, where), prefix)
         except ValueError as exc:
             raise FetchError(f"listing {where} at {self._access.endpoint}: {exc}") from None
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import base64
 import binascii
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from initializers.common.errors import FetchError
@@ -15,6 +15,7 @@ from initializers.config.contract import Config
 from initializers.sources.gcs.access import GcsAccess, access_from
 from initializers.sources.gcs.bucket import GcsBucket
 from initializers.sources.gcs.location import GcsLocation
+from initializers.store import answers
 from initializers.store.contract import MAX_EMPTY_PAGES, Storage
 from initializers.store.lane import LaneReads, RequestInFlight
 from initializers.store.sink import Sink
@@ -42,29 +43,33 @@ class GcsSource(Storage):
     def list_files(self) -> Iterator[RemoteFile]:
         prefix = self.location.folder_prefix
         found = False
-        for item in self._listing(prefix):
-            name = item.get("name", "")
-            if name.endswith("/"):  # a "folder" placeholder the console makes, not a file
-                continue
-            found = True
-            yield _remote_file(item, name[len(prefix) :], self._bucket.uri_of(name))
+        for file in self._listing(prefix):
+            found = found or not file.locator.endswith("/")  # a folder's placeholder is no object the URI names
+            yield file
         name = self.location.name
         if not found and name and not name.endswith("/"):  # the URI may name one object rather than a folder
-            item = self._bucket.metadata(name)
-            if item is not None:
-                yield _remote_file(item, name.rsplit("/", 1)[-1], self._bucket.uri_of(name))
+            with answers.read_from(self._bucket.server, f"reading the metadata of {self._bucket.uri_of(name)}"):
+                item = self._bucket.metadata(name)
+                one = None if item is None else _remote_file(_named(answers.record(item, "the answer"), name), "")
+            if one is not None:
+                yield one._replace(path=name.rsplit("/", 1)[-1])
 
-    def _listing(self, prefix: str) -> Iterator[dict[str, Any]]:
-        """Every object under `prefix`, page after page; a listing whose pages go nowhere fails."""
+    def _listing(self, prefix: str) -> Iterator[RemoteFile]:
+        """Every object under `prefix`, page after page, read as Cloud Storage's docs describe a page (`items`, each
+        with the fields asked for, and `nextPageToken`); a listing whose pages go nowhere fails."""
         token: str | None = None
         empty, seen = 0, set[str]()
         while True:
-            page = self._bucket.listing_page(prefix, token)
-            items = page.get("items") or []
-            if not isinstance(items, list):
-                raise FetchError(f"listing {self._bucket.uri_of(prefix)}: a page's items are not a list")
-            yield from items
-            token = page.get("nextPageToken")
+            with answers.read_from(self._bucket.server, f"listing {self._bucket.uri_of(prefix)}"):
+                page = answers.record(self._bucket.listing_page(prefix, token), "a page")
+                items = answers.records(page.get("items"), "a page's items")
+                files = []
+                for item in items:
+                    item = answers.record(item, "an item of a page")
+                    name = answers.text(item.get("name"), "an item's name")
+                    files.append(_remote_file(item, answers.under(prefix, name)))
+                token = answers.token(page.get("nextPageToken"), "a page's nextPageToken")
+            yield from files
             if not token:
                 return
             empty = 0 if items else empty + 1
@@ -88,25 +93,32 @@ class GcsSource(Storage):
         self._bucket.close()
 
 
-def _remote_file(item: dict[str, Any], path: str, where: str) -> RemoteFile:
-    """A listed object: its size, its generation as its version, and the checksum Cloud Storage holds for it (its MD5,
-    else its CRC32C); a FetchError naming it when the listing says something else."""
-    size, generation = item.get("size"), item.get("generation")
-    if not isinstance(size, str) or not size.isdigit() or not isinstance(generation, str) or not generation.isdigit():
-        raise FetchError(f"{where}: the listing gives no usable size and generation ({size!r}, {generation!r})")
-    return RemoteFile(path, int(size), generation, item["name"], _checksum(item, where))
+def _named(item: Mapping[str, Any], name: str) -> Mapping[str, Any]:
+    """An object's metadata, when it is `name`'s."""
+    if answers.text(item.get("name"), "its name") != name:
+        raise answers.Malformed(f"it describes {answers.shown(item['name'])}, not {name!r}")
+    return item
 
 
-def _checksum(item: dict[str, Any], where: str) -> Checksum:
+def _remote_file(item: Mapping[str, Any], path: str) -> RemoteFile:
+    """A listed object (its name read already): its size, its generation as its version, and the checksum Cloud
+    Storage holds for it (its CRC32C, else its MD5); Malformed naming it when the answer says something else."""
+    name = item["name"]
+    size = answers.size(item.get("size"), f"the size of {name!r}")
+    generation = answers.digits(item.get("generation"), f"the generation of {name!r}")
+    return RemoteFile(path, size, generation, name, _checksum(item, name))
+
+
+def _checksum(item: Mapping[str, Any], name: str) -> Checksum:
     """The object's CRC32C, else its MD5 (a composite object has no MD5; every object has a CRC32C)."""
     for field, algorithm, length in (("crc32c", CRC32C, 4), ("md5Hash", "md5", 16)):
         value = item.get(field)
         if value:
             try:
                 digest = base64.b64decode(value, validate=True)
-            except (binascii.Error, ValueError):
+            except (binascii.Error, ValueError, TypeError):
                 digest = b""
             if len(digest) != length:
-                raise FetchError(f"{where}: the listing's {field} {value!r} is not a {algorithm} digest")
+                raise answers.Malformed(f"the {field} of {name!r}, {answers.shown(value)}, is not a {algorithm} digest")
             return Checksum(algorithm, digest.hex())
-    raise FetchError(f"{where}: the listing gives neither a CRC32C nor an MD5 to verify the object by")
+    raise answers.Malformed(f"it gives {name!r} neither a CRC32C nor an MD5 to verify the object by")

@@ -25,6 +25,7 @@ from initializers.sources.hub.get import BAD_TOKEN, HUB_TRUST, HubGetter, gated,
 from initializers.sources.hub.guard import HubGuard
 from initializers.sources.hub.location import HfLocation
 from initializers.sources.hub.options import HubOptions
+from initializers.store import answers
 from initializers.store.contract import PART_SIZE, Storage, comes_whole
 from initializers.store.retry import Retriable, retrying, untrusted_certificate
 from initializers.store.sink import Sink
@@ -84,7 +85,9 @@ class HfSource(Storage):
             return self._entries()
 
         entries = self._retrying(str(self.location), resolve_and_list)
-        yield from (_remote_file(entry, self._server) for entry in entries)
+        with answers.read_from(self._hub.constants.ENDPOINT, f"listing {self.location}"):
+            files = [_remote_file(entry, self.location.sub_path) for entry in entries]
+        yield from files
 
     def part_size_for(self, file: RemoteFile) -> int | None:
         """PART_SIZE where the server honours Range, which the first large file probes; else None: whole files."""
@@ -241,14 +244,16 @@ _COMMIT = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
 _DIGEST = {"sha256": re.compile(r"[0-9a-f]{64}"), GIT_SHA1: re.compile(r"[0-9a-f]{40}")}
 
 
-def _remote_file(entry: Any, server: str) -> RemoteFile:
-    """A tree entry, with the digest the Hub vouches for: sha256 for LFS files, the git blob id otherwise; a
-    FetchError naming `server` when the entry is not what the Hub sends (a path, a size, a digest)."""
+def _remote_file(entry: Any, sub_path: str) -> RemoteFile:
+    """A tree entry of the sub-path asked for (the whole repo: ""), with the digest the Hub vouches for: sha256 for
+    LFS files, the git blob id otherwise; Malformed when the entry is not what the Hub sends (a path, a size, a
+    digest)."""
     algorithm, digest = ("sha256", entry.lfs.sha256) if entry.lfs is not None else (GIT_SHA1, entry.blob_id)
-    path, size = entry.path, entry.size
-    if not isinstance(path, str) or not path or not isinstance(size, int) or isinstance(size, bool) or size < 0:
-        raise FetchError(f"{server}: a tree entry has no usable path and size (path {path!r}, size {size!r})")
+    path = answers.text(entry.path, "the path of a tree entry")
+    if sub_path and path != sub_path:  # the sub-path itself when it names one file
+        answers.under(f"{sub_path}/", path)
+    size = answers.size(entry.size, f"the size of {path!r}")
     if not isinstance(digest, str) or not _DIGEST[algorithm].fullmatch(digest):
-        raise FetchError(f"{server}: the tree entry of {path!r} carries no {algorithm} digest (it has {digest!r})")
+        raise answers.Malformed(f"the tree entry of {path!r} carries no {algorithm} digest (it has {digest!r})")
     checksum = Checksum(algorithm, digest)
     return RemoteFile(path, size, checksum.hexdigest, path, checksum)

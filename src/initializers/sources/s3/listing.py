@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 from urllib.parse import unquote_plus
 
+from initializers.store import answers
 from initializers.store.contract import MAX_EMPTY_PAGES
 
 PAGE_SIZE = 1000  # the most S3 returns per page
@@ -105,8 +106,9 @@ def key_ranges(folders: list[str], count: int, after: str | None = None) -> list
     return [(start, cuts[index + 1] if index + 1 < len(cuts) else None) for index, start in enumerate(cuts)]
 
 
-def parse_page(body: bytes) -> ListPage:
-    """The objects, common prefixes and continuation token of a ListBucketResult, whatever its XML namespace."""
+def parse_page(body: bytes, prefix: str = "") -> ListPage:
+    """The objects, common prefixes and continuation token of a ListBucketResult listed for `prefix`, whatever its XML
+    namespace; ValueError (`answers.Malformed`) saying what is wrong with it."""
     try:
         root = ET.fromstring(body)
     except ET.ParseError as exc:
@@ -130,15 +132,14 @@ def parse_page(body: bytes) -> ListPage:
         if storage_class in ARCHIVED and (restore := entry.find(restore_tag)) is not None:
             status = {child.tag: _text(child) for child in restore}
             restored = status.get(tag["IsRestoreInProgress"]) == "false" and bool(status.get(tag["RestoreExpiryDate"]))
-        key = entry.findtext(key_tag)  # not stripped: a key may end in a space
-        size = (entry.findtext(size_tag) or "").strip()
-        if not key or not size.isdigit():
-            raise ValueError(
-                f"an entry of the listing has no Key or no Size of 0 or more bytes (Key {key!r}, Size {size!r})"
-            )
+        key = decoded(answers.text(entry.findtext(key_tag), "the Key of an entry"))  # not stripped: may end in a space
+        answers.under(prefix, key)
+        size = answers.size((entry.findtext(size_tag) or "").strip(), f"the Size of {key!r}")
         etag = (entry.findtext(etag_tag) or "").strip().strip('"')
-        objects.append(ListedObject(decoded(key), int(size), etag, storage_class, restored))
+        objects.append(ListedObject(key, size, etag, storage_class, restored))
     folders = [decoded(element.text or "") for element in root.iterfind(f"{tag['CommonPrefixes']}/{tag['Prefix']}")]
+    for folder in folders:
+        answers.under(prefix, folder)
     truncated = _text(root.find(tag["IsTruncated"])) == "true"
     token = _text(root.find(tag["NextContinuationToken"])) if truncated else None
     if truncated and not token:

@@ -67,9 +67,7 @@ class S3Source(Storage):
         prefix = self.location.folder_prefix
         found = False
         for listed in self._listing(prefix):
-            if listed.key.endswith("/"):  # a "folder marker", not a file
-                continue
-            found = True
+            found = found or not listed.key.endswith("/")  # a folder's marker is no object the URI names
             if listed.archived:
                 raise FetchError(
                     f"{self._getter.uri_of(listed.key)} is in the {listed.storage_class} storage class and has no "
@@ -151,7 +149,7 @@ class S3Source(Storage):
         where = self._getter.uri_of(prefix)
         query = page_query(prefix, token, max_keys, delimiter, start_after)
         try:
-            return parse_page(self._getter.get_listing_page(query, where))
+            return parse_page(self._getter.get_listing_page(query, where), prefix)
         except ValueError as exc:
             raise FetchError(f"listing {where} at {self._getter.server}: {exc}") from None
 
