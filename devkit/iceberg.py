@@ -113,3 +113,23 @@ def simple_table(catalog: SqlCatalog, name: str, files: int, rows_per_file: int)
     for index in range(files):
         table.append(pa.table(rows(index * rows_per_file, rows_per_file), schema=_FIRST_SCHEMA))
     return table
+
+
+#: The fields of a data file's manifest entry that `recorded_as` carries over.
+_DATA_FILE_FIELDS = ("content", "file_path", "file_format", "partition", "record_count", "file_size_in_bytes",
+                     "column_sizes", "value_counts", "null_value_counts", "nan_value_counts", "lower_bounds",
+                     "upper_bounds", "split_offsets", "sort_order_id")  # fmt: skip
+
+
+def recorded_as(table: Table, **fields: Any) -> Table:
+    """The table with its first data file recorded anew in another snapshot, with `fields` of its manifest entry
+    changed (`record_count=-5`), as a faulty writer might record it; the refreshed table."""
+    from pyiceberg.manifest import DataFile
+
+    data_file = next(iter(table.scan().plan_files())).file
+    changed = DataFile.from_args(**{name: getattr(data_file, name) for name in _DATA_FILE_FIELDS} | fields)
+    changed.spec_id = data_file.spec_id
+    with table.transaction() as transaction, transaction.update_snapshot().overwrite() as overwrite:
+        overwrite.delete_data_file(data_file)
+        overwrite.append_data_file(changed)
+    return table.refresh()

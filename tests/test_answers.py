@@ -53,3 +53,9 @@ def test_a_malformed_answer_is_a_fetch_error_naming_the_server_and_what_was_read
     refused = pytest.raises(FetchError, match=r"^listing gs://b/d/ at http://x:1: a page is a list")
     with refused, answers.read_from("http://x:1", "listing gs://b/d/"):
         answers.record([], "a page")
+
+
+def test_a_count_is_read_as_a_size_is_without_the_bytes():
+    assert answers.count("12", "the rows") == 12
+    with pytest.raises(Malformed, match=r"^the rows is -5, outside 0 to 2\^63 - 1$"):
+        answers.count(-5, "the rows")

@@ -19,7 +19,7 @@ from pyiceberg.expressions import AlwaysTrue
 from pyiceberg.table import StaticTable
 
 from devkit import docs
-from devkit.iceberg import evolving_table, rows, s3_properties, simple_table, sql_catalog
+from devkit.iceberg import evolving_table, recorded_as, rows, s3_properties, simple_table, sql_catalog
 from devkit.iceberg_deletes import add_equality_deletes, add_position_deletes
 from devkit.programs import ProgramResult, run_program
 from devkit.proxy import Proxy
@@ -253,6 +253,18 @@ def test_equality_deletes_are_refused(local_catalog: Any, tmp_path: Path) -> Non
     table = add_equality_deletes(table, "id", [3, 4])
     result = _run({}, tmp_path / "out", table.metadata_location)
     _assert_failed(result, tmp_path / "out", "has equality deletes", "compact the table")
+
+
+@pytest.mark.parametrize(("field", "says"), [("record_count", "is -5, outside"), ("file_size_in_bytes", "is -5 bytes")])
+def test_a_data_file_recorded_with_a_negative_count_is_refused(
+    local_catalog: Any, tmp_path: Path, field: str, says: str
+) -> None:
+    """Avro holds a manifest's counts to 64 bits, not to 0 or more: a record_count of -5 landed a shard 5 rows short,
+    exit 0, before the manifests were read through `store/answers.py`."""
+    table = recorded_as(simple_table(local_catalog, "reviews", files=2, rows_per_file=10), **{field: -5})
+    result = _run({}, tmp_path / "out", table.metadata_location)
+    _assert_failed(result, tmp_path / "out", f"reading the manifests of the table at {table.metadata_location}",
+                   f"the {field} of ", says)  # fmt: skip
 
 
 def test_a_table_without_rows(local_catalog: Any, tmp_path: Path) -> None:

@@ -62,14 +62,23 @@ def token(value: Any, what: str) -> str | None:
 def size(value: Any, what: str) -> int:
     """A byte count, 0 to MAX_SIZE: an integer, or its decimal digits (JSON APIs send 64-bit integers as strings,
     XML ones as text)."""
+    return _whole(value, what, "byte count", " bytes")
+
+
+def count(value: Any, what: str) -> int:
+    """A count of things (a data file's rows), 0 to MAX_SIZE, as `size` reads it."""
+    return _whole(value, what, "count", "")
+
+
+def _whole(value: Any, what: str, kind: str, unit: str) -> int:
     if isinstance(value, str) and value.isascii() and value.isdigit():
         number = int(value)
     elif isinstance(value, int) and not isinstance(value, bool):
         number = value
     else:
-        raise Malformed(f"{what} is {_kind(value)}, not a byte count: {shown(value)}")
+        raise Malformed(f"{what} is {_kind(value)}, not a {kind}: {shown(value)}")
     if not 0 <= number <= MAX_SIZE:
-        raise Malformed(f"{what} is {number} bytes, outside 0 to 2^63 - 1")
+        raise Malformed(f"{what} is {number}{unit}, outside 0 to 2^63 - 1")
     return number
 
 

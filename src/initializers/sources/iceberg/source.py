@@ -26,6 +26,7 @@ from initializers.sources.aws.access import Role, access_from
 from initializers.sources.iceberg.errors import explain_os_error, first_line, pyarrow_transient
 from initializers.sources.iceberg.options import CacheOptions
 from initializers.sources.iceberg.storage import S3_SCHEMES, TableStorage
+from initializers.store import answers
 from initializers.store.contract import Maker
 from initializers.store.retry import retrying
 
@@ -241,6 +242,10 @@ def _plan_files(table: Table, snapshot_id: int, where: str) -> list[FileScanTask
             f"{where} has equality deletes, which pyiceberg cannot apply; compact the table (rewrite its data "
             "files, e.g. Spark's rewrite_data_files) and try again"
         ) from None
+    with answers.read_from(table.metadata_location, "reading the manifests of the table"):
+        for task in tasks:  # Avro bounds them to 64 bits; below 0, a row count would land a shard short of rows
+            answers.count(task.file.record_count, f"the record_count of {task.file.file_path}")
+            answers.size(task.file.file_size_in_bytes, f"the file_size_in_bytes of {task.file.file_path}")
     for task in tasks:
         if task.file.file_format != FileFormat.PARQUET:
             raise FetchError(
