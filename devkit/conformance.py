@@ -254,7 +254,7 @@ class GcsStore(Store):
         item = {"name": f"{self.prefix}/{path}", "size": str(len(data)), "generation": "1", "crc32c": "AAAAAA=="}
         listing.setdefault("items", []).append(item)
         body = json.dumps(listing).encode()
-        match = f"/b/{self.bucket}/o?"
+        _, match = self.listing()
         json_type = "application/json"
         self.relay.add_fault(StatusFault(status=200, times=None, match=match, body=body, content_type=json_type))
 

@@ -60,8 +60,10 @@ def _s3(store: Any) -> dict[str, MalformedAnswer]:
     def entry(key: str, size: object) -> str:
         return f"<Contents><Key>{key}</Key><Size>{size}</Size><ETag>&quot;e&quot;</ETag></Contents>"
 
-    def case(body: bytes, says: str, match: str = "list-type=2", uri: str | None = None) -> MalformedAnswer:
-        return MalformedAnswer(store.relay, match, body, says, "application/xml", uri)
+    relay, listing = store.listing()
+
+    def case(body: bytes, says: str, match: str = listing, uri: str | None = None) -> MalformedAnswer:
+        return MalformedAnswer(relay, match, body, says, "application/xml", uri)
 
     prefix = f"{store.prefix}/"
     return {
@@ -82,8 +84,10 @@ def _s3(store: Any) -> dict[str, MalformedAnswer]:
 
 
 def _gcs(store: Any) -> dict[str, MalformedAnswer]:
-    def case(payload: Any, says: str, match: str = f"/b/{store.bucket}/o?", uri: str | None = None) -> MalformedAnswer:
-        return MalformedAnswer(store.relay, match, json.dumps(payload).encode(), says, uri=uri)
+    relay, listing = store.listing()
+
+    def case(payload: Any, says: str, match: str = listing, uri: str | None = None) -> MalformedAnswer:
+        return MalformedAnswer(relay, match, json.dumps(payload).encode(), says, uri=uri)
 
     def item(name: Any = f"{store.prefix}/a", size: Any = "1") -> dict[str, Any]:
         return {"name": name, "size": size, "generation": "1", "crc32c": "AAAAAA=="}
@@ -119,8 +123,10 @@ def _azure(store: Any) -> dict[str, MalformedAnswer]:
             "</Properties></Blob>"
         )
 
-    def case(body: bytes, says: str, match: str = "comp=list", uri: str | None = None) -> MalformedAnswer:
-        return MalformedAnswer(store.relay, match, body, says, "application/xml", uri)
+    relay, listing = store.listing()
+
+    def case(body: bytes, says: str, match: str = listing, uri: str | None = None) -> MalformedAnswer:
+        return MalformedAnswer(relay, match, body, says, "application/xml", uri)
 
     prefix = f"{store.prefix}/"
     return {
@@ -143,8 +149,10 @@ def _hub(store: Any) -> dict[str, MalformedAnswer]:
     def file(path: Any = "a.txt", size: Any = 1) -> dict[str, Any]:
         return {"type": "file", "path": path, "size": size, "oid": "0" * 40}
 
-    def case(payload: Any, says: str, match: str = "/tree/", uri: str | None = None) -> MalformedAnswer:
-        return MalformedAnswer(store.api, match, json.dumps(payload).encode(), says, uri=uri)
+    relay, listing = store.listing()
+
+    def case(payload: Any, says: str, match: str = listing, uri: str | None = None) -> MalformedAnswer:
+        return MalformedAnswer(relay, match, json.dumps(payload).encode(), says, uri=uri)
 
     wrong = "is not what the Hub's API sends"
     return {
