@@ -84,6 +84,15 @@ def test_a_password_in_a_uris_user_information_is_masked(tmp_path: Path):
     assert_secret_hidden(result, "Pa55w0rdXYZ", termination)
 
 
+def test_a_password_in_a_url_a_library_reads_is_hidden(tmp_path: Path):
+    """HF_ENDPOINT is huggingface_hub's to read, and messages name it: its password hidden all the same (port 9,
+    where nothing listens on loopback: refused)."""
+    endpoint = "http://user:Pa55w0rdInUrlQ7@127.0.0.1:9"
+    result, termination = run(tmp_path, STORAGE_URI="hf://datasets/org/data", HF_ENDPOINT=endpoint)
+    assert result.code == 1 and "user:***@" in result.last["error"], result.last
+    assert_secret_hidden(result, "Pa55w0rdInUrlQ7", termination)
+
+
 @pytest.mark.parametrize(
     "uri,shown",
     [

@@ -188,9 +188,14 @@ def configure(log_format: str | None, log_level: str | None, secrets: Iterable[s
     global _redactor
     from_env = [os.environ.get(name, "") for name in SECRET_ENV_VARS]
     # Stripped too: a library reading the variable may drop the newline a Secret made from a file leaves at its end.
-    # A proxy's password too: every client, ours and the libraries', reads it from the environment.
+    # The credentials in any URL the environment holds too (a proxy's password, an endpoint's): libraries read some.
     _redactor = Redactor(
-        [*secrets, *from_env, *(value.strip() for value in from_env), *uri_credentials.proxy_credentials(os.environ)]
+        [
+            *secrets,
+            *from_env,
+            *(value.strip() for value in from_env),
+            *uri_credentials.environment_credentials(os.environ),
+        ]
     )
     level = getattr(logging, (log_level or "info").upper())
     out = _Stderr()

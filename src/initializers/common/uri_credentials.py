@@ -96,17 +96,16 @@ def _named(name: str, item: object) -> list[tuple[str, str]]:
 PROXY_VARIABLES = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy")
 
 
-def proxy_credentials(env: Mapping[str, str]) -> list[str]:
-    """The credentials of the proxies `env` names: each URL's password as written and decoded, and the Basic
-    credentials (`base64(user:password)`) every client sends the proxy in Proxy-Authorization, which a proxy may
-    quote back."""
-    found = []
+def environment_credentials(env: Mapping[str, str]) -> list[str]:
+    """The credentials in the URLs `env` holds, whoever reads them (ours, or a library's: HF_ENDPOINT, a proxy),
+    and for each proxy with a password the Basic credentials (`base64(user:password)`) every client sends it in
+    Proxy-Authorization, which a proxy may quote back."""
+    found = [secret for value in env.values() if "://" in value for secret in credentials_in(value)]
     for name in PROXY_VARIABLES:
         url = env.get(name, "")
         parts = urlsplit(url if "://" in url else f"http://{url}")
-        if not url or parts.password is None:
-            continue
-        user, password = unquote(parts.username or ""), unquote(parts.password)
-        basic = base64.b64encode(f"{user}:{password}".encode()).decode()
-        found += [*credentials_in(parts.geturl()), basic]
+        if url and parts.password is not None:
+            found += credentials_in(parts.geturl())
+            user, password = unquote(parts.username or ""), unquote(parts.password)
+            found.append(base64.b64encode(f"{user}:{password}".encode()).decode())
     return found

@@ -14,7 +14,6 @@ from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
 from initializers.common.errors import ConfigError
-from initializers.common.uri_credentials import credentials_in
 from initializers.config import misspellings, registry
 from initializers.config.settings import (
     BANDWIDTH,
@@ -151,7 +150,7 @@ DEFAULT_READ_TIMEOUT = 60.0
 class Config:
     """One run's configuration. `None` means "not given": defaults that depend on the kind apply later."""
 
-    storage_uri: str | None = setting_field("STORAGE_URI", _storage_uri_help, secret_parts=credentials_in)
+    storage_uri: str | None = setting_field("STORAGE_URI", _storage_uri_help)
     output_path: str | None = setting_field(
         "OUTPUT_PATH", lambda kind: f"Destination folder [default: {kind.default_output_path}]."
     )
@@ -379,6 +378,4 @@ def _variables(settings: list[tuple[str, Setting]]) -> set[str]:
 
 def _secret_values(schema: Any) -> list[str]:
     values = values_of(schema)
-    return [
-        part for name, setting in settings_of(type(schema)) if values[name] for part in setting.secrets_in(values[name])
-    ]
+    return [part for name, setting in settings_of(type(schema)) for part in setting.secrets_in(values[name])]

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
 from initializers.common.errors import ConfigError
+from initializers.common.uri_credentials import credentials_in
 
 T = TypeVar("T")
 S = TypeVar("S")
@@ -170,19 +171,21 @@ class Setting:
     codec: Codec[Any]
     secret: bool = False
     fallback_env: tuple[str, ...] = ()
-    #: For a secret whose value is not all secret (a connection string: its key is, its endpoint is not), or a value
-    #: that may hold one (STORAGE_URI: a signed URL's query), the parts the logs hide; None: the whole value if
-    #: `secret`, else nothing.
+    #: For a secret whose value is not all secret (a connection string: its key is, its endpoint is not), the parts
+    #: the logs hide; None: the whole value.
     secret_parts: Callable[[str], list[str]] | None = None
     #: Names other tools give this setting, which users set by habit (`ACCESS_KEY` for ACCESS_KEY_ID): no program
     #: reads them, so each is refused as a near miss of this setting's variables (`misspellings`).
     habits: tuple[str, ...] = ()
 
-    def secrets_in(self, raw: str) -> list[str]:
-        """The secrets `raw`, this setting's value as read, holds."""
-        if self.secret_parts is not None:
-            return self.secret_parts(raw)
-        return [raw] if self.secret else []
+    def secrets_in(self, value: Any) -> list[str]:
+        """The secrets this setting's value holds: a secret's (or its `secret_parts`), and in any other value that is
+        a URL (STORAGE_URI, an endpoint) the credentials in its query or user information."""
+        if not isinstance(value, str) or not value:
+            return []
+        if self.secret:
+            return self.secret_parts(value) if self.secret_parts else [value]
+        return credentials_in(value) if "://" in value else []
 
     @property
     def option(self) -> str:
