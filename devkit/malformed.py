@@ -1,7 +1,8 @@
 """Answers no store's documentation promises, for the conformance suite (`tests/test_conformance.py`): each store's
 listing (and head) answered, in its server's place, by the relay in front of it (a 200 `StatusFault`), with a wrong
-shape, an entry of the wrong type, a size no file has, a key outside the prefix asked for, a page token that is
-none. A run must refuse each with exit 1 naming the server and what is wrong, never as an internal error.
+shape (JSON's null too), an entry of the wrong type, a size no file has, a key outside the prefix asked for, a page
+token that is none. A run must refuse each with exit 1 naming the server and what is wrong, never as an internal
+error.
 
 Every case has one name across stores; a store whose answers cannot carry a case has no entry for it.
 """
@@ -19,7 +20,7 @@ if TYPE_CHECKING:
     from devkit.conformance import Store
 
 #: The cases, by name: the suite runs each against every store.
-CASES = ("shape", "entry", "no-name", "huge-size", "negative-size", "outside-prefix", "token", "head")
+CASES = ("shape", "null", "entry", "no-name", "huge-size", "negative-size", "outside-prefix", "token", "head")
 #: A size beyond 2^63 - 1, as the issue's probes listed it.
 HUGE = 10**20
 #: The one-object URI a head case points the program at (under the store's prefix), and what it lists instead.
@@ -95,6 +96,7 @@ def _gcs(store: Any) -> dict[str, MalformedAnswer]:
     one = f"{store.prefix}/{ONE}"
     return {
         "shape": case([], "a page is a list, not an object: []"),
+        "null": case(None, "a page is missing or null"),
         "entry": case({"items": ["a"]}, "an item of a page is a string, not an object: 'a'"),
         "no-name": case({"items": [{k: v for k, v in item().items() if k != "name"}]}, "an item's name is missing"),
         "huge-size": case({"items": [item(size=str(HUGE))]}, f"is {HUGE} bytes, outside 0 to 2^63 - 1"),
@@ -157,6 +159,7 @@ def _hub(store: Any) -> dict[str, MalformedAnswer]:
     wrong = "is not what the Hub's API sends"
     return {
         "shape": case({"path": "a.txt"}, wrong),
+        "null": case(None, wrong),
         "entry": case(["a.txt"], wrong),
         "no-name": case([{k: v for k, v in file().items() if k != "path"}], wrong),
         "huge-size": case([file(size=HUGE)], f"is {HUGE} bytes, outside 0 to 2^63 - 1"),

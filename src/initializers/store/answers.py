@@ -32,7 +32,7 @@ def shown(value: Any) -> str:
 def record(value: Any, what: str) -> Mapping[str, Any]:
     """An object (a JSON object's fields)."""
     if not isinstance(value, Mapping):
-        raise Malformed(f"{what} is {_kind(value)}, not an object: {shown(value)}")
+        raise _wrong(value, what, "an object")
     return value
 
 
@@ -41,14 +41,14 @@ def records(value: Any, what: str) -> list[Any]:
     if value is None:
         return []
     if not isinstance(value, list):
-        raise Malformed(f"{what} is {_kind(value)}, not a list: {shown(value)}")
+        raise _wrong(value, what, "a list")
     return value
 
 
 def text(value: Any, what: str) -> str:
     """A string of at least one character."""
     if not isinstance(value, str) or not value:
-        raise Malformed(f"{what} is {_kind(value)}, not a name: {shown(value)}")
+        raise _wrong(value, what, "a name")
     return value
 
 
@@ -76,7 +76,7 @@ def _whole(value: Any, what: str, kind: str, unit: str) -> int:
     elif isinstance(value, int) and not isinstance(value, bool):
         number = value
     else:
-        raise Malformed(f"{what} is {_kind(value)}, not a {kind}: {shown(value)}")
+        raise _wrong(value, what, f"a {kind}")
     if not 0 <= number <= MAX_SIZE:
         raise Malformed(f"{what} is {number}{unit}, outside 0 to 2^63 - 1")
     return number
@@ -85,7 +85,7 @@ def _whole(value: Any, what: str, kind: str, unit: str) -> int:
 def digits(value: Any, what: str) -> str:
     """A number as its decimal digits (a generation, a version), kept as text."""
     if not isinstance(value, str) or not (value.isascii() and value.isdigit()):
-        raise Malformed(f"{what} is {_kind(value)}, not a string of digits: {shown(value)}")
+        raise _wrong(value, what, "a string of digits")
     return value
 
 
@@ -107,9 +107,14 @@ def read_from(server: str, what: str) -> Iterator[None]:
         raise FetchError(f"{what} at {server}: {exc}") from None
 
 
-def _kind(value: Any) -> str:
+def _wrong(value: Any, what: str, expected: str) -> Malformed:
+    """`what` is not the `expected` kind of value: absent (or null), or another kind, shown."""
     if value is None:
-        return "missing"
+        return Malformed(f"{what} is missing or null")
+    return Malformed(f"{what} is {_kind(value)}, not {expected}: {shown(value)}")
+
+
+def _kind(value: Any) -> str:
     return {str: "a string", bool: "a boolean", int: "a number", float: "a number", list: "a list"}.get(
         type(value), "an object" if isinstance(value, Mapping) else type(value).__name__
     )
