@@ -232,6 +232,8 @@ def test_the_view_shows_the_largest_files_in_flight_first_and_how_far_each_got()
     assert lines[:2] == ["  shard-0.bin  1.0 MB / 10.0 MB  10%", "  shard-1.bin   1.0 MB / 9.0 MB  11%"]
     assert len(lines) == live_view.FILES_SHOWN
     assert live_view.file_lines(snapshot(in_flight=files[-1:]), 100) == ["  empty  0 B"]
+    wide = (InFlight("数据/模型-00001.safetensors", 5 * GB, GB), InFlight("a.bin", 3 * MB, MB))  # 2 columns a character
+    assert live_view.file_lines(snapshot(in_flight=wide), 16) == ["  数据/模…   20%", "  a.bin      33%"]
 
 
 def test_the_summary_gives_files_size_time_and_average_rate():

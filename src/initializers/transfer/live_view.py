@@ -119,7 +119,11 @@ def file_lines(snapshot: Snapshot, width: int) -> list[str]:
         return [line if len(line) <= width else line.lstrip() for line in lines]
     return [
         " " * INDENT
-        + (path if cell_len(path) <= path_width else set_cell_size(path, path_width - 1) + "…").ljust(path_width)
+        + (
+            set_cell_size(path, path_width)
+            if cell_len(path) <= path_width
+            else set_cell_size(path, path_width - 1) + "…"
+        )
         + " " * GAP
         + text.rjust(column)
         for path, text in zip(paths, done, strict=True)
@@ -203,4 +207,4 @@ def frame(snapshot: Snapshot, width: int) -> Any:
         first.add_row(ProgressBar(total=max(snapshot.bytes, 1), completed=done, width=bar_width), line)
     else:
         first.add_row(line)
-    return Group(first, *(Text(line, no_wrap=True, overflow="crop") for line in file_lines(snapshot, width)))
+    return Group(first, *(Text(row, no_wrap=True, overflow="crop") for row in file_lines(snapshot, width)))
