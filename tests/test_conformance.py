@@ -531,7 +531,7 @@ def test_an_answer_no_store_promises_fails_naming_the_server(store: Store, tmp_p
     error = result.last["error"]
     assert "internal error" not in error and "Traceback" not in result.stdout + result.stderr, error
     assert answer.relay.endpoint in error and answer.says in error, error
-    assert not completed(output) and not final_paths(output), result.stdout
+    assert not completed(output) and not final_paths(output), result.stderr
 
 
 # -- 13. objects named like folders ---------------------------------------------------------------------------------

@@ -155,7 +155,7 @@ def test_every_playground_snippet_runs_against_make_serve_and_leaves_its_files(t
             )
             assert done.returncode == 0, f"{name}:{block.line} failed:\n{block.code}\n{done.stdout}{done.stderr}"
             missing = [path for path in makes if not (user / path).exists()]
-            assert not missing, f"{name}:{block.line} left no {missing}:\n{block.code}\n{done.stdout}"
+            assert not missing, f"{name}:{block.line} left no {missing}:\n{block.code}\n{done.stdout}{done.stderr}"
     finally:
         serve.process.send_signal(signal.SIGINT)  # Ctrl-C
         code = serve.process.wait()
