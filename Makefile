@@ -50,12 +50,18 @@ $(AZURITE)/.installed: Makefile
 	npm install --prefix $(AZURITE) --no-audit --no-fund --loglevel=error --save-exact azurite@3.37.0
 	touch $@
 
+# The tests in TEST_WORKERS processes (pytest-xdist; 0: in this one): most of their time is spent waiting on servers,
+# programs and clocks, not computing, so 4 share the 2 cores of a CI machine well; each worker starts its own session
+# servers. worksteal: a worker that runs out takes tests from another's share, so no long module holds the end alone.
+TEST_WORKERS ?= 4
+XDIST = -n $(TEST_WORKERS) --dist worksteal
+
 test: install
-	$(PY) -m pytest $(PYTEST_ARGS)
+	$(PY) -m pytest $(XDIST) $(PYTEST_ARGS)
 
 # Unit and in-process tests only: no real storage servers, no program runs, no images (see tests/conftest.py).
 test-quick: install
-	$(PY) -m pytest -m "not slow" $(PYTEST_ARGS)
+	$(PY) -m pytest $(XDIST) -m "not slow" $(PYTEST_ARGS)
 
 # The stop test, 50 times at each of its stop points (listing, first bytes, verification and renames, the manifest),
 # alternating SIGTERM and SIGINT: a stop must never read as an internal error, however the signal lands.

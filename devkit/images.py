@@ -9,6 +9,7 @@ BASE_IMAGE and defaults to the official Python slim image everywhere else. Set B
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 import subprocess
@@ -89,13 +90,21 @@ def build(runtime: str, kind: str) -> str:
     return _build(runtime, tag(kind), folder / "Dockerfile", folder, {"COMMON_IMAGE": COMMON})
 
 
+#: Held while images are built: the tests' workers (pytest-xdist), each with its own `runtime` fixture, and any other
+#: `make images` on the machine build one at a time (the engine's storage and tags are the machine's), the later ones
+#: from the layer cache.
+BUILD_LOCK = Path("/tmp/initializers-images.lock")
+
+
 def build_all() -> str:
-    """Build both images; returns the container engine used."""
-    runtime = engine()
-    base = os.environ.get("BASE_IMAGE") or ensure_stand_in_base(runtime)
-    build_common(runtime, base)
-    for kind in KINDS:
-        build(runtime, kind)
+    """Build both images, one build on the machine at a time; returns the container engine used."""
+    with BUILD_LOCK.open("a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released as the file closes
+        runtime = engine()
+        base = os.environ.get("BASE_IMAGE") or ensure_stand_in_base(runtime)
+        build_common(runtime, base)
+        for kind in KINDS:
+            build(runtime, kind)
     return runtime
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the devkit package beside src/
 
@@ -16,6 +17,11 @@ from devkit.azurite import Azurite
 from devkit.fake_gcs import FakeGCS
 from devkit.moto import Moto, allow
 from devkit.seaweed import SeaweedFS
+
+#: Hypothesis bounds each example's time (200 ms) and its data's making by the wall clock, which shared cores and
+#: parallel workers stretch: here a property fails only for what it asserts.
+settings.register_profile("shared-cores", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("shared-cores")
 
 #: What makes a test `slow` (left out of `make test-quick`, which runs `-m "not slow"`): a real storage server's
 #: fixture, or running the programs as processes (a run costs seconds of CPU), or building images. Found per test, by
