@@ -57,6 +57,9 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.slow)
 
 
+# A session is a pytest-xdist worker's (`make test` runs several): each worker starts its own servers below, on ports
+# no other process takes meanwhile (devkit/ports.py), in temp folders of their own; the images are built by one
+# worker at a time (devkit/images.py's lock), the later ones finding them in the layer cache.
 @pytest.fixture(scope="session")
 def runtime() -> str:
     """Both images, built once a session (podman's layer cache makes it quick when the sources are unchanged, and a
