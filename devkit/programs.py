@@ -11,6 +11,7 @@ import struct
 import subprocess
 import sys
 import termios
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -83,6 +84,26 @@ def wait_for_event(process: subprocess.Popen[str], event: str) -> dict[str, Any]
             return dict(json.loads(line))
         read.append(line)
     raise AssertionError(f"exited before {event!r}:\n{''.join(read[-20:])}")
+
+
+#: The TIMEOUTs `run_until_the_deadline_catches` tries in turn: a test's own, short one first, then ones that outlast a
+#: start-up slowed by another suite on the same cores (the deadline counts from before the source's imports).
+LATER_DEADLINES_SECONDS = (15, 60)
+
+
+def run_until_the_deadline_catches(step: str, first: int, run: Callable[[int], ProgramResult]) -> ProgramResult:
+    """`run(deadline)` (a run with that TIMEOUT) with a deadline of `first` seconds, then longer ones while the deadline
+    caught the run before `step` (a text in what it was waiting for): the deadline is the run's own wall clock, so
+    only its length holds the case a test is about. Each run must end as a deadline does (exit 1, saying so, no
+    traceback), whichever step it caught; returns the run the deadline caught at `step`."""
+    for deadline in (first, *(later for later in LATER_DEADLINES_SECONDS if later > first)):
+        result = run(deadline)
+        said = f"TIMEOUT of {deadline} s passed while still waiting for "
+        assert result.code == 1 and "Traceback" not in result.stderr, result.stderr
+        assert result.last["error"].startswith(said), result.last
+        if step in result.last["error"]:
+            return result
+    raise AssertionError(f"no deadline up to {deadline} s caught the run at {step!r}: {result.last['error']}")
 
 
 def run_on_terminal(

@@ -35,7 +35,7 @@ from devkit.conformance import (
     token_endpoint,
 )
 from devkit.malformed import CASES, malformed_answers
-from devkit.programs import ProgramResult, run_program, start_program
+from devkit.programs import ProgramResult, run_program, run_until_the_deadline_catches, start_program
 from devkit.relay import EchoFault, Relay, ResetFault, StallFault, StatusFault
 from devkit.samples import ODD_NAMES
 from initializers.destination.manifest import MADE_FROM_VERSION, SIZE_AND_VERSION
@@ -419,22 +419,26 @@ def test_a_run_ended_before_the_listing_answers_leaves_output_path_as_found(stor
         assert refused.hits >= 1
     else:
         stall = relay.add_fault(StallFault(match=match, before_headers=True, times=None, seconds=HANG_CEILING_SECONDS))
-        process = start_program(store.kind, {**store.env(output), **({"TIMEOUT": "5"} if ending == "timeout" else {})})
-        try:
-            if ending == "stop":
+        if ending == "timeout":
+
+            def run(deadline: int) -> ProgramResult:
+                result = fetch(store, output, TIMEOUT=str(deadline))
+                assert not output.exists(), sorted(output.rglob("*"))
+                return result
+
+            result = run_until_the_deadline_catches("the listing of", 5, run)
+        else:
+            process = start_program(store.kind, store.env(output))
+            try:
                 wait_until(lambda: stall.hits > 0, timeout=60)
                 process.send_signal(signal.SIGTERM)
-            result = finish(process, timeout=HANG_CEILING_SECONDS)
-        finally:
-            process.kill()
+                result = finish(process, timeout=HANG_CEILING_SECONDS)
+            finally:
+                process.kill()
+            assert "stopped by SIGTERM while waiting for the listing of" in result.last["error"], result.last
         assert stall.hits >= 1
-        said = {"stop": "stopped by SIGTERM while waiting for the listing of",
-                "timeout": "TIMEOUT of 5 s passed while still waiting for the listing of"}[ending]  # fmt: skip
-        assert said in result.last["error"], result.last
     assert result.code == 1 and "Traceback" not in result.stderr, result.stdout + result.stderr
-    if ending == "timeout":
-        assert not output.exists(), sorted(output.rglob("*"))
-    else:
+    if ending != "timeout":
         assert list(output.iterdir()) == []
 
 

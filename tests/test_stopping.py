@@ -8,13 +8,21 @@ never ended at all.
 from __future__ import annotations
 
 import signal
+import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from devkit.programs import ProgramResult, catches, run_program, start_program, wait_for_event
+from devkit.programs import (
+    ProgramResult,
+    catches,
+    run_program,
+    run_until_the_deadline_catches,
+    start_program,
+    wait_for_event,
+)
 from devkit.stalling import Stall, StallingHub, StallingS3, StallingServer
 from initializers.common.errors import FetchError, Stopped
 from initializers.process.stopping import StoppingClock, stoppable
@@ -51,11 +59,14 @@ def stalled(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[St
 
 def test_the_deadline_ends_a_run_whose_listing_never_finishes(stalled: tuple[StallingServer, dict[str, str]]):
     server, env = stalled
-    result = run_program("dataset", {**env, "TIMEOUT": "3"}, timeout=3 + STOP_CEILING_SECONDS)
-    assert result.code == 1, result.stderr
-    assert "TIMEOUT of 3 s passed while still waiting for the listing of" in result.last["error"]
-    assert "Traceback" not in result.stderr
-    assert not Path(env["OUTPUT_PATH"]).exists(), "nothing landed: the folder it made goes, its plan index too"
+    output = Path(env["OUTPUT_PATH"])
+
+    def run(deadline: int) -> ProgramResult:
+        result = run_program("dataset", {**env, "TIMEOUT": str(deadline)}, timeout=deadline + STOP_CEILING_SECONDS)
+        assert not output.exists(), "nothing landed: the folder it made goes, its plan index too"
+        return result
+
+    run_until_the_deadline_catches("the listing of", 3, run)
     assert server.listing_requests >= 1
 
 
@@ -81,6 +92,28 @@ def test_a_signal_ends_a_run_whose_listing_never_finishes(
     assert list(Path(env["OUTPUT_PATH"]).iterdir()) == [], "nothing landed: nothing of the run's state stays"
 
 
+def halted_once_it_catches(process: subprocess.Popen[str], signum: int) -> None:
+    """Leave `process` halted (SIGSTOP) at the first look that finds it catching `signum`: it is looked at only while
+    halted, so a signal sent before it goes on (SIGCONT) lands where that look saw it, however late this process
+    gets the CPU on a loaded machine. Between looks it runs as long as this process sleeps (1 ms, and what the
+    scheduler adds), far less than the imports between its first line and the run's start."""
+    while process.poll() is None:
+        process.send_signal(signal.SIGSTOP)
+        while process.poll() is None and _state(process.pid) not in ("T", "Z"):
+            time.sleep(0)
+        if process.poll() is None and catches(process.pid, signum):
+            return
+        process.send_signal(signal.SIGCONT)
+        time.sleep(0.001)
+    raise AssertionError(f"exited (code {process.returncode}) before it caught {signal.Signals(signum).name}")
+
+
+def _state(pid: int) -> str:
+    """A process's state letter from /proc (T: halted, Z: exited)."""
+    with open(f"/proc/{pid}/stat") as stat:
+        return stat.read().rsplit(")", 1)[1].split()[0]
+
+
 #: Where the signal lands after the program's first line has its handler in: during the imports, the parsing, the
 #: logs' setup, the run's first steps. Spread points, not bounds: at every one the stop must read as a stop.
 LANDINGS_SECONDS = (0.0, 0.01, 0.03, 0.06, 0.1, 0.15, 0.25)
@@ -96,10 +129,15 @@ def test_a_stop_from_the_first_milliseconds_reads_as_a_stop(tmp_path: Path, sign
         for delay in LANDINGS_SECONDS:
             process = start_program(kind, s3_run(server, tmp_path / f"out-{delay}"))
             try:
-                while process.poll() is None and not catches(process.pid, signal.SIGTERM):
-                    time.sleep(0.001)
-                time.sleep(delay)
-                process.send_signal(signum)
+                if delay:
+                    while process.poll() is None and not catches(process.pid, signal.SIGTERM):
+                        time.sleep(0.001)
+                    time.sleep(delay)
+                    process.send_signal(signum)
+                else:  # where the program is when the handler is seen is where the signal finds it
+                    halted_once_it_catches(process, signal.SIGTERM)
+                    process.send_signal(signum)
+                    process.send_signal(signal.SIGCONT)
                 stdout, stderr = process.communicate(timeout=STOP_CEILING_SECONDS)
             finally:
                 process.kill()
