@@ -170,23 +170,17 @@ class LiveView:
     def _start(self) -> Any:
         """A rich Live block on stderr; what is printed to stderr meanwhile (the log lines) goes above it, and what
         is printed to stdout too when that is a terminal as well (stdout piped to a file stays there). Each redraw
-        erases the rows the last frame takes now (`rewrapping`): a terminal shrunk meanwhile rewrapped them."""
+        erases the rows the last frame takes now (`adapters.rich`): a terminal shrunk meanwhile rewrapped them."""
         from rich.console import Console
-        from rich.live import Live
 
-        from initializers.transfer.rewrapping import RewrappingRender
+        from initializers.adapters.rich import rewrapping_live
 
         console = self._console or Console(
             file=sys.stderr, highlight=False, color_system="auto" if terminal.colours(sys.stderr) else None
         )
-        live = Live(
-            console=console,
-            auto_refresh=False,
-            transient=True,
-            redirect_stdout=sys.stdout.isatty(),
-            redirect_stderr=True,
+        live = rewrapping_live(
+            console, auto_refresh=False, transient=True, redirect_stdout=sys.stdout.isatty(), redirect_stderr=True
         )
-        live._live_render = RewrappingRender(live._live_render.renderable, console)  # rich's own, but for the erasing
         live.start()
         return live
 

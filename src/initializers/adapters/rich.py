@@ -2,18 +2,26 @@
 
 Most terminals (VTE, iTerm2, kitty, Windows Terminal, tmux) rewrap their lines when they shrink: a line of the last
 frame drawn 100 columns wide takes three rows at 40, with the cursor on the last. rich moves up by the lines it drew
-and leaves the rows above on screen; this moves up by what each line takes at the console's width now. Imported
-only when the view shows (rich with it).
+and leaves the rows above on screen; this moves up by what each line takes at the console's width now. rich has no
+public way to change how its block is erased: its LiveRender and Live's hold of it are internals. Imported only when
+the view shows (rich with it).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from rich.console import Console, ConsoleOptions, RenderResult
-from rich.control import Control
-from rich.live_render import LiveRender
-from rich.segment import ControlType
+from initializers.adapters import require
+
+#: The releases these internals were read against; pyproject.toml pins the same range.
+AT_LEAST, BELOW = "13", "16"
+require("rich", AT_LEAST, BELOW)
+
+from rich.console import Console, ConsoleOptions, RenderResult  # noqa: E402 - only once the release is known
+from rich.control import Control  # noqa: E402
+from rich.live import Live  # noqa: E402
+from rich.live_render import LiveRender  # noqa: E402
+from rich.segment import ControlType  # noqa: E402
 
 
 class RewrappingRender(LiveRender):
@@ -53,3 +61,10 @@ class RewrappingRender(LiveRender):
         return Control(
             ControlType.CARRIAGE_RETURN, *((ControlType.CURSOR_UP, 1), (ControlType.ERASE_IN_LINE, 2)) * self.rows()
         )
+
+
+def rewrapping_live(console: Console, **options: Any) -> Live:
+    """A rich Live block on `console` (`options` as Live takes them) whose redraws erase by `RewrappingRender`."""
+    live = Live(console=console, **options)
+    live._live_render = RewrappingRender(live._live_render.renderable, console)
+    return live
