@@ -255,6 +255,60 @@ class _IdentityHandler(BaseHTTPRequestHandler):
                            "token_type": "Bearer"})  # fmt: skip
 
 
+class EchoingEntra:
+    """Microsoft Entra's token service on loopback over HTTPS (azure-identity sends credentials to https authorities
+    only), as an AD FS authority (`AZURE_TENANT_ID=adfs`, which msal trusts without asking
+    login.microsoftonline.com): it serves the OpenID configuration, and refuses every token request quoting the body
+    it was sent (`client_assertion=...`, `client_secret=...`) back in its error, kept in `sent`. `certificate` is
+    the server's, for REQUESTS_CA_BUNDLE."""
+
+    def __init__(self, directory: Path) -> None:
+        self.certificate, key = self_signed_certificate(directory)
+        self.sent: list[str] = []
+        server = _EntraServer(self, 0)
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(self.certificate, key)
+        server.socket = context.wrap_socket(server.socket, server_side=True)
+        self._serving = ServedInThread(server, "entra-endpoint", poll_interval=0.05)
+        self.authority = f"https://127.0.0.1:{server.server_address[1]}"
+
+    def env(self) -> dict[str, str]:
+        return {"AZURE_AUTHORITY_HOST": self.authority, "AZURE_TENANT_ID": "adfs",
+                "AZURE_CLIENT_ID": "00000000-0000-0000-0000-00000000c1d0",
+                "REQUESTS_CA_BUNDLE": str(self.certificate)}  # fmt: skip
+
+    def __enter__(self) -> EchoingEntra:
+        self._serving.start()
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self._serving.stop()
+
+
+class _EntraServer(NoDelay, ThreadingHTTPServer):
+    def __init__(self, entra: EchoingEntra, port: int) -> None:
+        self.entra = entra
+        super().__init__(("127.0.0.1", port), _EntraHandler)
+
+
+class _EntraHandler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server: _EntraServer
+
+    def log_message(self, *_args: object) -> None:
+        pass
+
+    def do_GET(self) -> None:
+        base = f"{self.server.entra.authority}/adfs"
+        send_json(self, 200, {"issuer": base, "authorization_endpoint": f"{base}/oauth2/authorize",
+                              "token_endpoint": f"{base}/oauth2/token"})  # fmt: skip
+
+    def do_POST(self) -> None:
+        body = self.rfile.read(int(self.headers.get("Content-Length", "0"))).decode()
+        self.server.entra.sent.append(body)
+        send_json(self, 400, {"error": "invalid_client", "error_description": f"you sent {body}"})
+
+
 def connection_string(endpoint: str, key: str | None = ACCOUNT_KEY) -> str:
     """The development account's connection string with `endpoint` (the server's, or a relay's `/devstoreaccount1`)
     as its BlobEndpoint; without `key`, one that says where and leaves the credential to other variables."""

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import base64
 import json
+import urllib.parse
 from pathlib import Path
 from xml.sax.saxutils import escape
 
 import pytest
 from test_hostile_servers import assert_secret_hidden
 
+from devkit.azurite import EchoingEntra
 from devkit.moto import ACCOUNT as MOTO_ACCOUNT
 from devkit.moto import Moto
 from devkit.programs import ProgramResult, run_program
@@ -230,3 +232,50 @@ def test_the_web_identity_token_botocore_sends_sts_is_hidden_as_the_chain_is_rea
     session.set_credentials("AKIAEXAMPLE", "not-read-here")
     aws_access.resolve_credentials(session, None)
     assert logs.redact(f"echoed {FEDERATED_TOKEN}") == "echoed ***"
+
+
+def _client_certificate(path: Path) -> None:
+    """A service principal's certificate as azure-identity reads it: its private key and itself, in one PEM file."""
+    import datetime
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import rsa
+    from cryptography.x509.oid import NameOID
+
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "initializers-test")])
+    now = datetime.datetime.now(datetime.UTC)
+    certificate = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
+                   .serial_number(x509.random_serial_number()).not_valid_before(now)
+                   .not_valid_after(now + datetime.timedelta(days=1)).sign(key, hashes.SHA256()))  # fmt: skip
+    pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                            serialization.NoEncryption())  # fmt: skip
+    path.write_bytes(pem + certificate.public_bytes(serialization.Encoding.PEM))
+
+
+@pytest.mark.parametrize("proof", ["certificate", "secret"])
+def test_what_azure_identity_sends_a_token_endpoint_quoting_it_back_never_shows(tmp_path: Path, proof: str):
+    """A service principal's client assertion (the JWT azure-identity signs with AZURE_CLIENT_CERTIFICATE_PATH's key,
+    minted at each request, read from no variable) or its AZURE_CLIENT_SECRET, sent to an Entra token endpoint that
+    quotes the request's body back in its refusal: no form of it in the output, the termination message or the
+    output folder."""
+    if proof == "certificate":
+        _client_certificate(tmp_path / "principal.pem")
+        credential = {"AZURE_CLIENT_CERTIFICATE_PATH": str(tmp_path / "principal.pem")}
+    else:
+        credential = {"AZURE_CLIENT_SECRET": "Cl1entSecret-Qv7~Zt9.Wx_4Lm2Pq"}
+    with EchoingEntra(tmp_path) as entra:
+        env = {**entra.env(), **credential, "AZURE_STORAGE_ACCOUNT": "acct", "STORAGE_URI": "az://ctr/d",
+               "LOG_LEVEL": "debug"}  # fmt: skip
+        result, termination = run(tmp_path, **env)
+    assert result.code == 1, result.stdout + result.stderr
+    assert "you sent" in result.last["error"], result.last["error"]  # the endpoint's quote reached the message
+    field = "client_assertion" if proof == "certificate" else "client_secret"
+    sent = [value for body in entra.sent for value in urllib.parse.parse_qs(body).get(field, [])]
+    assert sent, entra.sent
+    kept = "".join(path.read_text(errors="replace") for path in (tmp_path / "out").rglob("*") if path.is_file())
+    for secret in sent:
+        assert_secret_hidden(result, secret, termination, kept)
+        for piece in {secret[i : i + 12] for i in range(len(secret) - 11)}:
+            assert piece not in result.stdout + result.stderr + termination + kept, piece

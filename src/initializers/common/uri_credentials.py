@@ -11,7 +11,7 @@ import base64
 import json
 import re
 from collections.abc import Mapping
-from urllib.parse import unquote, unquote_plus, urlsplit
+from urllib.parse import unquote, unquote_plus, urlencode, urlsplit
 
 #: Query parameters (and form or JSON fields) whose values are credentials, by how their names end (any case): `sig`,
 #: `X-Goog-Signature`, `X-Amz-Credential`, `X-Amz-Security-Token`, `AWSAccessKeyId`, `GoogleAccessId`,
@@ -77,6 +77,20 @@ def credentials_in_body(body: bytes | str | None) -> list[str]:
     except ValueError:
         return credentials_in(f"?{text.strip()}")
     return [value for name, value in _fields(fields) if is_credential_name(name)]
+
+
+def credentials_sent(url: str, body: bytes | str | Mapping[str, str] | None, headers: Mapping[str, str]) -> list[str]:
+    """Every credential a request carries: in its URL, its body (a form, given as a mapping or written; JSON) and its
+    Authorization headers (the part after the scheme): what a credential library sends a token endpoint (a signed
+    assertion, a client secret, a subject token), for the logs to hide before it leaves."""
+    if isinstance(body, Mapping):
+        body = urlencode(body)
+    authorizations = [
+        value.partition(" ")[2] or value
+        for name, value in headers.items()
+        if name.lower() in ("authorization", "proxy-authorization")
+    ]
+    return [*credentials_in(url), *credentials_in_body(body), *authorizations]
 
 
 def _fields(value: object) -> list[tuple[str, str]]:

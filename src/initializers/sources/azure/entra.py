@@ -16,6 +16,7 @@ from typing import Any
 
 from initializers.common import logs
 from initializers.common.errors import FetchError
+from initializers.common.uri_credentials import credentials_sent
 
 #: The audience of tokens for Azure Storage.
 STORAGE_SCOPE = "https://storage.azure.com/.default"
@@ -85,7 +86,17 @@ def _default_credential() -> Any:
     from azure.identity import DefaultAzureCredential
 
     _hide_what_identity_sends()
-    return DefaultAzureCredential()
+    return DefaultAzureCredential(raw_request_hook=_hide_what_is_sent)
+
+
+def _hide_what_is_sent(request: Any) -> None:
+    """azure-core's hook on each request azure-identity's credentials make (msal's token requests included: it sends
+    them through azure-identity's pipeline): every credential it carries (the client assertion signed with
+    AZURE_CLIENT_CERTIFICATE_PATH's key, minted for this request alone; a client secret; a federated token) hidden
+    before it leaves, so that a token endpoint quoting it back never prints it."""
+    sent = request.http_request
+    for secret in credentials_sent(sent.url, sent.body, sent.headers):
+        logs.hide(secret)
 
 
 def _hide_what_identity_sends() -> None:

@@ -21,7 +21,7 @@ from urllib.parse import urlsplit
 
 from initializers.common import logs
 from initializers.common.errors import ConfigError, FetchError
-from initializers.common.uri_credentials import credentials_in, credentials_in_body, masked
+from initializers.common.uri_credentials import credentials_in_body, credentials_sent, masked
 from initializers.config.anonymous import AnonymousAccess
 from initializers.config.contract import Config
 from initializers.sources.gcs.options import GOOGLE_AUTH_VARIABLES, GcsOptions
@@ -121,21 +121,12 @@ class _HidingRequest:
         self._inner = inner
 
     def __call__(self, url: str, method: str = "GET", body: Any = None, headers: Any = None, **kwargs: Any) -> Any:
-        for secret in [*credentials_in(url), *credentials_in_body(body), *_bearer_tokens(headers or {})]:
+        for secret in credentials_sent(url, body, headers or {}):
             logs.hide(secret)
         response = self._inner(url, method=method, body=body, headers=headers, **kwargs)
         for secret in credentials_in_body(response.data):
             logs.hide(secret)
         return response
-
-
-def _bearer_tokens(headers: dict[str, str]) -> list[str]:
-    """The credentials of a request's Authorization headers (a subject token sent as a bearer)."""
-    return [
-        value.partition(" ")[2] or value
-        for name, value in headers.items()
-        if name.lower() in ("authorization", "proxy-authorization")
-    ]
 
 
 class _Tokens:
