@@ -309,6 +309,26 @@ class _EntraHandler(BaseHTTPRequestHandler):
         send_json(self, 400, {"error": "invalid_client", "error_description": f"you sent {body}"})
 
 
+def client_certificate(path: Path) -> None:
+    """A service principal's certificate as azure-identity reads it: its private key and itself, in one PEM file."""
+    import datetime
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import rsa
+    from cryptography.x509.oid import NameOID
+
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "initializers-test")])
+    now = datetime.datetime.now(datetime.UTC)
+    certificate = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
+                   .serial_number(x509.random_serial_number()).not_valid_before(now)
+                   .not_valid_after(now + datetime.timedelta(days=1)).sign(key, hashes.SHA256()))  # fmt: skip
+    pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                            serialization.NoEncryption())  # fmt: skip
+    path.write_bytes(pem + certificate.public_bytes(serialization.Encoding.PEM))
+
+
 def connection_string(endpoint: str, key: str | None = ACCOUNT_KEY) -> str:
     """The development account's connection string with `endpoint` (the server's, or a relay's `/devstoreaccount1`)
     as its BlobEndpoint; without `key`, one that says where and leaves the credential to other variables."""

@@ -18,7 +18,16 @@ import pytest
 from test_emulators import flip_stored_byte
 from test_reliability import wait_until
 
-from devkit.azurite import ACCOUNT, ACCOUNT_KEY, Azurite, IdentityEndpoint, _signature, account_sas, connection_string
+from devkit.azurite import (
+    ACCOUNT,
+    ACCOUNT_KEY,
+    Azurite,
+    IdentityEndpoint,
+    _signature,
+    account_sas,
+    client_certificate,
+    connection_string,
+)
 from devkit.outputs import manifest, tree
 from devkit.programs import ProgramResult, run_program, start_program, wait_for_event
 from devkit.relay import CorruptFault, Relay, ResetFault, StatusFault
@@ -695,3 +704,39 @@ def test_a_connection_strings_key_is_hidden_and_its_endpoint_shown_in_logs_and_m
     assert source == {"uri": f"az://{container}", "endpoint": azurite.endpoint, "account": ACCOUNT}
     assert "***" not in json.dumps(source)
     assert ACCOUNT_KEY not in result.stdout + result.stderr
+
+
+@pytest.mark.parametrize(
+    ("case", "said"),
+    [
+        ("missing", "No such file or directory"),
+        ("not a certificate", "Failed to deserialize certificate"),
+        ("a password for a key not encrypted", "Password was given but private key is not encrypted"),
+        ("an http authority", "is an invalid authority"),
+        ("a tenant no Entra has", "Invalid tenant ID"),
+    ],
+)  # fmt: skip
+def test_entra_settings_azure_identity_cannot_use_exit_2_naming_them(tmp_path: Path, case: str, said: str):
+    """A service principal's certificate that is missing, not one, or given a password it does not take, an
+    authority that is not https, a tenant ID no Entra has: azure-identity refuses them as its chain is made, which
+    is exit 2 naming the variables to check, at once (never retried as a network failure, never an internal
+    error), the output folder left as it was."""
+    client_certificate(tmp_path / "principal.pem")
+    (tmp_path / "junk.pem").write_text("not a certificate\n")
+    env = {"AZURE_TENANT_ID": "00000000-0000-0000-0000-0000000000aa", "AZURE_CLIENT_ID": "c1",
+           "AZURE_CLIENT_CERTIFICATE_PATH": str(tmp_path / "principal.pem"), "AZURE_STORAGE_ACCOUNT": "acct",
+           "STORAGE_URI": "az://ctr/d", "OUTPUT_PATH": str(tmp_path / "out")}  # fmt: skip
+    env |= {
+        "missing": {"AZURE_CLIENT_CERTIFICATE_PATH": str(tmp_path / "none.pem")},
+        "not a certificate": {"AZURE_CLIENT_CERTIFICATE_PATH": str(tmp_path / "junk.pem")},
+        "a password for a key not encrypted": {"AZURE_CLIENT_CERTIFICATE_PASSWORD": "Pa55word-Xq7"},
+        "an http authority": {"AZURE_AUTHORITY_HOST": "http://127.0.0.1:9"},
+        "a tenant no Entra has": {"AZURE_TENANT_ID": "a b/c"},
+    }[case]
+    result = run_program("dataset", env)
+    assert result.code == 2, result.stdout + result.stderr
+    error = result.last["error"]
+    assert error.startswith("azure-identity refused its settings: ") and said in error, error
+    assert "check AZURE_TENANT_ID, AZURE_AUTHORITY_HOST" in error and "AZURE_CLIENT_CERTIFICATE_PATH" in error
+    assert not result.named("waiting to retry")
+    assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())

@@ -12,7 +12,7 @@ from xml.sax.saxutils import escape
 import pytest
 from test_hostile_servers import assert_secret_hidden
 
-from devkit.azurite import EchoingEntra
+from devkit.azurite import EchoingEntra, client_certificate
 from devkit.moto import ACCOUNT as MOTO_ACCOUNT
 from devkit.moto import Moto
 from devkit.programs import ProgramResult, run_program
@@ -234,26 +234,6 @@ def test_the_web_identity_token_botocore_sends_sts_is_hidden_as_the_chain_is_rea
     assert logs.redact(f"echoed {FEDERATED_TOKEN}") == "echoed ***"
 
 
-def _client_certificate(path: Path) -> None:
-    """A service principal's certificate as azure-identity reads it: its private key and itself, in one PEM file."""
-    import datetime
-
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import rsa
-    from cryptography.x509.oid import NameOID
-
-    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "initializers-test")])
-    now = datetime.datetime.now(datetime.UTC)
-    certificate = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
-                   .serial_number(x509.random_serial_number()).not_valid_before(now)
-                   .not_valid_after(now + datetime.timedelta(days=1)).sign(key, hashes.SHA256()))  # fmt: skip
-    pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                            serialization.NoEncryption())  # fmt: skip
-    path.write_bytes(pem + certificate.public_bytes(serialization.Encoding.PEM))
-
-
 @pytest.mark.parametrize("proof", ["certificate", "secret"])
 def test_what_azure_identity_sends_a_token_endpoint_quoting_it_back_never_shows(tmp_path: Path, proof: str):
     """A service principal's client assertion (the JWT azure-identity signs with AZURE_CLIENT_CERTIFICATE_PATH's key,
@@ -261,7 +241,7 @@ def test_what_azure_identity_sends_a_token_endpoint_quoting_it_back_never_shows(
     quotes the request's body back in its refusal: no form of it in the output, the termination message or the
     output folder."""
     if proof == "certificate":
-        _client_certificate(tmp_path / "principal.pem")
+        client_certificate(tmp_path / "principal.pem")
         credential = {"AZURE_CLIENT_CERTIFICATE_PATH": str(tmp_path / "principal.pem")}
     else:
         credential = {"AZURE_CLIENT_SECRET": "Cl1entSecret-Qv7~Zt9.Wx_4Lm2Pq"}

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from initializers.common import logs
-from initializers.common.errors import FetchError
+from initializers.common.errors import ConfigError, FetchError
 from initializers.common.uri_credentials import credentials_sent
 
 #: The audience of tokens for Azure Storage.
@@ -74,6 +74,11 @@ class EntraToken:
         return token.token, float(token.expires_on)
 
 
+#: What azure-identity reads as its chain is made, and refuses when it cannot use them.
+ENTRA_SETTINGS = (
+    "AZURE_TENANT_ID, AZURE_AUTHORITY_HOST (an https:// URL), AZURE_CLIENT_CERTIFICATE_PATH (a PEM or PKCS12 file "
+    "holding the private key and its certificate) and AZURE_CLIENT_CERTIFICATE_PASSWORD (for an encrypted key only)"
+)
 #: What azure-identity reads to prove who the run is, and sends a token endpoint: a service principal's secret and
 #: its certificate's password, App Service's identity header (and its older name).
 _IDENTITY_SECRETS = ("AZURE_CLIENT_SECRET", "AZURE_CLIENT_CERTIFICATE_PASSWORD", "IDENTITY_HEADER", "MSI_SECRET")
@@ -86,7 +91,13 @@ def _default_credential() -> Any:
     from azure.identity import DefaultAzureCredential
 
     _hide_what_identity_sends()
-    return DefaultAzureCredential(raw_request_hook=_hide_what_is_sent)
+    try:
+        return DefaultAzureCredential(raw_request_hook=_hide_what_is_sent)
+    except (OSError, TypeError, ValueError) as exc:  # what it raises for settings it cannot use, read as it is made
+        reason = f"{exc.strerror} ({exc.filename})" if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise ConfigError(
+            f"azure-identity refused its settings: {reason.rstrip('.')}; check {ENTRA_SETTINGS}"
+        ) from None
 
 
 def _hide_what_is_sent(request: Any) -> None:

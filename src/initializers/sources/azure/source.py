@@ -75,8 +75,9 @@ class AzureSource(Storage):
     def _page(self, prefix: str, marker: str | None, max_results: int | None = None) -> ListPage:
         where = self.location.uri_of(prefix)
         query = page_query(prefix, marker) if max_results is None else page_query(prefix, marker, max_results)
+        answer = self._requests.list_page(query, where)  # its errors (a credential's settings refused) its own
         try:
-            return parse_page(self._requests.list_page(query, where), prefix)
+            return parse_page(answer, prefix)
         except ValueError as exc:
             raise FetchError(f"listing {where} at {self._access.endpoint}: {exc}") from None
 
