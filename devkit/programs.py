@@ -91,14 +91,17 @@ def wait_for_event(process: subprocess.Popen[str], event: str) -> dict[str, Any]
 LATER_DEADLINES_SECONDS = (15, 60)
 
 
-def run_until_the_deadline_catches(step: str, first: int, run: Callable[[int], ProgramResult]) -> ProgramResult:
+def run_until_the_deadline_catches(
+    step: str, first: float, run: Callable[[float], ProgramResult], later: tuple[float, ...] = LATER_DEADLINES_SECONDS
+) -> ProgramResult:
     """`run(deadline)` (a run with that TIMEOUT) with a deadline of `first` seconds, then longer ones while the deadline
     caught the run before `step` (a text in what it was waiting for): the deadline is the run's own wall clock, so
     only its length holds the case a test is about. Each run must end as a deadline does (exit 1, saying so, no
-    traceback), whichever step it caught; returns the run the deadline caught at `step`."""
-    for deadline in (first, *(later for later in LATER_DEADLINES_SECONDS if later > first)):
+    traceback), whichever step it caught; returns the run the deadline caught at `step`. `later`: shorter ones where
+    what the run waits for ends on its own (another run's hold)."""
+    for deadline in (first, *(longer for longer in later if longer > first)):
         result = run(deadline)
-        said = f"TIMEOUT of {deadline} s passed while still waiting for "
+        said = f"TIMEOUT of {deadline:g} s passed while still waiting for "
         assert result.code == 1 and "Traceback" not in result.stderr, result.stderr
         assert result.last["error"].startswith(said), result.last
         if step in result.last["error"]:
