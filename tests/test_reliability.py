@@ -13,7 +13,14 @@ from typing import Any, NamedTuple
 import pytest
 
 from devkit.hubserver import HubServer
-from devkit.programs import ProgramResult, run_program, run_until_the_deadline_catches, start_program, wait_for_event
+from devkit.programs import (
+    LATER_DEADLINES_SECONDS,
+    ProgramResult,
+    run_program,
+    run_until_the_deadline_catches,
+    start_program,
+    wait_for_event,
+)
 from devkit.relay import Relay, StallFault
 from devkit.seaweed import SeaweedFS
 from initializers.destination.journal import JOURNAL, journal_entries
@@ -295,17 +302,22 @@ def test_a_run_waiting_for_a_holder_that_dies_takes_over(seaweed: SeaweedFS, slo
     assert listed["already_done"] >= 1, "what the holder finished before it died is not fetched again"
 
 
+#: Per response, for a holder that must outlast a waiter's every deadline: an object takes twice their sum.
+HOLDING_BYTES_PER_SECOND = len(OBJECTS["d/00.bin"]) / (2 * (1 + sum(LATER_DEADLINES_SECONDS)))
+
+
 def test_a_run_waiting_for_another_is_bounded_by_its_timeout(
     seaweed: SeaweedFS, slow: Relay, objects: str, tmp_path: Path
 ):
+    """The holder crawls until the waiter is done, whatever the waiter's start-up takes on a loaded machine: an object
+    takes longer than every deadline the waiter may be given (one that caught its start-up is tried longer)."""
     output = tmp_path / "out"
     env = {**seaweed.env(), "ENDPOINT": slow.endpoint, "STORAGE_URI": objects, "OUTPUT_PATH": str(output)}
+    slow.bytes_per_second = HOLDING_BYTES_PER_SECOND
     first = start_program("dataset", {**env, "MAX_WORKERS": "8"})
     wait_for_event(first, "fetching")
-    # The holder crawls for half a minute: a deadline of 10 s, if the first one caught the waiter's start-up, ends
-    # while the holder still holds.
     run_until_the_deadline_catches(
-        "another initializer", 1, lambda deadline: run_program("dataset", {**env, "TIMEOUT": f"{deadline:g}"}), (10,)
+        "another initializer", 1, lambda deadline: run_program("dataset", {**env, "TIMEOUT": f"{deadline:g}"})
     )
     slow.bytes_per_second = None
     assert finish(first, timeout=60).code == 0
