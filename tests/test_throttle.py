@@ -44,6 +44,16 @@ def test_the_wait_for_a_probe_doubles_while_probes_are_throttled_and_starts_shor
     assert throttle.take_events() == 9 and throttle.take_events() == 0
 
 
+def test_a_throttling_that_outlasts_a_thousand_probes_keeps_them_at_most_between_probes_apart() -> None:
+    """Past 1024 probes throttled in a row (eight and a half minutes of them), the doubling's power of two no longer
+    fits a float: the pause stays at its ceiling, never an OverflowError (an internal error)."""
+    clock = DrivenClock()
+    throttle = Throttle(clock)
+    throttle.throttled(None)
+    waits = [probe(clock, throttle) for _ in range(1100)]
+    assert all(MOST_BETWEEN_PROBES_SECONDS <= wait <= MOST_BETWEEN_PROBES_SECONDS * (1 + JITTER) for wait in waits[5:])
+
+
 def test_answers_to_requests_sent_before_the_hold_do_not_end_it() -> None:
     clock = DrivenClock()
     throttle = Throttle(clock)

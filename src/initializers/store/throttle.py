@@ -27,6 +27,8 @@ FIRST_PAUSE_SECONDS = 0.2
 MOST_BETWEEN_PROBES_SECONDS = 0.5
 #: The spread added to a wait, as a share of it: fleets throttled together probe at different instants.
 JITTER = 0.5
+#: Doublings of the pause counted at most: far beyond its reaching MOST_BETWEEN_PROBES_SECONDS.
+_MOST_DOUBLINGS = 32
 
 
 class Throttle:
@@ -87,5 +89,6 @@ class Throttle:
 
     def _pause(self) -> float:
         """The wait before the next probe, for the rounds so far; under the lock."""
-        pause = min(FIRST_PAUSE_SECONDS * 2 ** (self._rounds - 1), MOST_BETWEEN_PROBES_SECONDS)
+        doublings = min(self._rounds - 1, _MOST_DOUBLINGS)  # past it, 2 ** n as a float would overflow
+        pause = min(FIRST_PAUSE_SECONDS * 2**doublings, MOST_BETWEEN_PROBES_SECONDS)
         return pause * (1 + random.uniform(0, JITTER))
