@@ -4,6 +4,7 @@ on what is not, never hang."""
 from __future__ import annotations
 
 import json
+import math
 import os
 import statistics
 from collections.abc import Iterator
@@ -19,7 +20,7 @@ from devkit.outputs import tree
 from devkit.programs import ProgramResult, run_program, run_until_the_deadline_catches
 from devkit.relay import CorruptFault, Relay, ResetFault, StallFault, StatusFault
 from devkit.seaweed import SeaweedFS
-from initializers.transfer.concurrency import BASE_REQUESTS
+from initializers.store.throttle import FIRST_PAUSE_SECONDS
 
 BIG = os.urandom(20 * 1024 * 1024 + 777)  # three 8 MiB ranges on S3; an LFS file on the Hub
 RANGED = os.urandom(40 << 20)  # five 8 MiB ranges on S3
@@ -154,23 +155,22 @@ def test_s3_throttling_a_third_of_requests_backs_the_whole_fleet_off(
 
 
 #: A storm of SlowDown: every object GET refused for `STORM_SECONDS` once `STORM_AFTER` went through, as S3 answers
-#: while it scales a prefix up; enough objects after it to see the fleet come back.
+#: while it scales a prefix up; enough objects after it for the fleet to come back.
 STORM_AFTER, STORM_SECONDS = 300, 2.0
 STORMY = {f"{i:04}.bin": os.urandom(1024) for i in range(2400)}
-#: From the storm's end, the fleet is back at half its level or more within this long: the hold's probes find the
-#: end within two of their intervals, and doubling from one request reaches half of BASE_REQUESTS in five windows.
-#: Growing one request per window, as the ramp once did after throttling, takes 32 windows (8 s) to get there.
-BACK_WITHIN_SECONDS = 4.0
+#: The most probes a fleet that holds may send through the storm: one at a time, `FIRST_PAUSE_SECONDS` apart at the
+#: least (the jitter only lengthens the pauses).
+PROBES_IN_A_STORM = math.ceil(STORM_SECONDS / FIRST_PAUSE_SECONDS) + 1
 
 
-def test_s3_after_a_storm_of_slowdown_the_fleet_backs_off_then_is_back_at_its_level_within_seconds(
+def test_s3_through_a_storm_of_slowdown_the_fleet_holds_and_probes_then_completes(
     seaweed: SeaweedFS, s3: Any, bucket: str, tmp_path: Path
 ):
-    """Bound by the relay's events: the SlowDown answers in the storm's last second are at most half those of its
-    first (the back-off), and once the storm is over the GETs under way at once climb back within
-    BACK_WITHIN_SECONDS to half what they were before it, or to half of BASE_REQUESTS where that is less (the relay's
-    own count swings with the CPU it gets on a loaded machine, 27 to 197 at once before the storm), rather than one
-    more per window."""
+    """Bound by events, not seconds: every object lands, and the storm answers no more SlowDowns than the requests
+    under way when it began (at most the run's `max_requests`) and one probe at a time after them; a fleet that did not
+    hold would be refused each of its retries. How soon it is back at its level is speed, measured side by side in
+    bench/throttling.py (`make bench-throttling`); the ramp's way back is tested with a driven clock (test_throttle.py).
+    """
     with ThreadPoolExecutor(16) as pool:
         list(pool.map(lambda item: s3.put_object(Bucket=bucket, Key=f"stormy/{item[0]}", Body=item[1]), STORMY.items()))
     output = tmp_path / "out"
@@ -183,19 +183,9 @@ def test_s3_after_a_storm_of_slowdown_the_fleet_backs_off_then_is_back_at_its_le
         result = run_program("dataset", {**env, "OUTPUT_PATH": str(output)}, timeout=HANG_CEILING_SECONDS)
     assert result.code == 0, result.stderr
     assert tree(output) == STORMY and completed(output)
-    began = storm.began_at
-    assert began is not None and storm.hits > 0
-    first = sum(1 for at in storm.struck_at if at < began + 1)
-    last = sum(1 for at in storm.struck_at if at >= began + STORM_SECONDS - 1)
-    assert last <= first / 2, (first, last)
-    traffic = relay.traffic
-    start = traffic.first_object_get_at  # arrival times are kept from this one on
-    arrivals = list(zip(traffic.object_gets_arrived_at, traffic.object_gets_on_arrival, strict=True))
-    before = [at_once for at, at_once in arrivals if at + start < began][-STORM_AFTER // 3 :]
-    level = statistics.median(before)
-    ended = began + STORM_SECONDS - start
-    after = [at_once for at, at_once in arrivals if ended <= at < ended + BACK_WITHIN_SECONDS]
-    assert max(after, default=0) >= min(level, BASE_REQUESTS) / 2, (level, after[:50])
+    assert storm.began_at is not None and storm.hits > 0
+    (fetching,) = result.named("fetching")
+    assert storm.hits <= fetching["max_requests"] + PROBES_IN_A_STORM, (storm.hits, fetching["max_requests"])
 
 
 def test_s3_throttling_without_end_is_bounded_by_timeout(
