@@ -10,6 +10,7 @@ Every case has one name across stores; a store whose answers cannot carry a case
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
@@ -51,6 +52,21 @@ def malformed_answers(store: Store) -> dict[str, MalformedAnswer]:
     return makers[store.scheme](store) if store.scheme in makers else {}
 
 
+def _case_maker(store: Any, encoded: Callable[[Any], bytes], content_type: str) -> Callable[..., MalformedAnswer]:
+    """The maker of `store`'s cases: a body (`encoded` as its server's answers are) answered on the relay in front of
+    its listing, or of the requests whose path holds `match`; `uri` the program is pointed at, if not the store's."""
+    relay, listing = store.listing()
+
+    def case(body: Any, says: str, match: str = listing, uri: str | None = None) -> MalformedAnswer:
+        return MalformedAnswer(relay, match, encoded(body), says, content_type, uri)
+
+    return case
+
+
+def _json(payload: Any) -> bytes:
+    return json.dumps(payload).encode()
+
+
 def _s3(store: Any) -> dict[str, MalformedAnswer]:
     def page(contents: str, more: str = "<IsTruncated>false</IsTruncated>") -> bytes:
         return (
@@ -61,10 +77,7 @@ def _s3(store: Any) -> dict[str, MalformedAnswer]:
     def entry(key: str, size: object) -> str:
         return f"<Contents><Key>{key}</Key><Size>{size}</Size><ETag>&quot;e&quot;</ETag></Contents>"
 
-    relay, listing = store.listing()
-
-    def case(body: bytes, says: str, match: str = listing, uri: str | None = None) -> MalformedAnswer:
-        return MalformedAnswer(relay, match, body, says, "application/xml", uri)
+    case = _case_maker(store, bytes, "application/xml")
 
     prefix = f"{store.prefix}/"
     return {
@@ -85,10 +98,7 @@ def _s3(store: Any) -> dict[str, MalformedAnswer]:
 
 
 def _gcs(store: Any) -> dict[str, MalformedAnswer]:
-    relay, listing = store.listing()
-
-    def case(payload: Any, says: str, match: str = listing, uri: str | None = None) -> MalformedAnswer:
-        return MalformedAnswer(relay, match, json.dumps(payload).encode(), says, uri=uri)
+    case = _case_maker(store, _json, "application/json")
 
     def item(name: Any = f"{store.prefix}/a", size: Any = "1") -> dict[str, Any]:
         return {"name": name, "size": size, "generation": "1", "crc32c": "AAAAAA=="}
@@ -125,10 +135,7 @@ def _azure(store: Any) -> dict[str, MalformedAnswer]:
             "</Properties></Blob>"
         )
 
-    relay, listing = store.listing()
-
-    def case(body: bytes, says: str, match: str = listing, uri: str | None = None) -> MalformedAnswer:
-        return MalformedAnswer(relay, match, body, says, "application/xml", uri)
+    case = _case_maker(store, bytes, "application/xml")
 
     prefix = f"{store.prefix}/"
     return {
@@ -151,10 +158,7 @@ def _hub(store: Any) -> dict[str, MalformedAnswer]:
     def file(path: Any = "a.txt", size: Any = 1) -> dict[str, Any]:
         return {"type": "file", "path": path, "size": size, "oid": "0" * 40}
 
-    relay, listing = store.listing()
-
-    def case(payload: Any, says: str, match: str = listing, uri: str | None = None) -> MalformedAnswer:
-        return MalformedAnswer(relay, match, json.dumps(payload).encode(), says, uri=uri)
+    case = _case_maker(store, _json, "application/json")
 
     wrong = "is not what the Hub's API sends"
     return {
