@@ -48,11 +48,12 @@ class GcsSource(Storage):
             yield file
         name = self.location.name
         if not found and name and not name.endswith("/"):  # the URI may name one object rather than a folder
+            path = name.rsplit("/", 1)[-1]
             with answers.read_from(self._bucket.server, f"reading the metadata of {self._bucket.uri_of(name)}"):
                 item = self._bucket.metadata(name)
-                one = None if item is None else _remote_file(_named(answers.record(item, "the answer"), name), "")
+                one = None if item is None else _remote_file(_named(answers.record(item, "the answer"), name), path)
             if one is not None:
-                yield one._replace(path=name.rsplit("/", 1)[-1])
+                yield one
 
     def _listing(self, prefix: str) -> Iterator[RemoteFile]:
         """Every object under `prefix`, page after page, read as Cloud Storage's docs describe a page (`items`, each
