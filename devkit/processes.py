@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 import signal
+import ssl
 import subprocess
 import sys
 import time
@@ -21,14 +22,18 @@ def installed_binary(name: str, package: str) -> str:
     return found
 
 
-def wait_until_serving(process: subprocess.Popen[bytes], url: str, log: Path, name: str, timeout: float) -> None:
-    """Return once `url` answers 200; raise with the server's log tail if it exits or never answers."""
+def wait_until_serving(
+    process: subprocess.Popen[bytes], url: str, log: Path, name: str, timeout: float, certificate: Path | None = None
+) -> None:
+    """Return once `url` answers 200 (over https, trusting `certificate`); raise with the server's log tail if it
+    exits or never answers."""
+    context = ssl.create_default_context(cafile=str(certificate)) if certificate is not None else None
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if process.poll() is not None:
             raise RuntimeError(f"{name} exited early:\n{log.read_text()[-3000:]}")
         try:
-            with urllib.request.urlopen(url, timeout=2) as reply:
+            with urllib.request.urlopen(url, timeout=2, context=context) as reply:
                 if reply.status == 200:
                     return
         except OSError:

