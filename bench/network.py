@@ -7,9 +7,21 @@ S3 sets through `devkit.netem` in front of SeaweedFS, every tool at its defaults
 the round trip. The Hub with the emulator in front of its CDN origin only (as the Hub's CDN caps each connection),
 this tool vs `hf download`, at 20 ms and 8 MB/s, one round (`HUB_ROUNDS`). The large sets run at most `LARGE_ROUNDS`
 rounds: their rounds agree closely and their ratios stand well clear of the goal (bench/results.md), and each round of
-them takes the longest. Run with `make bench-network` (BENCH_ROUNDS,
-BENCH_OUT; BENCH_RTTS_MS and BENCH_RATES_MB to choose other terms for the small objects, e.g. `BENCH_RTTS_MS=80
-BENCH_RATES_MB=8`; BENCH_SETS to pick sets, e.g. `BENCH_SETS=N3` for the small objects only, NH names the Hub's).
+them takes the longest.
+
+Over TLS as the clouds serve it, beside the plain rows: SeaweedFS serving S3 over HTTPS only with a certificate made
+for the run, every peer trusting it as its users configure it (our program, s5cmd and `aws s3 cp` through
+AWS_CA_BUNDLE, rclone through `--ca-cert`; verification never off); the emulator passes TLS through end to end. Every
+set runs over TLS at `TLS_RTTS` (20 and 80 ms) alone, not at every round trip: 20 ms is where the handshake's extra
+round trip weighs most against the transfer and the CPU per byte (the cost TLS adds) shows most, 80 ms where the
+handshake costs the most time per connection; the plain rows at 5 and 50 ms lie between (bench/results.md), and a TLS
+copy of every term would double the suite's 8 minutes. The N3 rows over TLS run at 8 MB/s per connection alone. The
+Hub's set runs over TLS too: both of our Hub server's origins over HTTPS, `hf download` and our program trusting the
+certificate through SSL_CERT_FILE (what huggingface_hub's httpx2 and our HUB_TRUST read).
+
+Run with `make bench-network` (BENCH_ROUNDS, BENCH_OUT; BENCH_RTTS_MS and BENCH_RATES_MB to choose other terms for the
+small objects, e.g. `BENCH_RTTS_MS=80 BENCH_RATES_MB=8`; BENCH_TLS_RTTS_MS for the TLS rows' round trips, empty for
+none; BENCH_SETS to pick sets, e.g. `BENCH_SETS=N3` for the small objects only, NH names the Hub's).
 """
 
 from __future__ import annotations
@@ -32,6 +44,8 @@ RATE = 8e6
 RTTS = tuple(float(ms) / 1000 for ms in os.environ.get("BENCH_RTTS_MS", "5,20,50,80").split(","))
 #: Per-connection caps for the small objects; the large sets run at `RATE`.
 RATES = tuple(float(mb) * 1e6 for mb in os.environ.get("BENCH_RATES_MB", "4,8").split(","))
+#: The round trips measured over TLS too (see the module's note), every set at `RATE`.
+TLS_RTTS = tuple(float(ms) / 1000 for ms in os.environ.get("BENCH_TLS_RTTS_MS", "20,80").split(",") if ms)
 SETS_CHOSEN = os.environ.get("BENCH_SETS", "N1,N2,N3,NH").split(",")
 #: The most rounds of the large sets (see the module's note).
 LARGE_ROUNDS = 1
@@ -57,11 +71,12 @@ PEER_NAMES = ("s5cmd", "rclone copy", "aws s3 cp")
 
 
 class _Behind:
-    """The SeaweedFS server as the tools see it: its endpoint is the emulator's."""
+    """The SeaweedFS server as the tools see it: its endpoint is the emulator's (https when the server's is)."""
 
     def __init__(self, server: SeaweedFS, emulator: NetworkEmulator) -> None:
         self._server = server
         self.endpoint = emulator.url
+        self.certificate = server.certificate
 
     def env(self) -> dict[str, str]:
         return {**self._server.env(), "ENDPOINT": self.endpoint}
@@ -71,10 +86,19 @@ def rclone(server: _Behind, dataset: DataSet, out: Path) -> tuple[list[str], dic
     env = {"RCLONE_CONFIG_SRC_TYPE": "s3", "RCLONE_CONFIG_SRC_PROVIDER": "Other",
            "RCLONE_CONFIG_SRC_ENDPOINT": server.endpoint, "RCLONE_CONFIG_SRC_ACCESS_KEY_ID": ACCESS_KEY,
            "RCLONE_CONFIG_SRC_SECRET_ACCESS_KEY": SECRET_KEY, "HOME": "/nonexistent"}  # fmt: skip
-    return [str(PEERS / "rclone"), "copy", f"src:{dataset.bucket}", str(out)], env
+    trust = ["--ca-cert", str(server.certificate)] if server.certificate else []
+    return [str(PEERS / "rclone"), "copy", *trust, f"src:{dataset.bucket}", str(out)], env
 
 
-CONTENDERS = {"initializers": s3.ours, "s5cmd": s3.s5cmd, "rclone copy": rclone, "aws s3 cp": s3.awscli}
+def _trusting(peer: s3.Command, server: _Behind, dataset: DataSet, out: Path) -> tuple[list[str], dict[str, str]]:
+    """An AWS SDK's peer (s5cmd, `aws s3 cp`) trusting the server's certificate through AWS_CA_BUNDLE, as their users
+    configure a private CA."""
+    command, env = peer(server, dataset, out)  # type: ignore[arg-type]
+    return command, {**env, **({"AWS_CA_BUNDLE": str(server.certificate)} if server.certificate else {})}
+
+
+CONTENDERS = {"initializers": s3.ours, "s5cmd": partial(_trusting, s3.s5cmd), "rclone copy": rclone,
+              "aws s3 cp": partial(_trusting, s3.awscli)}  # fmt: skip
 #: The small objects are measured against s5cmd alone: the goal names it, and the others take several times longer.
 SMALL_CONTENDERS = ("initializers", "s5cmd")
 
@@ -85,46 +109,55 @@ class Measurement(NamedTuple):
     rtt: float
     rate: float
     most_rounds: int | None
+    tls: bool = False
 
 
 def plan(quick: bool) -> list[Measurement]:
     """Every measurement of the chosen sets, those at the same terms together (one emulator each)."""
     if quick:
-        return [Measurement(key, data, RTTS[-1], RATE, None) for key, data in QUICK_SETS.items() if key in SETS_CHOSEN]
-    wanted = [("N1", rtt, RATE, LARGE_ROUNDS) for rtt in RTTS if rtt == RTT]
-    wanted += [("N2", rtt, RATE, LARGE_ROUNDS) for rtt in RTTS]
-    wanted += [("N3", rtt, rate, None) for rtt in RTTS for rate in RATES]
-    chosen = [Measurement(key, SETS[key], rtt, rate, most) for key, rtt, rate, most in wanted if key in SETS_CHOSEN]
-    return sorted(chosen, key=lambda m: (m.rtt, m.rate))
+        return [
+            Measurement(key, data, RTTS[-1], RATE, None, tls)
+            for tls in (False, True)[: 2 if TLS_RTTS else 1]
+            for key, data in QUICK_SETS.items()
+            if key in SETS_CHOSEN
+        ]
+    wanted = [("N1", rtt, RATE, LARGE_ROUNDS, False) for rtt in RTTS if rtt == RTT]
+    wanted += [("N2", rtt, RATE, LARGE_ROUNDS, False) for rtt in RTTS]
+    wanted += [("N3", rtt, rate, None, False) for rtt in RTTS for rate in RATES]
+    wanted += [("N1", rtt, RATE, LARGE_ROUNDS, True) for rtt in TLS_RTTS if rtt == RTT]
+    wanted += [("N2", rtt, RATE, LARGE_ROUNDS, True) for rtt in TLS_RTTS]
+    wanted += [("N3", rtt, RATE, None, True) for rtt in TLS_RTTS]
+    chosen = [Measurement(key, SETS[key], *terms) for key, *terms in wanted if key in SETS_CHOSEN]
+    return sorted(chosen, key=lambda m: (m.tls, m.rtt, m.rate))
 
 
 def s3_suite(rounds: int, out_root: Path, quick: bool) -> list[Result]:
-    """Every chosen set at its terms: seeded once, then measured behind an emulator per pair of terms."""
+    """Every chosen set at its terms: seeded once per server (plain HTTP, then over TLS), then measured behind an
+    emulator per pair of terms."""
     results: list[Result] = []
-    measurements = plan(quick)
-    if not measurements:
-        return results
-    with SeaweedFS.start() as server:
-        for dataset in {m.key: m.dataset for m in measurements}.values():
-            print(f"seeding {dataset.name} ...", flush=True)
-            s3.seed(server, dataset, out_root)
-        for (rtt, rate), group in itertools.groupby(measurements, key=lambda m: (m.rtt, m.rate)):
-            with NetworkEmulator(server.endpoint, rtt=rtt, rate=rate) as emulator:
-                behind = _Behind(server, emulator)
-                for m in group:
-                    names = SMALL_CONTENDERS if m.key == "N3" else CONTENDERS
-                    contenders = {name: partial(CONTENDERS[name], behind, m.dataset) for name in names}
-                    label = f"{m.key} {rtt * 1000:.0f} ms {rate / 1e6:.0f} MB/s"
-                    most = min(rounds, m.most_rounds or rounds)
-                    samples = measure(label, contenders, m.dataset.total, out_root, most, "initializers")
-                    title = f"Network {m.dataset.name} ({terms_of(rtt, rate)})"
-                    results.append(Result(title, m.dataset.total, samples, peer="s5cmd"))
+    for tls, over in itertools.groupby(plan(quick), key=lambda m: m.tls):
+        measurements = list(over)
+        with SeaweedFS.start(tls=tls) as server:
+            for dataset in {m.key: m.dataset for m in measurements}.values():
+                print(f"seeding {dataset.name}{' over TLS' if tls else ''} ...", flush=True)
+                s3.seed(server, dataset, out_root)
+            for (rtt, rate), group in itertools.groupby(measurements, key=lambda m: (m.rtt, m.rate)):
+                with NetworkEmulator(server.endpoint, rtt=rtt, rate=rate) as emulator:
+                    behind = _Behind(server, emulator)
+                    for m in group:
+                        names = SMALL_CONTENDERS if m.key == "N3" else CONTENDERS
+                        contenders = {name: partial(CONTENDERS[name], behind, m.dataset) for name in names}
+                        label = f"{m.key}{' TLS' if tls else ''} {rtt * 1000:.0f} ms {rate / 1e6:.0f} MB/s"
+                        most = min(rounds, m.most_rounds or rounds)
+                        samples = measure(label, contenders, m.dataset.total, out_root, most, "initializers")
+                        title = f"Network {m.dataset.name} ({terms_of(rtt, rate, tls)})"
+                        results.append(Result(title, m.dataset.total, samples, peer="s5cmd"))
     return results
 
 
-def terms_of(rtt: float, rate: float) -> str:
-    """A table title's network terms, as the goals read them back."""
-    return f"RTT {rtt * 1000:.0f} ms, {rate / 1e6:.0f} MB/s per connection"
+def terms_of(rtt: float, rate: float, tls: bool = False) -> str:
+    """A table title's network terms, as the goals read them back (`over TLS, RTT 20 ms, ...` over TLS)."""
+    return f"{'over TLS, ' if tls else ''}RTT {rtt * 1000:.0f} ms, {rate / 1e6:.0f} MB/s per connection"
 
 
 def hub_suite(rounds: int, out_root: Path, quick: bool) -> list[Result]:
