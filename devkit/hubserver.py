@@ -18,6 +18,7 @@ import os
 import re
 import shutil
 import socket
+import ssl
 import tempfile
 import threading
 import time
@@ -30,6 +31,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any, Literal
 from urllib.parse import SplitResult, parse_qs, unquote, urlencode, urlsplit
 
+from devkit.relay import self_signed_certificate
 from devkit.serving import NoDelay
 
 RepoType = Literal["model", "dataset"]
@@ -500,9 +502,15 @@ class HubServer:
     - `tree_page_size`: entries per tree page, so a test can make the client follow `Link` headers.
     - `cdn_public_endpoint`: the CDN base put in LFS redirects instead of `cdn_endpoint`, so a test can send the
       client's CDN downloads through a relay.
+
+    `tls`: both origins serve HTTPS only, with a certificate made for the run (`certificate`, its own CA; clients trust
+    it through SSL_CERT_FILE, which huggingface_hub's httpx2 and our program's HUB_TRUST read), as the Hub and its CDN
+    are served. Each connection's handshake runs in its own handler thread, so a slow client holds up no other.
     """
 
-    def __init__(self, port: int | None = None, cdn_port: int | None = None, parent: Path | None = None) -> None:
+    def __init__(
+        self, port: int | None = None, cdn_port: int | None = None, parent: Path | None = None, tls: bool = False
+    ) -> None:
         self.tokens: dict[str, set[str]] = {}
         self.corrupt: set[tuple[str, str]] = set()
         self.bytes_per_second: float | None = None
@@ -521,8 +529,17 @@ class HubServer:
         self._served = {"hub": 0, "cdn": 0}
         self._serial = 0
         self._origins = (_Origin(self, "hub", port or 0), _Origin(self, "cdn", cdn_port or 0))
-        self.endpoint = f"http://127.0.0.1:{self._origins[0].server_port}"
-        self.cdn_endpoint = f"http://127.0.0.1:{self._origins[1].server_port}"
+        self.certificate: Path | None = None
+        if tls:
+            self.certificate, key = self_signed_certificate(self.root)
+            context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            context.load_cert_chain(self.certificate, key)
+            for origin in self._origins:
+                # The handshake on the connection's first read, in its handler thread, not in the accepting one.
+                origin.socket = context.wrap_socket(origin.socket, server_side=True, do_handshake_on_connect=False)
+        scheme = "https" if tls else "http"
+        self.endpoint = f"{scheme}://127.0.0.1:{self._origins[0].server_port}"
+        self.cdn_endpoint = f"{scheme}://127.0.0.1:{self._origins[1].server_port}"
         self._threads: list[threading.Thread] = []
 
     def __enter__(self) -> HubServer:

@@ -409,3 +409,23 @@ def test_lifecycle_and_path_sources(tmp_path: Path) -> None:
     assert not root.exists() and source.read_bytes() == b"w" * 1000
     with pytest.raises(httpx2.ConnectError):
         httpx2.get(endpoint)
+
+
+def test_tls_serves_both_origins_over_https_with_a_certificate_of_its_own(tmp_path: Path) -> None:
+    """`tls`: the API and the CDN (through the API's redirect) answer over HTTPS alone, to a client trusting the run's
+    certificate; a client trusting only the system's CAs is refused by both."""
+    import ssl
+
+    with HubServer(tls=True, parent=tmp_path) as hub:
+        hub.add_repo(MODEL, {"weights/big.dat": BIG})
+        assert hub.certificate is not None and hub.endpoint.startswith("https://")
+        assert hub.cdn_endpoint.startswith("https://")
+        url = hf_hub_url(MODEL, "weights/big.dat", endpoint=hub.endpoint)
+        trusting = ssl.create_default_context(cafile=hub.certificate)
+        with httpx2.Client(verify=trusting, follow_redirects=True) as client:
+            reply = client.get(url)
+        assert reply.status_code == 200 and reply.content == BIG
+        assert [(r.origin, r.status) for r in hub.requests] == [("hub", 302), ("cdn", 200)]
+        for endpoint in (hub.endpoint, hub.cdn_endpoint):
+            with httpx2.Client(verify=ssl.create_default_context()) as client, pytest.raises(httpx2.ConnectError):
+                client.get(f"{endpoint}/api/models/{MODEL}")
