@@ -161,20 +161,28 @@ def terms_of(rtt: float, rate: float, tls: bool = False) -> str:
 
 
 def hub_suite(rounds: int, out_root: Path, quick: bool) -> list[Result]:
+    """The Hub's set over plain HTTP, then over TLS (both origins; see the module's note)."""
     blob = out_root / "network-large.safetensors"
     with open(blob, "wb") as handle:
         for _ in range(128 if quick else 1024):
             handle.write(os.urandom(MiB))
-    with HubServer() as hub, NetworkEmulator(hub.cdn_endpoint, rtt=RTT, rate=RATE) as cdn:
+    results = [_hub_set(blob, tls, rounds, out_root) for tls in (False, True)]
+    blob.unlink()
+    return results
+
+
+def _hub_set(blob: Path, tls: bool, rounds: int, out_root: Path) -> Result:
+    with HubServer(tls=tls) as hub, NetworkEmulator(hub.cdn_endpoint, rtt=RTT, rate=RATE) as cdn:
         hub.cdn_public_endpoint = cdn.url
         repo = "bench/network-large"
         hub.add_repo(repo, {"config.json": b"{}", "model.safetensors": blob})
         total = blob.stat().st_size + 2
         contenders = {"initializers": partial(hf.ours, hub, repo), "hf download": partial(hf.hf_download, hub, repo)}
-        samples = measure("NH", contenders, total, out_root, min(rounds, HUB_ROUNDS), rerun="initializers")
-        title = f"Network Hub: one {blob.stat().st_size >> 20} MiB LFS file (CDN: {terms_of(RTT, RATE)})"
-    blob.unlink()
-    return [Result(title, total, samples, peer="hf download")]
+        label = "NH TLS" if tls else "NH"
+        samples = measure(label, contenders, total, out_root, min(rounds, HUB_ROUNDS), rerun="initializers")
+        over = "Hub and CDN over TLS; " if tls else ""
+        title = f"Network Hub: one {blob.stat().st_size >> 20} MiB LFS file ({over}CDN: {terms_of(RTT, RATE)})"
+    return Result(title, total, samples, peer="hf download")
 
 
 def suite(rounds: int, out_root: Path, quick: bool) -> list[Result]:
