@@ -331,11 +331,14 @@ class Relay:
 
 
 def self_signed_certificate(directory: Path) -> tuple[Path, Path]:
-    """A certificate for 127.0.0.1 and its key, made with the openssl command line; the certificate is its own CA."""
+    """A certificate for 127.0.0.1 and its key, made with the openssl command line; clients trust the certificate
+    itself. It says it is no CA: rustls (obstore's TLS) refuses a CA's certificate as a server's (CaUsedAsEndEntity),
+    while OpenSSL, Go and s2n take a self-signed one either way."""
     cert, key = directory / "cert.pem", directory / "key.pem"
     subprocess.run(
         ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=127.0.0.1",
-         "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", str(key), "-out", str(cert)],
+         "-addext", "subjectAltName=IP:127.0.0.1", "-addext", "basicConstraints=critical,CA:FALSE",
+         "-keyout", str(key), "-out", str(cert)],
         check=True, capture_output=True,
     )  # fmt: skip
     return cert, key
