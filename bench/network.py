@@ -1,13 +1,17 @@
 """A real network's terms, emulated: every connection pays a round trip and is capped in rate.
 
-S3 sets through `devkit.netem` in front of SeaweedFS, every tool at its defaults, at each round trip (5, 20, 50 and
-80 ms: a region's own S3, a neighbouring one, further, another continent or a proxy): the small objects (N3) at 4 and
-8 MB/s per connection against s5cmd, the fastest peer for them; the large-object set with small files beside (N2) at
-8 MB/s against s5cmd, rclone and `aws s3 cp`; the one large object (N1) at 20 ms only, as its ratio barely moves with
-the round trip. The Hub with the emulator in front of its CDN origin only (as the Hub's CDN caps each connection),
-this tool vs `hf download`, at 20 ms and 8 MB/s, one round (`HUB_ROUNDS`). The large sets run at most `LARGE_ROUNDS`
-rounds: their rounds agree closely and their ratios stand well clear of the goal (bench/results.md), and each round of
-them takes the longest.
+S3 sets through `devkit.netem` in front of SeaweedFS, every tool at its defaults, at each round trip (5, 20, 50 and 80
+ms: a region's own S3, a neighbouring one, further, another continent or a proxy): the small objects (N3) at 4 and 8
+MB/s per connection against s5cmd, the fastest peer for them; the large-object set with small files beside (N2) at 8
+MB/s against s5cmd, rclone and `aws s3 cp`; the one large object (N1) at 20 ms only, as its ratio barely moves with the
+round trip. Ten times the small objects (N4) at 5 and 80 ms (`MANY_RTTS`), 8 MB/s, against s5cmd, one round
+(`MANY_ROUNDS`): at those round trips a run of N3 lasts a second or two, mostly start-up, listing and the ramp, while
+N4's ten thousand requests show the pace once the ramp is done (a round at both round trips takes about a minute and a
+half beside its seeding). Every run's connections are printed as the emulator counts them (opened, and the most open at
+once): a tool's requests in flight, and what it pays in handshakes. The Hub with the emulator in front of its CDN origin
+only (as the Hub's CDN caps each connection), this tool vs `hf download`, at 20 ms and 8 MB/s, one round (`HUB_ROUNDS`).
+The large sets run at most `LARGE_ROUNDS` rounds: their rounds agree closely and their ratios stand well clear of the
+goal (bench/results.md), and each round of them takes the longest.
 
 Over TLS as the clouds serve it, beside the plain rows: SeaweedFS serving S3 over HTTPS only with a certificate made
 for the run, every peer trusting it as its users configure it (our program, s5cmd and `aws s3 cp` through
@@ -21,7 +25,7 @@ certificate through SSL_CERT_FILE (what huggingface_hub's httpx2 and our HUB_TRU
 
 Run with `make bench-network` (BENCH_ROUNDS, BENCH_OUT; BENCH_RTTS_MS and BENCH_RATES_MB to choose other terms for the
 small objects, e.g. `BENCH_RTTS_MS=80 BENCH_RATES_MB=8`; BENCH_TLS_RTTS_MS for the TLS rows' round trips, empty for
-none; BENCH_SETS to pick sets, e.g. `BENCH_SETS=N3` for the small objects only, NH names the Hub's).
+none; BENCH_SETS to pick sets, e.g. `BENCH_SETS=N3,N4` for the small objects only, NH names the Hub's).
 """
 
 from __future__ import annotations
@@ -46,12 +50,15 @@ RTTS = tuple(float(ms) / 1000 for ms in os.environ.get("BENCH_RTTS_MS", "5,20,50
 RATES = tuple(float(mb) * 1e6 for mb in os.environ.get("BENCH_RATES_MB", "4,8").split(","))
 #: The round trips measured over TLS too (see the module's note), every set at `RATE`.
 TLS_RTTS = tuple(float(ms) / 1000 for ms in os.environ.get("BENCH_TLS_RTTS_MS", "20,80").split(",") if ms)
-SETS_CHOSEN = os.environ.get("BENCH_SETS", "N1,N2,N3,NH").split(",")
+SETS_CHOSEN = os.environ.get("BENCH_SETS", "N1,N2,N3,N4,NH").split(",")
 #: The most rounds of the large sets (see the module's note).
 LARGE_ROUNDS = 1
 #: The Hub's set runs once: `hf download` holds one connection, so a round of it takes minutes at `RATE`, and its
 #: ratio stands far from the goal either way (bench/results.md).
 HUB_ROUNDS = 1
+#: The round trips of the many small objects (N4), of those chosen, and its most rounds (see the module's note).
+MANY_RTTS = (0.005, 0.08)
+MANY_ROUNDS = 1
 
 SETS = {
     "N1": DataSet("N1: one 256 MiB object", "net-1", [("blob.bin", 256 * MiB)]),
@@ -62,6 +69,7 @@ SETS = {
         + [(f"config/file{i}.json", 3000 + i) for i in range(10)],
     ),
     "N3": DataSet("N3: 1000 x 64 KiB", "net-3", [(f"d{i % 10}/f{i:05d}.bin", 64 * 1024) for i in range(1000)]),
+    "N4": DataSet("N4: 10 000 x 64 KiB", "net-4", [(f"d{i % 10}/f{i:05d}.bin", 64 * 1024) for i in range(10_000)]),
 }
 QUICK_SETS = {
     "N1": DataSet("N1: one 64 MiB object", "qnet-1", [("blob.bin", 64 * MiB)]),
@@ -101,6 +109,8 @@ CONTENDERS = {"initializers": s3.ours, "s5cmd": partial(_trusting, s3.s5cmd), "r
               "aws s3 cp": partial(_trusting, s3.awscli)}  # fmt: skip
 #: The small objects are measured against s5cmd alone: the goal names it, and the others take several times longer.
 SMALL_CONTENDERS = ("initializers", "s5cmd")
+#: The sets of small objects.
+SMALL_SETS = ("N3", "N4")
 
 
 class Measurement(NamedTuple):
@@ -124,6 +134,7 @@ def plan(quick: bool) -> list[Measurement]:
     wanted = [("N1", rtt, RATE, LARGE_ROUNDS, False) for rtt in RTTS if rtt == RTT]
     wanted += [("N2", rtt, RATE, LARGE_ROUNDS, False) for rtt in RTTS]
     wanted += [("N3", rtt, rate, None, False) for rtt in RTTS for rate in RATES]
+    wanted += [("N4", rtt, RATE, MANY_ROUNDS, False) for rtt in RTTS if rtt in MANY_RTTS]
     wanted += [("N1", rtt, RATE, LARGE_ROUNDS, True) for rtt in TLS_RTTS if rtt == RTT]
     wanted += [("N2", rtt, RATE, LARGE_ROUNDS, True) for rtt in TLS_RTTS]
     wanted += [("N3", rtt, RATE, None, True) for rtt in TLS_RTTS]
@@ -145,14 +156,22 @@ def s3_suite(rounds: int, out_root: Path, quick: bool) -> list[Result]:
                 with NetworkEmulator(server.endpoint, rtt=rtt, rate=rate) as emulator:
                     behind = _Behind(server, emulator)
                     for m in group:
-                        names = SMALL_CONTENDERS if m.key == "N3" else CONTENDERS
+                        names = SMALL_CONTENDERS if m.key in SMALL_SETS else CONTENDERS
                         contenders = {name: partial(CONTENDERS[name], behind, m.dataset) for name in names}
                         label = f"{m.key}{' TLS' if tls else ''} {rtt * 1000:.0f} ms {rate / 1e6:.0f} MB/s"
                         most = min(rounds, m.most_rounds or rounds)
-                        samples = measure(label, contenders, m.dataset.total, out_root, most, "initializers")
+                        samples = measure(label, contenders, m.dataset.total, out_root, most, "initializers",
+                                          finished=partial(_connections, label, emulator))  # fmt: skip
                         title = f"Network {m.dataset.name} ({terms_of(rtt, rate, tls)})"
                         results.append(Result(title, m.dataset.total, samples, peer="s5cmd"))
     return results
+
+
+def _connections(label: str, emulator: NetworkEmulator, name: str, _sample: object) -> None:
+    """The connections `name` opened through the emulator, and the most open at once; counted afresh for the next."""
+    seen = emulator.connections
+    print(f"  {label} {'':<8} {name:<22} connections: {seen.opened} opened, at most {seen.peak} at once", flush=True)
+    seen.reset()
 
 
 def terms_of(rtt: float, rate: float, tls: bool = False) -> str:
