@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import tempfile
@@ -68,11 +69,18 @@ class SeaweedFS:
             # after a few dozen buckets on a small disk. Volumes are sparse files, so many small ones cost nothing.
             "-master.volumeSizeLimitMB=256", "-volume.max=2000",
         ]  # fmt: skip
+        environment = None
         if tls:
             command += [f"-s3.cert.file={certificate}", f"-s3.key.file={key}"]
+            # HTTP/1.1 alone, as S3 serves it: over TLS Go's server offers HTTP/2 too, and a Go client (s5cmd, rclone)
+            # then puts every request on one connection, which no S3 endpoint allows (and which a network emulator
+            # capping each connection would hold to one connection's rate).
+            environment = {**os.environ, "GODEBUG": "http2server=0"}
         (data_dir / "data").mkdir()
         with open(log_path, "wb") as log:
-            process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+            process = subprocess.Popen(
+                command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, env=environment
+            )
         scheme = "https" if tls else "http"
         server = cls(f"{scheme}://127.0.0.1:{ports['s3']}", process, data_dir, log_path, certificate)
         wait_until_serving(process, server.endpoint + "/healthz", log_path, "SeaweedFS", timeout, certificate)

@@ -158,3 +158,27 @@ def test_a_large_hub_file_arrives_in_parallel_ranges_where_the_cdn_takes_them(
     else:
         assert result.named("range probe")[0]["ranges"] is False
         assert len(cdn_gets) == 2  # the probe, answered with the whole file and dropped; then one stream
+
+
+def test_over_tls_s3_is_served_as_http_1_1_and_the_emulator_passes_it_through(tmp_path: Path):
+    """SeaweedFS over TLS (as the network bench runs it) offers HTTP/1.1 alone, as S3 does: a Go peer offered HTTP/2
+    would put every request on one connection, which the emulator caps. Through the emulator, TLS end to end: a large
+    object arrives over several connections, trusted through AWS_CA_BUNDLE."""
+    import socket
+    import ssl
+
+    with SeaweedFS.start(tls=True, parent=tmp_path) as server:
+        assert server.certificate is not None and server.endpoint.startswith("https://")
+        context = ssl.create_default_context(cafile=server.certificate)
+        context.set_alpn_protocols(["h2", "http/1.1"])
+        host, port = server.endpoint.removeprefix("https://").split(":")
+        with socket.create_connection((host, int(port))) as raw, context.wrap_socket(raw, server_hostname=host) as tls:
+            assert tls.selected_alpn_protocol() == "http/1.1"
+        server.client().create_bucket(Bucket="secure")
+        server.client().put_object(Bucket="secure", Key="weights.bin", Body=LARGE)
+        with NetworkEmulator(server.endpoint, rtt=0.02, rate=16e6) as network:
+            assert network.url.startswith("https://")
+            result = fetch_s3(server, network, "s3://secure", tmp_path / "out")
+    assert result.code == 0, result.stdout + result.stderr
+    assert (tmp_path / "out" / "weights.bin").read_bytes() == LARGE
+    assert network.connections.peak >= 5 and network.connections.bytes_to_clients >= len(LARGE)
