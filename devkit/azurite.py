@@ -64,12 +64,14 @@ class Azurite:
         loose: bool = False,
         oauth: bool = False,
         port: int | None = None,
+        tls: bool = False,
     ) -> Azurite:
         """Serve Blob Storage on `port` (else a free one), with the data in a new folder under `parent` (else the temp
         folder), removed by `stop`. Strict by default: a header Azurite does not implement (x-ms-range-get-content-crc64
         among them) is answered 500 FeatureNotSupported; `loose` ignores such headers instead. With `oauth`, it serves
         HTTPS with a self-signed `certificate` and takes Microsoft Entra bearer tokens too (Azurite's basic check:
-        issuer, audience and lifetime, not the signature; bearer tokens need HTTPS)."""
+        issuer, audience and lifetime, not the signature; bearer tokens need HTTPS). `tls` alone: HTTPS with that
+        certificate, SharedKey and SAS as ever (clients trust it through SSL_CERT_FILE)."""
         if not AZURITE_BLOB.exists():
             raise RuntimeError(f"{AZURITE_BLOB} is missing: run `make install` (it needs npm)")
         data_dir = Path(tempfile.mkdtemp(prefix="azurite-", dir=parent))
@@ -80,14 +82,14 @@ class Azurite:
             "--silent", "--skipApiVersionCheck", "--disableTelemetry", *(["--loose"] if loose else []),
         ]  # fmt: skip
         certificate = None
-        if oauth:
+        if oauth or tls:
             certificate, key = self_signed_certificate(data_dir)
-            command += ["--oauth", "basic", "--cert", str(certificate), "--key", str(key)]
+            command += ["--cert", str(certificate), "--key", str(key)] + (["--oauth", "basic"] if oauth else [])
         with open(log_path, "wb") as log:
             process = subprocess.Popen(
                 command, stdout=log, stderr=subprocess.STDOUT, cwd=data_dir, start_new_session=True
             )
-        scheme = "https" if oauth else "http"
+        scheme = "https" if certificate else "http"
         server = cls(f"{scheme}://127.0.0.1:{port}/{ACCOUNT}", process, data_dir, log_path, certificate)
         try:
             server._wait_until_serving(timeout)

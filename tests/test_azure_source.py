@@ -740,3 +740,23 @@ def test_entra_settings_azure_identity_cannot_use_exit_2_naming_them(tmp_path: P
     assert "check AZURE_TENANT_ID, AZURE_AUTHORITY_HOST" in error and "AZURE_CLIENT_CERTIFICATE_PATH" in error
     assert not result.named("waiting to retry")
     assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
+
+
+def test_over_tls_with_a_shared_key_the_server_is_trusted_through_ssl_cert_file_and_refused_without(tmp_path: Path):
+    """Azurite over HTTPS with a certificate of its own and the account's shared key (as bench/clouds.py runs it): the
+    blobs come over TLS when SSL_CERT_FILE names it; without it the run fails at once, naming it."""
+    with Azurite.start(parent=tmp_path, tls=True) as server:
+        assert server.endpoint.startswith("https://") and server.certificate is not None
+        server.create_container("models")
+        files = {"m/config.json": b"{}", "m/weights.bin": os.urandom(9_000_000)}
+        put_all(server, "models", files)
+        env = {**server.env(), "STORAGE_URI": "az://models/m"}
+        ok(
+            run_program(
+                "dataset", {**env, "SSL_CERT_FILE": str(server.certificate), "OUTPUT_PATH": str(tmp_path / "out")}
+            )
+        )
+        assert tree(tmp_path / "out") == {name.removeprefix("m/"): body for name, body in files.items()}
+        refused = run_program("dataset", {**env, "OUTPUT_PATH": str(tmp_path / "refused")})
+    assert refused.code == 1 and "SSL_CERT_FILE" in refused.last["error"], refused.stdout + refused.stderr
+    assert not (tmp_path / "refused" / "weights.bin").exists()

@@ -277,3 +277,21 @@ def test_a_listing_that_never_ends_fails_naming_the_bucket(tmp_path: Path, repea
     assert "listing gs://endless/data/" in result.last["error"] and "goes nowhere" in result.last["error"]
     assert server.pages == (2 if repeat else MAX_EMPTY_PAGES)
     assert not (tmp_path / "out").exists()
+
+
+def test_over_tls_the_server_is_trusted_through_ssl_cert_file_and_refused_without(tmp_path: Path):
+    """fake-gcs-server over HTTPS alone with a certificate of its own (as bench/clouds.py runs it): the listing and a
+    large object's ranges come over TLS when SSL_CERT_FILE names it; without it the run fails at once, naming it."""
+    with FakeGCS.start(parent=tmp_path, tls=True) as server:
+        assert server.endpoint.startswith("https://") and server.certificate is not None
+        big = os.urandom(20 * 1024 * 1024 + 3)
+        server.create_bucket("secure")
+        server.put_object("secure", "big.bin", big)
+        server.put_object("secure", "small.txt", b"small")
+        result = fetch(server, "gs://secure", tmp_path / "out")
+        assert result.code == 0, result.stdout + result.stderr
+        assert tree(tmp_path / "out") == {"big.bin": big, "small.txt": b"small"}
+        untrusted = run_program("dataset", {"STORAGE_EMULATOR_HOST": server.endpoint, "STORAGE_URI": "gs://secure",
+                                            "OUTPUT_PATH": str(tmp_path / "refused")})  # fmt: skip
+        assert untrusted.code == 1 and "SSL_CERT_FILE" in untrusted.last["error"], untrusted.stdout
+        assert not (tmp_path / "refused" / "big.bin").exists()
