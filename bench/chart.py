@@ -1,5 +1,5 @@
 """The chart of `bench/results.md`: per data set, each contender's median rate relative to the best other tool
-(a ceiling is drawn but is not a tool).
+(a ceiling is drawn but is not a tool; ours on one core is ours, not another tool).
 
 Run by `bench/all.py` with the peers' Python (matplotlib stays out of the product's environment):
 `python bench/chart.py OUTPUT.png < results.json`.
@@ -22,9 +22,10 @@ def main(target: str) -> None:
     for axis, data in zip(figure.axes if len(sets) > 1 else [axes], sets, strict=True):
         names = list(data["medians"])
         rates = [data["medians"][name] for name in names]
-        peers = [rate for name, rate in data["medians"].items() if name != "initializers" and "ceiling" not in name]
+        ours = [name.startswith("initializers") for name in names]
+        peers = [rate for name, rate, mine in zip(names, rates, ours, strict=True) if not (mine or "ceiling" in name)]
         best_peer = max(peers)
-        colors = ["tab:green" if name == "initializers" else "tab:gray" for name in names]
+        colors = ["tab:green" if mine else "tab:gray" for mine in ours]
         axis.barh(names[::-1], [r / best_peer for r in rates][::-1], color=colors[::-1])
         for y, rate in enumerate(rates[::-1]):
             axis.text(rate / best_peer, y, f" {rate:.1f} {data['unit']}/s", va="center", fontsize=7)
