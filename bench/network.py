@@ -102,15 +102,8 @@ def rclone(server: _Behind, dataset: DataSet, out: Path) -> tuple[list[str], dic
     return [str(PEERS / "rclone"), "copy", *trust, f"src:{dataset.bucket}", str(out)], env
 
 
-def _trusting(peer: s3.Command, server: _Behind, dataset: DataSet, out: Path) -> tuple[list[str], dict[str, str]]:
-    """An AWS SDK's peer (s5cmd, `aws s3 cp`) trusting the server's certificate through AWS_CA_BUNDLE, as their users
-    configure a private CA."""
-    command, env = peer(server, dataset, out)  # type: ignore[arg-type]
-    return command, {**env, **({"AWS_CA_BUNDLE": str(server.certificate)} if server.certificate else {})}
-
-
-CONTENDERS = {"initializers": s3.ours, "s5cmd": partial(_trusting, s3.s5cmd), "rclone copy": rclone,
-              "aws s3 cp": partial(_trusting, s3.awscli)}  # fmt: skip
+#: s5cmd and `aws s3 cp` trust the server's certificate through AWS_CA_BUNDLE (`s3.trusting`), rclone by `--ca-cert`.
+CONTENDERS = {"initializers": s3.ours, "s5cmd": s3.s5cmd, "rclone copy": rclone, "aws s3 cp": s3.awscli}
 #: The small objects are measured against s5cmd alone: the goal names it, and the others take several times longer.
 SMALL_CONTENDERS = ("initializers", "s5cmd")
 #: The sets of small objects.
