@@ -482,6 +482,22 @@ def test_https_endpoint_with_a_custom_ca_bundle(seaweed: SeaweedFS, s3: Any, buc
     assert missing.code == 2 and "AWS_CA_BUNDLE (or the profile's ca_bundle): no such file" in missing.last["error"]
 
 
+def test_s3_served_over_tls_as_the_clouds_serve_it(tmp_path: Path):
+    """SeaweedFS itself serving HTTPS (no relay): small objects answered together through the lane, a large one in
+    ranges, every byte as stored and verified, the certificate trusted through AWS_CA_BUNDLE alone."""
+    with SeaweedFS.start(tls=True, parent=tmp_path) as server:
+        s3 = server.client()
+        s3.create_bucket(Bucket="tls-data")
+        objects = {f"small/{i:03d}.bin": os.urandom(1000 + 97 * i) for i in range(150)}
+        objects["large.bin"] = os.urandom(40 * 1024 * 1024)
+        put_all(s3, "tls-data", objects)
+        assert server.env()["AWS_CA_BUNDLE"] == str(server.certificate)
+        result = fetch(server, "s3://tls-data", tmp_path / "out")
+    assert result.code == 0, result.stderr
+    assert tree(tmp_path / "out") == objects
+    assert result.last["event"] == "done" and result.last["files"] == len(objects)
+
+
 def test_a_profile_ca_bundle_applies_with_static_keys(seaweed: SeaweedFS, s3: Any, bucket: str, tmp_path: Path):
     """Keys and ENDPOINT alone skip botocore, but an AWS config file may still say something: it is honoured."""
     put_all(s3, bucket, {"d/small.txt": b"tls"})

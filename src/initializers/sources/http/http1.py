@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from urllib.parse import unquote, urlsplit
 
 from initializers.common.errors import ConfigError, FetchError
+from initializers.sources.http.tls import TlsSocket
 
 _MAX_HEAD = 64 * 1024
 #: Seconds a connection may take to open (the read timeout bounds every wait after that), for every source.
@@ -199,7 +200,7 @@ class Connection:
         self._tls = ssl_context if scheme == "https" else None
         self._timeout = timeout
         self._proxy = proxy
-        self._sock: socket.socket | None = None
+        self._sock: socket.socket | TlsSocket | None = None
         self._blocking = True
         self._pending = b""
         #: Seconds spent waiting on the socket for the current MIN_BYTES_PER_TIMEOUT window, and its bytes so far:
@@ -272,7 +273,7 @@ class Connection:
             self._sock = None
         self._pending = b""
 
-    def _connect(self) -> socket.socket:
+    def _connect(self) -> None:
         address = (self._proxy.host, self._proxy.port) if self._proxy else (self._host, self._port)
         sock = self._sock = socket.create_connection(address, timeout=min(CONNECT_TIMEOUT, self._timeout))
         self._blocking = True
@@ -281,8 +282,7 @@ class Connection:
         if self._tls is not None:
             if self._proxy is not None:
                 self._tunnel()
-            sock = self._sock = self._tls.wrap_socket(sock, server_hostname=self._host)
-        return sock
+            self._sock = TlsSocket(sock, self._tls, self._host)
 
     def _tunnel(self) -> None:
         """CONNECT through the proxy to the origin; TLS then runs inside the tunnel, end to end."""
