@@ -4,7 +4,6 @@ certificate that does not verify fails the handshake as `ssl.SSLSocket` would.""
 
 from __future__ import annotations
 
-import contextlib
 import fcntl
 import socket
 import ssl
@@ -30,6 +29,7 @@ class TlsServer:
         context.load_cert_chain(*certificate)
         self._context = context
         self._script = script
+        self.error: OSError | None = None
         self._listener = socket.create_server(("127.0.0.1", 0))
         self.address = self._listener.getsockname()
         self._thread = threading.Thread(target=self._serve, daemon=True)
@@ -37,12 +37,15 @@ class TlsServer:
 
     def _serve(self) -> None:
         connection, _ = self._listener.accept()
-        # OSError: a client that hung up, or refused the certificate.
-        with contextlib.suppress(OSError), self._context.wrap_socket(connection, server_side=True) as tls:
-            self._script(tls)
+        try:
+            with self._context.wrap_socket(connection, server_side=True) as tls:
+                self._script(tls)
+        except OSError as error:  # a client that hung up, or refused the certificate
+            self.error = error
 
     def join(self) -> None:
         self._thread.join(10)
+        assert not self._thread.is_alive(), "the server is still waiting for its client"
 
 
 @pytest.fixture(scope="module")
@@ -187,3 +190,5 @@ def test_a_certificate_that_does_not_verify_fails_the_handshake(certificate: tup
     server = TlsServer(certificate, lambda tls: None)
     with pytest.raises(ssl.SSLCertVerificationError):
         connect(server, other)
+    server.join()  # the client said why and hung up: the server's handshake ends, rather than waiting for the rest
+    assert isinstance(server.error, ssl.SSLError) and "unknown ca" in str(server.error).lower()

@@ -280,9 +280,13 @@ class Connection:
         sock.settimeout(self._timeout)
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         if self._tls is not None:
-            if self._proxy is not None:
-                self._tunnel()
-            self._sock = TlsSocket(sock, self._tls, self._host)
+            try:
+                if self._proxy is not None:
+                    self._tunnel()
+                self._sock = TlsSocket(sock, self._tls, self._host)
+            except BaseException:  # not connected: the next request opens the connection again
+                self.close()
+                raise
 
     def _tunnel(self) -> None:
         """CONNECT through the proxy to the origin; TLS then runs inside the tunnel, end to end."""

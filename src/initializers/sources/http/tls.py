@@ -8,6 +8,7 @@ one `recv_into` decrypts as many records of it as the caller's buffer holds.
 
 from __future__ import annotations
 
+import contextlib
 import mmap
 import socket
 import ssl
@@ -27,7 +28,13 @@ class TlsSocket:
         self._tls = context.wrap_bio(self._incoming, self._outgoing, server_hostname=server_hostname)
         # Mapped rather than allocated: only the pages a connection's answers reach are resident.
         self._gulp = memoryview(mmap.mmap(-1, GULP))
-        self._handshake()
+        try:
+            self._handshake()
+        except BaseException:
+            with contextlib.suppress(OSError):  # the alert saying why (a certificate refused), so the server stops
+                self._flush()  # waiting for the rest of the handshake
+            sock.close()
+            raise
 
     def _handshake(self) -> None:
         while True:
