@@ -38,10 +38,31 @@ def test_never_exceeds_the_cap_and_starts_within_it():
     assert feed(ramp, {8: 1.0, 16: 2.0, 20: 4.0}, 5) == [16, 20, 20, 20, 20]
 
 
-def test_a_busy_cpu_means_no_growth():
-    # Loopback: our CPU is the limit, more threads would only contend for it.
+def test_a_busy_cpu_means_no_growth_and_fewer_streams_while_fewer_do_as_well():
+    # Loopback over TLS: our CPU is the limit, and threads handing the interpreter's lock between cores at every
+    # record cost more than they deliver: half the streams move more, down to the level where halving loses.
     ramp = Ramp(8, 64)
-    assert feed(ramp, {8: 100.0}, 20, cpu_share=0.95) == [8] * 20
+    limits = feed(ramp, {8: 400.0, 4: 450.0, 2: 500.0, 1: 300.0}, 20, cpu_share=0.95)
+    assert limits[:4] == [4, 2, 1, 2]  # 1 stream moved less than 2: back to 2, and there it stays
+    assert limits[4:] == [2] * 16  # never grown while the CPU is busy, never halved again once halving lost
+
+
+def test_capped_connections_with_a_busy_cpu_lose_one_window_to_halving_and_no_more():
+    # A link of capped connections, the CPU busy with their bytes: half the streams deliver half.
+    ramp = Ramp(16, 64)
+    limits = feed(ramp, {16: 160.0, 8: 80.0}, 30, cpu_share=0.6)
+    assert limits == [8] + [16] * 29
+
+
+def test_fewer_streams_are_kept_only_when_they_deliver_as_much():
+    ramp = Ramp(8, 64)
+    feed(ramp, {8: 400.0, 4: 400.0, 2: 396.0}, 3, cpu_share=0.95)
+    assert ramp.limit == 4  # 4 did as well as 8 for less; 2 did a little less
+
+
+def test_a_single_stream_is_never_halved():
+    ramp = Ramp(1, 64)
+    assert feed(ramp, {1: 100.0}, 10, cpu_share=0.95) == [1] * 10
 
 
 def test_a_doubling_that_does_not_pay_is_undone_and_probed_again_later():

@@ -47,6 +47,8 @@ WINDOW_SECONDS = 0.25
 _WORTH_KEEPING = 1.15
 #: Share of one core above which the process is the limit: more threads would only contend for it.
 _BUSY_CPU = 0.5
+#: Where the CPU is the limit, half the streams are kept when they deliver at least as much as all did, for less CPU
+#: (bench/results.md: over TLS on loopback, 1-2 streams moved more than 8, for half the CPU per GB).
 #: After settling, another doubling is tried every this many windows, in case the regime changed (small files
 #: following large ones, a listing that caught up).
 _PROBE_EVERY = 8
@@ -121,6 +123,9 @@ class Ramp:
     request_cap: int = 0  # the most small-file requests at once (0: `cap`)
     _trial: tuple[int, float] | None = None  # (limit, throughput) before the doubling being tried
     _windows_to_probe: int = 1
+    #: Half the streams once delivered less while the CPU was busy: the streams are not what keeps it busy (capped
+    #: connections, each bound by the network, with the CPU busy with their bytes), so halving is not tried again.
+    _fewer_lost: bool = False
     _task_bytes: float = 0.0  # running mean of the sizes of the tasks started, from the first one's (0: none yet)
     #: Tasks per stream: as many as move a part's bytes together, by `_task_bytes` (one before any started, as if each
     #: were a part); kept as the mean moves, since `workers` is read for every task.
@@ -193,8 +198,12 @@ class Ramp:
         if self._trial is not None:
             limit_before, throughput_before = self._trial
             self._trial = None
-            if throughput >= throughput_before * _WORTH_KEEPING:
+            if self.limit > limit_before and throughput >= throughput_before * _WORTH_KEEPING:
                 return self._double(throughput, cpu_share)
+            if self.limit < limit_before:
+                if throughput >= throughput_before:
+                    return self._double(throughput, cpu_share)  # fewer did as well: fewer still, while the CPU is busy
+                self._fewer_lost = True
             self.limit = limit_before
             self._windows_to_probe = _PROBE_EVERY
             return self.limit
@@ -252,9 +261,13 @@ class Ramp:
         return self.limit
 
     def _double(self, throughput: float, cpu_share: float) -> int:
-        if self.limit >= self.cap or cpu_share >= _BUSY_CPU or throughput <= 0:
+        """Try twice the streams while the CPU has room; where it is the limit, try half until half delivers less:
+        threads that contend for it (the interpreter's lock, handed between cores at every read) cost more than they
+        deliver."""
+        busy = cpu_share >= _BUSY_CPU
+        if throughput <= 0 or self.limit == (1 if busy else self.cap) or (busy and self._fewer_lost):
             self._windows_to_probe = _PROBE_EVERY
             return self.limit
         self._trial = (self.limit, throughput)
-        self.limit = min(self.limit * 2, self.cap)
+        self.limit = self.limit // 2 if busy else min(self.limit * 2, self.cap)
         return self.limit
