@@ -5,7 +5,9 @@ every request pays a round trip, so throughput grows with connections until the 
 our CPU is the limit; on loopback our CPU is the limit from the start. Neither count can be known in
 advance, so the engine measures: every window it reports the bytes delivered, the CPU the process
 used and how long its requests waited for their first byte, and the ramp answers with the number of streams (and
-of small-file requests) for the next window.
+of small-file requests) for the next window. Where our CPU is the limit, it halves the streams instead, while half
+deliver as much: each thread hands the interpreter's lock to another at every read (over TLS, every 16 KiB record
+decrypted), and on loopback one or two streams move more than eight (bench/results.md, issue 66).
 
 A stream is a part's worth of bytes. Tasks smaller than that (small files) are bound by round trips, not
 bytes: as many more of them run at once as would move a part's bytes together, up to `requests`. That ceiling
