@@ -49,8 +49,6 @@ WINDOW_SECONDS = 0.25
 _WORTH_KEEPING = 1.15
 #: Share of one core above which the process is the limit: more threads would only contend for it.
 _BUSY_CPU = 0.5
-#: Where the CPU is the limit, half the streams are kept when they deliver at least as much as all did, for less CPU
-#: (bench/results.md: over TLS on loopback, 1-2 streams moved more than 8, for half the CPU per GB).
 #: After settling, another doubling is tried every this many windows, in case the regime changed (small files
 #: following large ones, a listing that caught up).
 _PROBE_EVERY = 8
@@ -123,7 +121,7 @@ class Ramp:
     limit: int  # streams
     cap: int  # streams at once, and small-file requests unless `request_cap` says otherwise
     request_cap: int = 0  # the most small-file requests at once (0: `cap`)
-    _trial: tuple[int, float] | None = None  # (limit, throughput) before the doubling being tried
+    _trial: tuple[int, float] | None = None  # (limit, throughput) before the doubling or halving being tried
     _windows_to_probe: int = 1
     #: Half the streams once delivered less while the CPU was busy: the streams are not what keeps it busy (capped
     #: connections, each bound by the network, with the CPU busy with their bytes), so halving is not tried again.
@@ -203,6 +201,8 @@ class Ramp:
             if self.limit > limit_before and throughput >= throughput_before * _WORTH_KEEPING:
                 return self._double(throughput, cpu_share)
             if self.limit < limit_before:
+                # Half kept when they deliver at least as much as all did, for less CPU: over TLS on loopback 1-2
+                # streams moved more than 8, for half the CPU per GB (bench/results.md, issue 66).
                 if throughput >= throughput_before:
                     return self._double(throughput, cpu_share)  # fewer did as well: fewer still, while the CPU is busy
                 self._fewer_lost = True
