@@ -27,7 +27,7 @@ from pathlib import Path
 
 from devkit.ports import free_port
 from devkit.processes import stop_process_group
-from devkit.relay import self_signed_certificate
+from devkit.relay import self_signed_certificate, serving_context
 from devkit.serving import NoDelay, ServedInThread, send_json
 
 AZURITE_BLOB = Path(__file__).resolve().parents[1] / ".venvs" / "azurite" / "node_modules" / ".bin" / "azurite-blob"
@@ -268,9 +268,7 @@ class EchoingEntra:
         self.certificate, key = self_signed_certificate(directory)
         self.sent: list[str] = []
         server = _EntraServer(self, 0)
-        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-        context.load_cert_chain(self.certificate, key)
-        server.socket = context.wrap_socket(server.socket, server_side=True)
+        server.socket = serving_context(self.certificate, key).wrap_socket(server.socket, server_side=True)
         self._serving = ServedInThread(server, "entra-endpoint", poll_interval=0.05)
         self.authority = f"https://127.0.0.1:{server.server_address[1]}"
 

@@ -18,7 +18,6 @@ import os
 import re
 import shutil
 import socket
-import ssl
 import tempfile
 import threading
 import time
@@ -31,7 +30,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any, Literal
 from urllib.parse import SplitResult, parse_qs, unquote, urlencode, urlsplit
 
-from devkit.relay import self_signed_certificate
+from devkit.relay import self_signed_certificate, serving_context
 from devkit.serving import NoDelay
 
 RepoType = Literal["model", "dataset"]
@@ -532,8 +531,7 @@ class HubServer:
         self.certificate: Path | None = None
         if tls:
             self.certificate, key = self_signed_certificate(self.root)
-            context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-            context.load_cert_chain(self.certificate, key)
+            context = serving_context(self.certificate, key)
             for origin in self._origins:
                 # The handshake on the connection's first read, in its handler thread, not in the accepting one.
                 origin.socket = context.wrap_socket(origin.socket, server_side=True, do_handshake_on_connect=False)

@@ -273,9 +273,7 @@ class Relay:
         self._server = _Server(self, 0)  # any free port: the kernel's choice, bound at once
         port = self._server.server_address[1]
         if tls is not None:
-            context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-            context.load_cert_chain(*tls)
-            self._server.socket = context.wrap_socket(self._server.socket, server_side=True)
+            self._server.socket = serving_context(*tls).wrap_socket(self._server.socket, server_side=True)
         self.endpoint = f"{'https' if tls else 'http'}://127.0.0.1:{port}"
         # A short poll interval: stopping waits for the serving loop to look, 0.5 s by default.
         self._serving = ServedInThread(self._server, "relay", poll_interval=0.05)
@@ -342,6 +340,13 @@ def self_signed_certificate(directory: Path) -> tuple[Path, Path]:
         check=True, capture_output=True,
     )  # fmt: skip
     return cert, key
+
+
+def serving_context(certificate: Path, key: Path) -> ssl.SSLContext:
+    """What a test server serves HTTPS with: `certificate` (`self_signed_certificate`'s) and its key."""
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(certificate, key)
+    return context
 
 
 def _first_byte_inverted(chunks: Iterable[bytes]) -> Iterator[bytes]:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from devkit.relay import self_signed_certificate
+from devkit.relay import self_signed_certificate, serving_context
 from initializers.sources.http.tls import TlsSocket
 
 RECORD = 16 * 1024  # the most plaintext one TLS record carries
@@ -25,9 +25,7 @@ class TlsServer:
     """Accepts one connection, does the handshake, then runs `script` on the TLS socket."""
 
     def __init__(self, certificate: tuple[Path, Path], script: Callable[[ssl.SSLSocket], None]) -> None:
-        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-        context.load_cert_chain(*certificate)
-        self._context = context
+        self._context = serving_context(*certificate)
         self._script = script
         self.error: OSError | None = None
         self._listener = socket.create_server(("127.0.0.1", 0))
