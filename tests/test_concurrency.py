@@ -8,12 +8,12 @@ from initializers.store.round_trips import RoundTrips
 from initializers.store.throttle import Throttle
 from initializers.transfer.concurrency import (
     BASE_REQUESTS,
+    MAX_PART_SIZE,
     NO_REQUESTS,
     REQUESTS_PER_SECOND,
     Latency,
     Ramp,
 )
-from initializers.transfer.range_sizes import MAX_PART_SIZE
 
 
 def feed(ramp: Ramp, throughput_of: dict[int, float], windows: int, cpu_share: float = 0.2) -> list[int]:

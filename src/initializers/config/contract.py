@@ -245,10 +245,10 @@ class Config:
         return replace(self, source_options=tuple(self.options(group) for group in plugin.options))
 
     @staticmethod
-    def refuse_misspellings(env: Mapping[str, str], kind: Kind | None = None) -> None:
-        """A ConfigError naming each variable of `env` that is a near miss of one the `kind` program reads (None: of
-        any of the contract's; `misspellings`: `OUTPUT_PAHT`), and the one it was meant to be. Another program's own
-        variables are never taken for a near miss: they are ignored (`not_read`)."""
+    def refuse_misspellings(env: Mapping[str, str], kind: Kind) -> None:
+        """A ConfigError naming each variable of `env` that is a near miss of one the `kind` program reads
+        (`misspellings`: `OUTPUT_PAHT`), and the one it was meant to be. Another program's own variables are never
+        taken for a near miss: they are ignored (`not_read`)."""
         contract = _variables(Config.settings())
         others = [name for name in env if name not in contract]
         own = Config.settings(kind)

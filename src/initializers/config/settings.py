@@ -272,7 +272,7 @@ def env_of(instance: Any) -> dict[str, str]:
 
 
 def parse_settings(
-    settings: list[tuple[str, Setting]], env: Mapping[str, str], options: Mapping[str, str | None] | None = None
+    settings: list[tuple[str, Setting]], env: Mapping[str, str], options: Mapping[str, str | None] | None
 ) -> dict[str, Any]:
     """{field name: parsed value} for the settings given as variables or raw option values; an option given wins
     over its variable."""

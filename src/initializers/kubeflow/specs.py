@@ -17,7 +17,7 @@ Step = Literal["dataset", "model"]
 
 
 def one_step(
-    initializer: Initializer | DatasetInitializer | ModelInitializer, step: Step | None = None
+    initializer: Initializer | DatasetInitializer | ModelInitializer, step: Step | None
 ) -> DatasetInitializer | ModelInitializer:
     """The one step a container runs: `initializer` itself, or the step an `Initializer` holds (`step` names which
     when it holds both).

@@ -40,8 +40,9 @@ from typing import NamedTuple
 from initializers.store.contract import PART_SIZE
 from initializers.store.round_trips import RoundTrips
 from initializers.store.throttle import Throttle
-from initializers.transfer.range_sizes import MAX_PART_SIZE
 
+#: The largest range a fast connection gets: a file of a few hundred MB still spreads over several streams.
+MAX_PART_SIZE = 32 << 20
 #: Seconds between decisions: long enough to average many requests, short enough to ramp within a second.
 WINDOW_SECONDS = 0.25
 #: A doubling is kept only when throughput rose at least this much: less is noise, or a limit elsewhere, and

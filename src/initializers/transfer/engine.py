@@ -89,6 +89,7 @@ class Engine:
         #: Set once a thread has failed or the run is being stopped; the task stream's producers stop on it too.
         self.cancel = threading.Event()
         self._transfers = Transfers(temps, self.cancel, self._record_done, lambda count: progress.add_bytes(-count))
+        self.start = self._transfers.start  # `TransferContext.start`
         progress.watch(self.in_flight)
         #: Threads take turns pulling tasks; nothing else ever waits for it, since its holder may wait on the listing.
         self._next_lock = threading.Lock()
@@ -125,9 +126,6 @@ class Engine:
         """The files being fetched right now, by path, and how much of each has landed: for the progress shown, and
         for messages about what a stopped run was waiting for."""
         return self._transfers.in_flight()
-
-    def start(self, file: RemoteFile) -> FileTransfer:
-        return self._transfers.start(file)
 
     def _record_done(self, transfer: FileTransfer, done: DoneFile) -> None:
         """A file is in place: record it in the journal, and count it."""

@@ -140,7 +140,7 @@ class FileTransfer:
     def fetch_again(self) -> None:
         """Its bytes missed its checksum: start over in a new temporary, to be fetched whole, in one part."""
         _log.warning("checksum mismatch, fetching the file again", path=self.file.path)
-        self._run.progress_back(self.file.size)
+        self._run.on_refetch(self.file.size)
         self.start_over()
         self._open_temp(self.file.size)
 
@@ -207,7 +207,7 @@ class FileTransfer:
         done = DoneFile(self.file.path, st.st_size, self.file.version, st.st_mtime_ns)
         if verified is not None:
             done = done._replace(algorithm=verified.algorithm, hexdigest=verified.hexdigest)
-        self._run.done(self, done)
+        self._run.on_done(self, done)
 
     @contextlib.contextmanager
     def working(self) -> Iterator[None]:
@@ -244,8 +244,8 @@ class Transfers:
         the progress); `on_refetch`: bytes counted as landed that are to be fetched again."""
         self.temps = temps
         self.cancel = cancel
-        self._on_done = on_done
-        self._on_refetch = on_refetch
+        self.on_done = on_done
+        self.on_refetch = on_refetch
         #: Transfers with a temporary, guarded by `_changes`; once `_fenced`, none is opened or renamed into place.
         self._open: dict[str, FileTransfer] = {}
         self._changes = threading.Condition()
@@ -293,12 +293,6 @@ class Transfers:
                 self._changes.notify_all()
         with self._changes:
             self._open.pop(transfer.file.path, None)
-
-    def done(self, transfer: FileTransfer, done: DoneFile) -> None:
-        self._on_done(transfer, done)
-
-    def progress_back(self, count: int) -> None:
-        self._on_refetch(count)
 
     def discard_unfinished(self) -> None:
         """Fence the run off (renames under way are waited for), and end every transfer left unfinished."""

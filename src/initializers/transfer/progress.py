@@ -136,7 +136,7 @@ class Progress:
         with self._lock:
             self.bytes_done += count
 
-    def file_done(self, size: int, kept: int = 0) -> None:
+    def file_done(self, size: int, kept: int) -> None:
         """A file is at its final path, `size` bytes as written, `kept` of them from an earlier run's partial."""
         with self._lock:
             self.files_done += 1

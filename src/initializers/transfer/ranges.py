@@ -1,7 +1,7 @@
 """Stored files as byte ranges: the task factory of `Storage` sources (S3, the Hub).
 
 A file comes in one request, or in ranges written at their offsets, many at once for a large file, each sized when
-it is handed out (`concurrency.range_size`). Bytes pass through the digest their file's verifier hands them; a
+it is handed out (`RangeTasks._range_size`). Bytes pass through the digest their file's verifier hands them; a
 file whose bytes miss its checksum is fetched again, whole, under the one retry policy (`retry.retrying`).
 
 What lands is recorded beside the temporary (each range when done, and how far one in flight got about every
@@ -25,7 +25,6 @@ from initializers.transfer.file_transfer import FileTransfer
 from initializers.transfer.lane import Lane
 from initializers.transfer.lane_files import LANE_BATCH, LaneFile, LaneWork, for_lane, lane_task
 from initializers.transfer.part_sink import PartSink, range_landed
-from initializers.transfer.range_sizes import range_size
 
 
 class RangeTasks:
@@ -89,7 +88,11 @@ class RangeTasks:
         return max(1, ramp.requests - ramp.workers + 1)
 
     def _range_size(self, file: RemoteFile) -> int | None:
-        return range_size(self._reader.part_size_for(file), self._ramp.part_size)
+        """The size of the file's next range: the storage's advised size, grown to the size one connection's measured
+        rate calls for (`Ramp.part_size`); None: the storage takes whole files only. Asked per file and per range:
+        connections speed up, and a storage may learn late whether its server takes ranges."""
+        advised = self._reader.part_size_for(file)
+        return max(advised, self._ramp.part_size) if advised else None
 
     def _transfer_range(self, context: TransferContext, transfer: FileTransfer, offset: int, length: int) -> None:
         with transfer.working():
