@@ -92,11 +92,10 @@ def _sources_package(module: str) -> str | None:
 
 
 def _plug_ins() -> set[str]:
-    """The sub-packages of `sources` that register a source: each one's face defines the opener it registers."""
-    import initializers.sources  # noqa: F401  (registers every source)
-    from initializers.config import registry
+    """The sub-packages of `sources` that are a store: each one's face defines the opener its plug-in holds."""
+    from initializers.sources import STORES
 
-    return {_sources_package(registry.plugin(scheme).open.__module__) for scheme in registry.schemes()} - {None}
+    return {_sources_package(plugin.open.__module__) for plugin in STORES} - {None}
 
 
 def test_a_plug_in_reaches_another_store_only_through_a_shared_package():

@@ -10,6 +10,7 @@ import pytest
 from devkit.moto import ACCOUNT, Moto
 from initializers.common.errors import ConfigError, FetchError
 from initializers.config.contract import Config
+from initializers.sources import MODEL
 from initializers.sources.aws.access import NO_CREDENTIALS, Role, aws_access, endpoint_setting
 from initializers.sources.aws.options import AwsOptions
 from initializers.sources.aws.sigv4 import SigningCredentials
@@ -97,7 +98,7 @@ def test_a_role_is_not_given_by_an_empty_value():
 @pytest.mark.parametrize("variable", ["ROLE_ARN", "IAM_ROLE"])
 def test_sts_refusing_the_role_names_the_variable_that_named_it(moto: Moto, variable: str):
     """moto's STS refuses `reader` the role `admin-only`: the message says which variable to check."""
-    config = Config.from_env(moto.env("reader"))
+    config = Config.from_env(moto.env("reader"), kind=MODEL)
     access = aws_access(config.options(AwsOptions), Role(f"arn:aws:iam::{ACCOUNT}:role/admin-only", variable), False)
     with pytest.raises(FetchError) as raised:
         access.credentials()()

@@ -35,9 +35,10 @@ from devkit.samples import ODD_NAMES
 from initializers.common import logs
 from initializers.common.errors import ConfigError, FetchError
 from initializers.config.anonymous import AnonymousAccess
-from initializers.config.contract import DATASET, MODEL, Config
+from initializers.config.contract import Config
 from initializers.config.uris import scheme_of
 from initializers.destination.partials import RECORD_SUFFIX, read_partial
+from initializers.sources import DATASET, MODEL
 from initializers.sources.azure.access import SasToken, Unsigned, access_from
 from initializers.sources.azure.connection_string import parse_connection_string
 from initializers.sources.azure.entra import REFRESH_BEFORE_SECONDS, EntraToken

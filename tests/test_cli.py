@@ -13,8 +13,13 @@ from click.testing import CliRunner
 from devkit.hubserver import HubServer
 from devkit.programs import run_program
 from initializers import cli
-from initializers.config import registry
-from initializers.config.contract import DATASET, MODEL, Kind
+from initializers.config.contract import Kind
+from initializers.sources import DATASET, MODEL, STORES
+
+
+def _accepted(kind: Kind) -> str:
+    """The schemes the `kind` program accepts, as its messages list them."""
+    return ", ".join(f"{scheme}://" for scheme in kind.schemes)
 
 
 @pytest.mark.parametrize(
@@ -23,13 +28,13 @@ from initializers.config.contract import DATASET, MODEL, Kind
         ("dataset", {}, "STORAGE_URI is not set"),
         ("model", {"STORAGE_URI": ""}, "STORAGE_URI is not set"),
         ("dataset", {"STORAGE_URI": "just-a-path"},
-         "is not a URI; the dataset-initializer accepts hf://, s3://, gs://, az://, cache://"),
+         f"is not a URI; the dataset-initializer accepts {_accepted(DATASET)}"),
         ("model", {"STORAGE_URI": "ftp://bucket/x"}, "scheme ftp:// is not supported by the model-initializer"),
-        ("model", {"STORAGE_URI": "cache://schema/table"}, "it accepts hf://, s3://, gs://, az://"),
+        ("model", {"STORAGE_URI": "cache://schema/table"}, f"it accepts {_accepted(MODEL)}"),
         ("model", {"STORAGE_URI": "https://example.com/x"}, "STORAGE_URI: 'https://example.com/x': the only https:// "
          "URI the model-initializer accepts is a Hub page's address (https://huggingface.co/..., https://hf.co/... or "
          "on HF_ENDPOINT's host) or an Azure Blob Storage URL (https://ACCOUNT.blob.core.windows.net/CONTAINER"
-         "[/PREFIX]); otherwise it accepts hf://, s3://, gs://, az://"),
+         f"[/PREFIX]); otherwise it accepts {_accepted(MODEL)}"),
         ("dataset", {"STORAGE_URI": "s3://"}, "names no bucket"),
         ("model", {"STORAGE_URI": "hf://just-a-name"}, "Repository id must be 'namespace/name'"),
         ("dataset", {"STORAGE_URI": "hf://org/name@"}, "Empty revision after '@'"),
@@ -114,19 +119,16 @@ def test_help_documents_every_variable_of_the_programs_own_sources_and_the_exit_
         assert f"[{variable}]" in model.stdout and f"[{variable}]" in dataset.stdout
     for cache_only in ("METADATA_LOC", "CLUSTER_SIZE", "HEAD_CPU"):  # the model program has no cache:// source
         assert f"[{cache_only}]" not in model.stdout and f"[{cache_only}]" in dataset.stdout
-    # Grouped by who reads them: the shared options first (with -h and --version), then each source's.
-    assert re.findall(r"^(\S.*):$", model.stdout, re.M) == [
-        "Options", "hf:// sources", "hf://, s3://, gs://, az:// sources", "s3:// sources",
-        "s3://, gs://, az:// sources", "gs:// sources", "az:// sources",
-    ]  # fmt: skip
-    assert re.findall(r"^(\S.*):$", dataset.stdout, re.M) == [
-        "Options", "hf:// sources", "hf://, s3://, gs://, az:// sources", "s3://, cache:// sources",
-        "s3://, gs://, az://, cache:// sources", "gs:// sources", "az:// sources", "cache:// sources",
-    ]  # fmt: skip
-    for text in (model.stdout, dataset.stdout):
+    # Grouped by who reads them: the shared options first (with -h and --version), then each option group under the
+    # program's stores that read it, in the order the stores declare their groups.
+    for kind, text in ((MODEL, model.stdout), (DATASET, dataset.stdout)):
+        readers = {group: [f"{p.scheme}://" for p in kind.plugins if group in p.options] for p in kind.plugins
+                   for group in p.options}  # fmt: skip
+        headings = ["Options", *dict.fromkeys(f"{', '.join(schemes)} sources" for schemes in readers.values())]
+        assert re.findall(r"^(\S.*):$", text, re.M) == headings
         options = text.split("Options:")[1].split("sources:")[0]
         assert "[LOG_LEVEL]" in options and "-h, --help" in options and "[ENDPOINT]" not in options
-        assert "[ENDPOINT]" in text.split("hf://, s3://, gs://, az:// sources:")[1]
+        assert "[ENDPOINT]" in text.split("sources:", 1)[1]
     for text in (model.stdout, dataset.stdout):
         words = " ".join(text.split())
         assert "Exit codes: 0 done and verified, 1 the fetch failed, 2 bad configuration" in words
@@ -160,9 +162,8 @@ def test_each_programs_help_names_only_its_own_sources_folders_and_defaults():
 @pytest.mark.parametrize("kind", [MODEL, DATASET])
 def test_the_sources_help_is_what_the_programs_own_sources_register(kind: Kind):
     text = " ".join(CliRunner().invoke(cli.build_command(kind), ["--help"]).output.split())
-    every = registry.plugins_for(registry.schemes())
-    assert {plugin.scheme for plugin in every} == set(DATASET.schemes) | set(MODEL.schemes)
-    for plugin in every:
+    assert {plugin.scheme for plugin in STORES} == set(DATASET.schemes) | set(MODEL.schemes)
+    for plugin in STORES:
         assert (plugin.usage in text) == (plugin.scheme in kind.schemes), plugin.scheme
     assert f"[default: {kind.default_output_path}]. [OUTPUT_PATH]" in text
 

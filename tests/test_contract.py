@@ -11,9 +11,10 @@ from hypothesis import strategies as st
 from devkit import docs
 from initializers.common.errors import ConfigError
 from initializers.config.anonymous import AnonymousAccess
-from initializers.config.contract import DATASET, MODEL, Config
+from initializers.config.contract import Config
 from initializers.config.registry import option_groups
 from initializers.config.settings import setting_fields, settings_of
+from initializers.sources import DATASET, MODEL
 from initializers.sources.aws.options import AwsOptions
 from initializers.sources.hub.options import HubOptions
 from initializers.sources.iceberg.options import CacheOptions, KubeflowCacheCluster
@@ -42,8 +43,11 @@ def test_options_win_over_variables():
 
 
 def test_hf_token_is_the_fallback_for_access_token():
-    assert Config.from_env({"HF_TOKEN": "hf_a"}).options(HubOptions).access_token == "hf_a"
-    assert Config.from_env({"HF_TOKEN": "hf_a", "ACCESS_TOKEN": "hf_b"}).options(HubOptions).access_token == "hf_b"
+    assert Config.from_env({"HF_TOKEN": "hf_a"}, kind=MODEL).options(HubOptions).access_token == "hf_a"
+    assert (
+        Config.from_env({"HF_TOKEN": "hf_a", "ACCESS_TOKEN": "hf_b"}, kind=MODEL).options(HubOptions).access_token
+        == "hf_b"
+    )
 
 
 def test_each_program_reads_only_its_own_sources_variables():
@@ -69,7 +73,7 @@ def test_another_programs_variables_are_never_near_misses_of_this_ones():
 
 
 def test_empty_text_variables_count_as_unset():
-    assert Config.from_env({"ENDPOINT": "", "REGION": "  "}) == Config.build({})
+    assert Config.from_env({"ENDPOINT": "", "REGION": "  "}, kind=DATASET) == Config.build({}, DATASET)
 
 
 @pytest.mark.parametrize(
@@ -91,7 +95,7 @@ def test_empty_text_variables_count_as_unset():
 )
 def test_bad_values_name_the_variable_and_the_expected_form(env: dict[str, str], message: str):
     with pytest.raises(ConfigError, match=message):
-        Config.from_env(env)
+        Config.from_env(env, kind=DATASET)
 
 
 def test_options_are_named_in_errors():
@@ -110,20 +114,22 @@ def test_missing_storage_uri_is_a_config_error_naming_the_programs_own_schemes()
 
 
 def test_secrets_are_listed_and_never_echoed():
-    config = Config.from_env({"ACCESS_TOKEN": "hf_secret", "SECRET_ACCESS_KEY": "sk", "ACCESS_KEY_ID": "id"})
+    config = Config.from_env(
+        {"ACCESS_TOKEN": "hf_secret", "SECRET_ACCESS_KEY": "sk", "ACCESS_KEY_ID": "id"}, kind=MODEL
+    )
     assert sorted(config.secrets()) == ["hf_secret", "sk"]
 
 
 def test_every_setting_has_a_distinct_variable_and_option():
-    settings = [s for _, s in Config.settings()]
-    assert len({s.env for s in settings}) == len(settings) == len({name for name, _ in Config.settings()})
+    settings = [s for _, s in Config.settings(DATASET)]
+    assert len({s.env for s in settings}) == len(settings) == len({name for name, _ in Config.settings(DATASET)})
     assert {s.option for s in settings} >= {"--storage-uri", "--ignore-patterns", "--output-path"}
 
 
 def test_each_sources_options_are_in_the_schema_exactly_once_and_claim_no_other_variable():
-    flattened = Config.settings()
+    flattened = Config.settings(DATASET)
     for group in (HubOptions, AwsOptions, CacheOptions):
-        assert isinstance(Config.from_env({}).options(group), group)
+        assert isinstance(Config.from_env({}, kind=DATASET).options(group), group)
         for declared in settings_of(group):
             assert flattened.count(declared) == 1, declared
     assert set(settings_of(KubeflowCacheCluster)) <= set(settings_of(CacheOptions))
@@ -135,7 +141,7 @@ def test_each_sources_options_are_in_the_schema_exactly_once_and_claim_no_other_
 
 def test_a_sources_options_are_read_into_its_group():
     config = Config.from_env({"REVISION": "v1", "ENDPOINT": "http://s3", "ANONYMOUS": "yes", "HEAD_CPU": "2",
-                              "NUM_DATA_NODES": "3", "MAX_WORKERS": "4"})  # fmt: skip
+                              "NUM_DATA_NODES": "3", "MAX_WORKERS": "4"}, kind=DATASET)  # fmt: skip
     assert config.options(HubOptions) == HubOptions(revision="v1")
     assert config.options(AwsOptions) == AwsOptions(endpoint="http://s3")
     assert config.options(AnonymousAccess) == AnonymousAccess(anonymous=True)  # a group s3 and cache share
@@ -161,7 +167,7 @@ _pattern = (
 @st.composite
 def configs(draw: st.DrawFn) -> Config:
     values = {}
-    for field in (found for schema in (Config, *option_groups()) for found in setting_fields(schema)):
+    for field in (found for schema in (Config, *option_groups(DATASET.plugins)) for found in setting_fields(schema)):
         codec = field.metadata["setting"].codec.expected
         if codec.startswith("an integer from 1 to "):
             strategy = st.none() | st.integers(1, 256)
@@ -188,16 +194,16 @@ def configs(draw: st.DrawFn) -> Config:
         if field.default is not None:  # a setting with a default is never None: unset means the default
             strategy = strategy.filter(lambda value: value is not None)
         values[field.name] = draw(strategy)
-    return Config.build(values)
+    return Config.build(values, DATASET)
 
 
 @given(configs())
 def test_parse_of_to_env_is_the_identity(config: Config):
-    assert Config.from_env(config.to_env()) == config
+    assert Config.from_env(config.to_env(), kind=DATASET) == config
 
 
 def test_the_configuration_page_documents_every_variable():
     table = docs.section(docs.page("docs/configuration.md"), "# Configuration")
     first_cells = {row.split("|")[1] for row in table.splitlines() if row.startswith("| `")}
     documented = {name for cell in first_cells for name in re.findall(r"`([A-Z][A-Z0-9_]*)`", cell)}
-    assert {s.env for _, s in Config.settings()} <= documented
+    assert {s.env for _, s in Config.settings(DATASET)} <= documented

@@ -16,6 +16,7 @@ from initializers.cache_server import DEFAULT_PORT, ServerConfig
 from initializers.config.contract import Config
 from initializers.config.settings import settings_of
 from initializers.config.signing import SigningOptions
+from initializers.sources import DATASET, MODEL
 from initializers.sources.iceberg.options import CacheOptions
 from initializers.sources.iceberg.source import data_nodes, node_shard
 
@@ -140,10 +141,10 @@ def test_the_runtime_fragments_pod_specs_are_valid(tmp_path: Path):
 def test_the_jobs_init_containers_speak_the_contract(name: str):
     job = yaml.safe_load((DEPLOY / "job.yaml").read_text())
     (container,) = [c for c in job["spec"]["template"]["spec"]["initContainers"] if c["name"] == name]
-    known = {setting.env for _, setting in Config.settings()}
+    known = {setting.env for _, setting in Config.settings(DATASET)}
     assert {variable["name"] for variable in container["env"]} <= known
     assert container["image"] == images.tag(name.split("-")[0])
-    secrets = {s.env for _, s in Config.settings() if s.secret}
+    secrets = {s.env for _, s in Config.settings(DATASET) if s.secret}
     for variable in container["env"]:
         if variable["name"] in secrets:
             assert "valueFrom" in variable, f"{variable['name']} must come from a Secret"
@@ -155,7 +156,7 @@ def test_the_indexed_job_splits_its_plan_over_its_completions():
     (container,) = job["spec"]["template"]["spec"]["containers"]
     env = {variable["name"]: variable.get("value") for variable in container["env"]}
     assert env["SHARD_COUNT"] == str(job["spec"]["completions"]) and "SHARD_INDEX" not in env  # the job's index
-    config = Config.from_env({**{k: v for k, v in env.items() if v}, "JOB_COMPLETION_INDEX": "3"})
+    config = Config.from_env({**{k: v for k, v in env.items() if v}, "JOB_COMPLETION_INDEX": "3"}, kind=DATASET)
     assert config.shard() == (3, 4)
 
 
@@ -165,7 +166,7 @@ def test_the_cache_sharded_trainer_materialises_its_own_shard():
     env = {variable["name"]: variable for variable in init["env"]}
     assert env["NUM_DATA_NODES"]["value"] == str(job["spec"]["completions"])
     assert "job-completion-index" in env["SHARD_INDEX"]["valueFrom"]["fieldRef"]["fieldPath"]
-    config = Config.from_env({"NUM_DATA_NODES": env["NUM_DATA_NODES"]["value"], "SHARD_INDEX": "2"})
+    config = Config.from_env({"NUM_DATA_NODES": env["NUM_DATA_NODES"]["value"], "SHARD_INDEX": "2"}, kind=DATASET)
     assert node_shard(config, data_nodes(config.options(CacheOptions))) == 2
 
 
@@ -206,6 +207,8 @@ def test_the_signed_model_job_reads_its_key_from_the_mounted_config_map(tmp_path
     assert env["SIGNATURE"] == "enforce" and env["SIGNATURE_PUBLIC_KEY"] == f"{mount['mountPath']}/{key_name}"
     mounted = tmp_path / key_name
     mounted.write_text(config_map["data"][key_name])
-    signing = Config.from_env({"SIGNATURE": "enforce", "SIGNATURE_PUBLIC_KEY": str(mounted)}).options(SigningOptions)
+    signing = Config.from_env({"SIGNATURE": "enforce", "SIGNATURE_PUBLIC_KEY": str(mounted)}, kind=MODEL).options(
+        SigningOptions
+    )
     assert signing.trust() == ("key", str(mounted))
     serialization.load_pem_public_key(mounted.read_bytes())

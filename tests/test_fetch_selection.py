@@ -18,9 +18,10 @@ from initializers.common.errors import ConfigError
 from initializers.common.logs import get_logger
 from initializers.common.remote_file import RemoteFile
 from initializers.common.streams import KeepsReturnValue
-from initializers.config.contract import DATASET, MODEL, Config
+from initializers.config.contract import Config
 from initializers.kubeflow import sdk
 from initializers.plan.selection import Selection
+from initializers.sources import DATASET, MODEL
 
 KUBEFLOW_DEFAULT = "*.msgpack,*.h5,*.bin,*.pt,*.pth"  # what the Kubeflow SDK sends when ignore_patterns is left alone
 WEIGHTS = os.urandom(300_000)

@@ -8,9 +8,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from initializers.common.remote_file import RemoteFile
-from initializers.config.contract import DATASET
 from initializers.destination import manifest
 from initializers.destination.done import DoneFile
+from initializers.sources import DATASET
 
 #: Enough entries for the document to be read in several chunks.
 ENTRIES = 6000

@@ -7,13 +7,13 @@ from pathlib import Path
 
 import pytest
 
-import initializers.sources  # noqa: F401 - registers every source: their variables are part of the schema
 from devkit.hubserver import HubServer
 from devkit.programs import run_program
-from initializers.config.contract import MODEL, Config
+from initializers.config.contract import Config
 from initializers.config.misspellings import misspelt
+from initializers.sources import DATASET, MODEL
 
-OURS = [name for _, setting in Config.settings() for name in (setting.env, *setting.fallback_env)]
+OURS = [name for _, setting in Config.settings(DATASET) for name in (setting.env, *setting.fallback_env)]
 
 #: What a pod's environment holds besides ours: Kubernetes' service variables (for services named like our
 #: variables, too), what images, GPUs, Kubeflow's trainer and the system set, and Kubeflow's cache-cluster siblings.

@@ -7,12 +7,13 @@ import pytest
 
 from initializers.common.errors import ConfigError
 from initializers.config.contract import Config
+from initializers.sources import DATASET
 from initializers.sources.iceberg.options import CacheOptions
 from initializers.sources.iceberg.source import data_nodes, node_shard
 
 
 def config(**env: str) -> Config:
-    return Config.from_env(env)
+    return Config.from_env(env, kind=DATASET)
 
 
 def test_the_cache_reads_shard_index_as_its_own_shard_of_the_data_nodes():

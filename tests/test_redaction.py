@@ -10,8 +10,8 @@ import pytest
 
 from initializers.common import logs
 from initializers.common.logs import PARTIAL_ECHO, REDACTED, Redactor
-from initializers.config.contract import MODEL
 from initializers.destination import manifest
+from initializers.sources import MODEL
 
 SECRET = 'wJalrXUtnFEMI/K7MDENG+bPxR"fiCY\\EXAMPLEKEY'
 

@@ -99,7 +99,7 @@ def test_container_env_equals_the_kubeflow_sdks(pair: tuple[object, object]):
 @given(pairs(tuple(name for name in CLASSES if name != "DataCacheInitializer")))
 def test_the_programs_parse_back_exactly_what_the_builder_wrote(pair: tuple[object, object]):
     _, ours = pair
-    assert Config.from_env(sdk.container_env(ours)) == ours.to_config(ours.kind.default_output_path)
+    assert Config.from_env(sdk.container_env(ours), kind=ours.kind) == ours.to_config(ours.kind.default_output_path)
 
 
 def test_defaults_match_the_kubeflow_sdk():
@@ -137,7 +137,7 @@ def test_hf_and_s3_configurations_take_the_signature_settings_from_their_schema(
     signed = getattr(sdk, name)(uri, signature="enforce", signature_public_key="/etc/model-signer/signer.pub")
     env = sdk.container_env(signed)
     assert env["SIGNATURE"] == "enforce" and env["SIGNATURE_PUBLIC_KEY"] == "/etc/model-signer/signer.pub"
-    assert Config.from_env(env).options(SigningOptions) == SigningOptions(
+    assert Config.from_env(env, kind=signed.kind).options(SigningOptions) == SigningOptions(
         signature="enforce", signature_public_key="/etc/model-signer/signer.pub"
     )
     with pytest.raises(ConfigError, match="SIGNATURE: expected one of off, warn, enforce"):
@@ -152,7 +152,7 @@ def test_the_gcs_configurations_are_written_by_the_gs_sources_schema(step: type)
     env = sdk.container_env(initializer)
     assert env["STORAGE_URI"] == "gs://models/m" and env["STORAGE_EMULATOR_HOST"] == "http://127.0.0.1:4443"
     assert env["ALLOW_PATTERNS"] == "*.json" and "ANONYMOUS" not in env
-    assert Config.from_env(env) == initializer.to_config(initializer.kind.default_output_path)
+    assert Config.from_env(env, kind=initializer.kind) == initializer.to_config(initializer.kind.default_output_path)
     assert sdk.container_env(step("gs://public-data", anonymous=True))["ANONYMOUS"] == "true"
     with pytest.raises(ConfigError, match="is not a Cloud Storage bucket name"):
         step("gs://Bad_Bucket/m")
@@ -168,8 +168,8 @@ def test_the_azure_configurations_are_written_by_the_az_sources_schema(step: typ
     env = sdk.container_env(initializer)
     assert env["STORAGE_URI"] == "az://models/m" and env["AZURE_STORAGE_ACCOUNT"] == "acct"
     assert env["AZURE_STORAGE_SAS_TOKEN"] == "sv=2025&sig=abc" and env["ALLOW_PATTERNS"] == "*.json"
-    assert Config.from_env(env) == initializer.to_config(initializer.kind.default_output_path)
-    assert "sv=2025&sig=abc" in Config.from_env(env).secrets()
+    assert Config.from_env(env, kind=initializer.kind) == initializer.to_config(initializer.kind.default_output_path)
+    assert "sv=2025&sig=abc" in Config.from_env(env, kind=initializer.kind).secrets()
     kserve_form = step("https://acct.blob.core.windows.net/models/m")  # as KServe writes it
     assert sdk.container_env(kserve_form)["STORAGE_URI"] == "https://acct.blob.core.windows.net/models/m"
     with pytest.raises(ConfigError):
@@ -196,7 +196,7 @@ def test_a_token_given_by_position_is_the_token():
 def test_an_empty_pattern_list_means_ignore_nothing_in_both():
     ours = sdk.HuggingFaceModelInitializer("hf://o/n", ignore_patterns=[])
     assert sdk.container_env(ours)["IGNORE_PATTERNS"] == ""
-    assert Config.from_env(sdk.container_env(ours)).ignore_patterns == ()
+    assert Config.from_env(sdk.container_env(ours), kind=ours.kind).ignore_patterns == ()
 
 
 @pytest.mark.parametrize(

@@ -239,10 +239,11 @@ def test_bad_signature_settings_exit_2_naming_the_variable(
 
 def test_the_cache_source_refuses_signature_settings():
     from initializers.common.errors import ConfigError
-    from initializers.config.contract import DATASET, Config
+    from initializers.config.contract import Config
+    from initializers.sources import DATASET
     from initializers.steps.signing import signing_for
 
-    config = Config.from_env({"STORAGE_URI": "cache://schema/table", "SIGNATURE": "enforce"})
+    config = Config.from_env({"STORAGE_URI": "cache://schema/table", "SIGNATURE": "enforce"}, kind=DATASET)
     with pytest.raises(ConfigError, match=r"SIGNATURE does not apply to cache:// sources"):
         signing_for(config, DATASET)
 

@@ -26,9 +26,10 @@ from initializers.common import human, terminal
 from initializers.common.logs import get_logger
 from initializers.common.remote_file import RemoteFile
 from initializers.common.streams import KeepsReturnValue
-from initializers.config.contract import MODEL, Config
+from initializers.config.contract import Config
 from initializers.plan import dryrun
 from initializers.plan.selection import Selected, Selection
+from initializers.sources import MODEL
 from initializers.transfer import live_view
 from initializers.transfer.progress import InFlight, ProgressEvents, Snapshot
 

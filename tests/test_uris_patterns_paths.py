@@ -13,18 +13,19 @@ from huggingface_hub.utils import validate_repo_id
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import initializers.sources  # noqa: F401 - registers every source: scheme_of asks them which URIs they claim
 from initializers.common.errors import ConfigError, FetchError
 from initializers.common.logs import get_logger
 from initializers.common.remote_file import RemoteFile
-from initializers.config import registry
-from initializers.config.contract import DATASET, MODEL, Config, Kind
+from initializers.config.contract import Config, Kind, programs
 from initializers.config.patterns import Globs
-from initializers.config.uris import S3Location, scheme_of
+from initializers.config.registry import SourcePlugin
+from initializers.config.uris import scheme_of
 from initializers.plan.index import PlanIndex
 from initializers.plan.safe_paths import plan_files, safe_relative_path
 from initializers.plan.selection import Selection
+from initializers.sources import DATASET, MODEL, STORES
 from initializers.sources.hub.location import HfLocation
+from initializers.sources.s3.location import S3Location
 
 
 @pytest.mark.parametrize(
@@ -49,46 +50,68 @@ def test_bad_s3_uris(uri: str):
         S3Location.parse(uri)
 
 
+def _accepted(kind: Kind, then: str = "") -> str:
+    """The schemes `kind` accepts, as its messages list them (`then`: after each)."""
+    return ", ".join(f"{scheme}://{then}" for scheme in kind.schemes)
+
+
+def _plugin(scheme: str, kinds: tuple[str, ...] = ("dataset",)) -> SourcePlugin:
+    """A test-only store of `scheme`, no real one: it takes its scheme's URIs, reads no option and opens nothing."""
+    return SourcePlugin(scheme, f"{scheme}://X", (), lambda uri, _kind: uri, lambda *_: None, kinds=kinds)
+
+
 def test_schemes_per_kind():
-    assert scheme_of("s3://b", MODEL) == "s3"
-    assert scheme_of("cache://a/b", DATASET) == "cache"
+    dataset_only = next(scheme for scheme in DATASET.schemes if scheme not in MODEL.schemes)
+    assert [scheme_of(f"{scheme}://b/x", MODEL) for scheme in MODEL.schemes] == list(MODEL.schemes)
+    assert [scheme_of(f"{scheme}://b/x", DATASET) for scheme in DATASET.schemes] == list(DATASET.schemes)
     with pytest.raises(
         ConfigError,
-        match=r"scheme cache:// is not supported by the model-initializer; it accepts hf://, s3://, gs://, az://",
+        match=re.escape(
+            f"scheme {dataset_only}:// is not supported by the model-initializer; it accepts {_accepted(MODEL)}"
+        ),
     ):
-        scheme_of("cache://a/b", MODEL)
+        scheme_of(f"{dataset_only}://a/b", MODEL)
     with pytest.raises(ConfigError, match="ftp:// is not supported"):
         scheme_of("ftp://b/x", DATASET)
     with pytest.raises(ConfigError, match="is not a URI"):
         scheme_of("/local/path", DATASET)
 
 
-def test_a_program_accepts_the_schemes_registered_for_it_in_registration_order(monkeypatch: pytest.MonkeyPatch):
-    assert DATASET.schemes == ("hf", "s3", "gs", "az", "cache")
-    assert MODEL.schemes == ("hf", "s3", "gs", "az")
-    monkeypatch.setattr(registry, "_PLUGINS", dict(registry._PLUGINS))  # the throwaway source is gone after the test
-    registry.register(
-        registry.SourcePlugin("tmp", "tmp://X", (), lambda uri, _kind: uri, lambda *_: None, kinds=("dataset",)),
-        Config.shared_settings(),
-    )
-    assert DATASET.schemes == ("hf", "s3", "gs", "az", "cache", "tmp") and MODEL.schemes == ("hf", "s3", "gs", "az")
-    assert scheme_of("tmp://x", DATASET) == "tmp"
-    refused = (
-        "STORAGE_URI: scheme tmp:// is not supported by the model-initializer; it accepts hf://, s3://, gs://, az://"
-    )
+def test_a_program_accepts_the_stores_that_serve_it_in_the_order_of_the_tuple():
+    assert DATASET.schemes == tuple(plugin.scheme for plugin in STORES if "dataset" in plugin.kinds)
+    assert MODEL.schemes == tuple(plugin.scheme for plugin in STORES if "model" in plugin.kinds)
+    dataset, model = programs((*STORES, _plugin("tmp")))
+    assert dataset.schemes == (*DATASET.schemes, "tmp") and model.schemes == MODEL.schemes
+    assert scheme_of("tmp://x", dataset) == "tmp"
+    refused = f"STORAGE_URI: scheme tmp:// is not supported by the model-initializer; it accepts {_accepted(MODEL)}"
     with pytest.raises(ConfigError, match=f"^{re.escape(refused)}$"):
-        scheme_of("tmp://x", MODEL)
-    with pytest.raises(ConfigError, match=re.escape("give the source as hf://..., s3://..., gs://... or az://...")):
-        Config.from_env({}).require_storage_uri(MODEL)
+        scheme_of("tmp://x", model)
+    *first, last = _accepted(model, "...").split(", ")
+    with pytest.raises(ConfigError, match=re.escape(f"give the source as {', '.join(first)} or {last}")):
+        Config.from_env({}).require_storage_uri(model)
     with pytest.raises(
-        ConfigError, match=re.escape("hf://..., s3://..., gs://..., az://..., cache://... or tmp://...")
+        ConfigError, match=re.escape(f"{', '.join(f'{s}://...' for s in DATASET.schemes)} or tmp://...")
     ):
-        Config.from_env({}).require_storage_uri(DATASET)
-    with pytest.raises(RuntimeError, match="registered for no program"):
-        registry.register(
-            registry.SourcePlugin("none", "none://X", (), lambda uri, _kind: uri, lambda *_: None, kinds=()),
-            Config.shared_settings(),
-        )
+        Config.from_env({}).require_storage_uri(dataset)
+    with pytest.raises(RuntimeError, match="declared for no program"):
+        programs((*STORES, _plugin("none", kinds=())))
+    with pytest.raises(RuntimeError, match="declared twice"):
+        programs((*STORES, STORES[0]))
+
+
+def test_a_claim_comes_before_the_store_of_the_uris_scheme():
+    """The registry's rule: a store of scheme https:// takes only the https:// URIs no claim takes (the Hub's pages
+    and Azure's blob addresses stay theirs), wherever it stands in the tuple."""
+    claimed = ("https://huggingface.co/datasets/org/ds", "https://hf.co/org/m", "huggingface.co/org/m",
+               "https://acct01.blob.core.windows.net/models/bert")  # fmt: skip
+    for stores in (
+        (*STORES, _plugin("https", ("dataset", "model"))),
+        (_plugin("https", ("dataset", "model")), *STORES),
+    ):
+        for kind, before in zip(programs(stores), (DATASET, MODEL), strict=True):
+            assert [scheme_of(uri, kind) for uri in claimed] == [scheme_of(uri, before) for uri in claimed]
+            assert "https" not in [scheme_of(uri, before) for uri in claimed]
+            assert scheme_of("https://example.com/x", kind) == "https"
 
 
 @pytest.mark.parametrize("kind", [MODEL, DATASET])

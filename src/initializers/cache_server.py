@@ -27,8 +27,9 @@ import click
 from initializers.cache.arrow_memory import prefer_system_allocator
 from initializers.cli import EXIT_BAD_CONFIG, EXIT_FETCH_FAILED, EXIT_OK, exit_now, failed, options_for
 from initializers.common.errors import ConfigError, FetchError
-from initializers.config.contract import DATASET, Config
+from initializers.config.contract import Config
 from initializers.config.settings import TEXT, Codec, parse_schema, setting_field, setting_fields, settings_of
+from initializers.sources import DATASET
 
 PROGRAM = "cache-server"
 #: Kubeflow's cache Service listens there (`<TRAIN_JOB_NAME>-cache-service:50051`).

@@ -11,12 +11,11 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
 
-import initializers.sources  # noqa: F401 - registers every source: their option groups are part of the schema
 from initializers import __version__
 from initializers.common.errors import ConfigError, InitializerError, Stopped
 from initializers.common.uri_credentials import credentials_in, masked
-from initializers.config import registry
 from initializers.config.contract import Config, Kind
+from initializers.config.registry import option_groups
 from initializers.config.settings import BOOL, Setting, settings_of
 
 if TYPE_CHECKING:
@@ -45,9 +44,7 @@ def build_command(kind: Kind, words: list[str] | None = None) -> click.Command:
         exit_now(run(kind, options, words or []))
 
     habits = [habit for _, setting in Config.settings(kind) for habit in setting.habits]
-    also_reads = dict.fromkeys(
-        variable for plugin in registry.plugins_for(kind.schemes) for variable in plugin.also_reads
-    )
+    also_reads = dict.fromkeys(variable for plugin in kind.plugins for variable in plugin.also_reads)
     return _GroupedHelp(
         _sections(kind),
         name=kind.program,
@@ -80,12 +77,10 @@ class _GroupedHelp(click.Command):
 def _sections(kind: Kind) -> list[tuple[str, list[str]]]:
     """The program's options by who reads them: the shared ones, then each option group under the schemes of this
     program's sources that read it (`hf://, s3:// sources`), groups read by the same sources together."""
-    plugins = registry.plugins_for(kind.schemes)
     sections = {"Options": [name for name, _ in Config.shared_settings()]}
-    for group in registry.option_groups():
-        readers = [f"{plugin.scheme}://" for plugin in plugins if group in plugin.options]
-        if readers:
-            sections.setdefault(f"{', '.join(readers)} sources", []).extend(name for name, _ in settings_of(group))
+    for group in option_groups(kind.plugins):
+        readers = [f"{plugin.scheme}://" for plugin in kind.plugins if group in plugin.options]
+        sections.setdefault(f"{', '.join(readers)} sources", []).extend(name for name, _ in settings_of(group))
     return list(sections.items())
 
 

@@ -1,7 +1,8 @@
 """The environment contract: one typed schema read by the programs and written by the SDK-side builder.
 
 Every setting is a field of `Config` (the settings every source shares), or of an option group a source declares
-beside itself and registers (`registry`); `Config` holds the groups as parsed (`config.options(AwsOptions)`). Each
+beside itself (`registry.SourcePlugin.options`); the programs' `Kind`s carry the stores and so their groups, and
+`Config` holds the groups as parsed (`config.options(AwsOptions)`). Each
 carries its variable name, help text and codec, so parsing (`Config.from_env`), the CLI options and serialisation
 (`Config.to_env`) all come from the same definitions and cannot drift apart. The toolkit they are declared with is
 `settings`.
@@ -14,7 +15,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
 from initializers.common.errors import ConfigError
-from initializers.config import misspellings, registry
+from initializers.config import misspellings
+from initializers.config.registry import SourcePlugin, option_groups
 from initializers.config.settings import (
     BANDWIDTH,
     BOOL,
@@ -47,8 +49,8 @@ class WeightFormat:
 
 @dataclass(frozen=True)
 class Kind:
-    """What distinguishes the dataset program from the model program: defaults, not code. The sources it accepts are
-    not listed here: each source names the programs it serves when it registers (`SourcePlugin.kinds`)."""
+    """What distinguishes the dataset program from the model program: defaults, not code, and the stores (`programs`
+    makes both of one tuple). It accepts those of its stores that name it (`SourcePlugin.kinds`)."""
 
     name: str
     default_output_path: str
@@ -63,21 +65,31 @@ class Kind:
     weight_formats: tuple[WeightFormat, ...] = ()
     #: The default selection in words, for --help (empty: every file).
     default_selection: str = ""
+    #: Every store of both programs, in the programs' order (the composition root's tuple).
+    stores: tuple[SourcePlugin, ...] = field(default=(), compare=False, repr=False)
 
     @property
     def program(self) -> str:
         return f"{self.name}-initializer"
 
     @property
+    def plugins(self) -> tuple[SourcePlugin, ...]:
+        """The stores this program accepts, in the programs' order: the order its messages and --help list them in."""
+        return tuple(plugin for plugin in self.stores if self.name in plugin.kinds)
+
+    @property
     def schemes(self) -> tuple[str, ...]:
-        """The schemes this program accepts, in registration order; read from the registry at each call, as it is
-        filled only when `initializers.sources` is imported."""
-        return registry.schemes_of(self.name)
+        """The schemes this program accepts, in the programs' order."""
+        return tuple(plugin.scheme for plugin in self.plugins)
+
+    def plugin(self, scheme: str) -> SourcePlugin:
+        """The store of `scheme`, which `uris.scheme_of` has found for this program."""
+        return next(plugin for plugin in self.plugins if plugin.scheme == scheme)
 
 
-DATASET = Kind("dataset", "/workspace/dataset", ())
+_DATASET = Kind("dataset", "/workspace/dataset", ())
 #: What a trainer loads (transformers, sentence-transformers, PEFT, llama.cpp): docs/configuration.md explains it.
-MODEL = Kind(
+_MODEL = Kind(
     "model",
     "/workspace/model",
     ("*.msgpack", "*.h5", "*.bin", "*.pt", "*.pth"),
@@ -108,7 +120,7 @@ def _either(words: list[str]) -> str:
 
 def _storage_uri_help(kind: Kind) -> str:
     """The forms of the URIs the `kind` program takes, as its sources register them."""
-    plugins = registry.plugins_for(kind.schemes)
+    plugins = kind.plugins
     claims = "".join(f"; or {plugin.claim.usage}" for plugin in plugins if plugin.claim)
     return f"Source: {_either([plugin.usage for plugin in plugins])}{claims}."
 
@@ -235,7 +247,7 @@ class Config:
         """The settings of one source's option group."""
         return next((given for given in self.source_options if type(given) is group), group())
 
-    def for_source(self, plugin: registry.SourcePlugin) -> Config:
+    def for_source(self, plugin: SourcePlugin) -> Config:
         """This configuration as `plugin`'s source receives it: the shared settings and its own option groups only;
         a shared setting it refuses is an error naming the variable."""
         for name, setting in self.shared_settings():
@@ -249,7 +261,7 @@ class Config:
         """A ConfigError naming each variable of `env` that is a near miss of one the `kind` program reads
         (`misspellings`: `OUTPUT_PAHT`), and the one it was meant to be. Another program's own variables are never
         taken for a near miss: they are ignored (`not_read`)."""
-        contract = _variables(Config.settings())
+        contract = _variables(_settings(kind.stores))
         others = [name for name in env if name not in contract]
         own = Config.settings(kind)
         habits = {habit: " or ".join((s.env, *s.fallback_env)) for _, s in own for habit in s.habits}
@@ -263,9 +275,8 @@ class Config:
         model program), by the sources that read them (`cache://`): the program ignores them, and says so."""
         own = _variables(Config.settings(kind))
         found: dict[str, list[str]] = {}
-        plugins = registry.plugins_for(registry.schemes())
-        for group in registry.option_groups():
-            readers = ", ".join(f"{plugin.scheme}://" for plugin in plugins if group in plugin.options)
+        for group in option_groups(kind.stores):
+            readers = ", ".join(f"{plugin.scheme}://" for plugin in kind.stores if group in plugin.options)
             for name in (name for _, setting in settings_of(group) for name in (setting.env, *setting.fallback_env)):
                 if name in env and name not in own:
                     found.setdefault(readers, []).append(name)
@@ -275,7 +286,7 @@ class Config:
     def help_text(name: str, setting: Setting, kind: Kind) -> str:
         """`setting`'s --help in the `kind` program: its text for that program, then what it means for, or why it is
         refused by, each of the program's sources that says so (`SourcePlugin.notes`, `refuses`)."""
-        plugins = registry.plugins_for(kind.schemes)
+        plugins = kind.plugins
         notes = [plugin.notes[name] for plugin in plugins if name in plugin.notes]
         notes += [f"Does not apply to {p.scheme}://: {p.refuses[name]}." for p in plugins if name in p.refuses]
         return " ".join([setting.help_for(kind), *notes])
@@ -287,26 +298,27 @@ class Config:
 
     @staticmethod
     def settings(kind: Kind | None = None) -> list[tuple[str, Setting]]:
-        """(field name, setting) for every variable of the contract: the shared ones, then each registered group's;
-        with `kind`, only the groups of the sources that program accepts."""
-        return settings_of(Config) + [setting for group in _groups(kind) for setting in settings_of(group)]
+        """(field name, setting) for every variable the `kind` program reads: the shared ones, then the option groups
+        of the sources it accepts (None: the shared ones alone)."""
+        return _settings(kind.plugins if kind else ())
 
     @classmethod
     def from_env(
         cls, env: Mapping[str, str], options: Mapping[str, str | None] | None = None, kind: Kind | None = None
     ) -> Config:
-        """Parse the contract from variables and raw option values; an option given wins over its variable. With
-        `kind`, only the settings that program reads: the option groups of other programs' sources keep their
+        """Parse the settings the `kind` program reads (None: the shared ones alone) from variables and raw option
+        values; an option given wins over its variable. The option groups of other programs' sources keep their
         defaults, whatever their variables say (the model program never reads the cache's NUM_DATA_NODES)."""
-        groups = tuple(parse_schema(group, env, options) for group in _groups(kind))
+        groups = tuple(parse_schema(group, env, options) for group in option_groups(kind.plugins if kind else ()))
         return replace(parse_schema(cls, env, options), source_options=groups)
 
     @classmethod
-    def build(cls, values: Mapping[str, Any]) -> Config:
-        """A configuration from {field name: value} over every setting, shared or a group's (names are unique:
-        `registry` checks them); settings not given keep their defaults."""
-        groups = registry.option_groups()
-        unknown = set(values) - {name for name, _ in cls.settings()}
+    def build(cls, values: Mapping[str, Any], kind: Kind | None = None) -> Config:
+        """A configuration of the `kind` program (None: of the shared settings alone) from {field name: value} over
+        its settings, shared or a group's (names are unique: `programs` checks them); settings not given keep their
+        defaults."""
+        groups = option_groups(kind.plugins if kind else ())
+        unknown = set(values) - {name for name, _ in cls.settings(kind)}
         if unknown:
             raise TypeError(f"Config has no setting {', '.join(sorted(unknown))}")
 
@@ -362,13 +374,35 @@ class Config:
         return self.storage_uri
 
 
-def _groups(kind: Kind | None) -> tuple[type, ...]:
-    """The option groups of the sources the `kind` program accepts (None: every registered group)."""
-    groups = registry.option_groups()
-    if kind is None:
-        return groups
-    own = {group for plugin in registry.plugins_for(kind.schemes) for group in plugin.options}
-    return tuple(group for group in groups if group in own)
+def programs(stores: tuple[SourcePlugin, ...]) -> tuple[Kind, Kind]:
+    """The dataset and the model programs, accepting `stores` (in the order they list them). Refuses a scheme
+    declared twice, a store no program accepts, and a variable or field name two settings would share: the schema is
+    one flat set of variables, and two settings of one name would silently read the same value."""
+    schemes = [plugin.scheme for plugin in stores]
+    if twice := {scheme for scheme in schemes if schemes.count(scheme) > 1}:
+        raise RuntimeError(f"the scheme {twice.pop()}:// is declared twice")
+    if idle := [plugin.scheme for plugin in stores if not plugin.kinds]:
+        raise RuntimeError(f"the scheme {idle[0]}:// is declared for no program")
+    _check_unique(_settings(stores))
+    return replace(_DATASET, stores=stores), replace(_MODEL, stores=stores)
+
+
+def _settings(plugins: tuple[SourcePlugin, ...]) -> list[tuple[str, Setting]]:
+    """The shared settings, then those of `plugins`' option groups."""
+    return settings_of(Config) + [setting for group in option_groups(plugins) for setting in settings_of(group)]
+
+
+def _check_unique(settings: list[tuple[str, Setting]]) -> None:
+    fields: set[str] = set()
+    variables: set[str] = set()
+    for name, setting in settings:
+        for variable in (setting.env, *setting.fallback_env):
+            if variable in variables:
+                raise RuntimeError(f"the variable {variable} is declared by two settings")
+            variables.add(variable)
+        if name in fields:
+            raise RuntimeError(f"the setting field {name!r} is declared twice: values are built by field name")
+        fields.add(name)
 
 
 def _variables(settings: list[tuple[str, Setting]]) -> set[str]:

@@ -1,12 +1,14 @@
-"""The source registry: each source declares itself here (its scheme and the form of its URIs, the programs that
-accept it, its option groups, how its URI is checked, how it is opened), and the contract, the run and the SDK builder
-read it, never a source's modules by name: a program accepts the schemes registered for it (`schemes_of`), so a new
-source edits no central list.
+"""Store plug-ins as data: what a store declares of itself (`SourcePlugin`: its scheme and the form of its URIs, the
+programs that accept it, its option groups, how its URI is checked, how it is opened) and the URIs of other schemes it
+takes as its own (`Claim`). Each store's face makes its plug-in; the composition root (`initializers.sources.STORES`)
+lists them in the programs' order and makes the programs of them (`contract.programs`), so the contract, the command
+line and the SDK builder are handed the stores and never name one. Opening a store imports its modules only then, so
+a model download never loads the cache source's pyarrow.
 
-A source registers from its package's `__init__` (`initializers.sources` imports them all, as rclone's
-`backend/all` does); opening one imports its modules only then, so a model download never loads the cache
-source's pyarrow. Registration refuses a scheme declared twice and a variable or field name two groups would share:
-the schema is one flat set of variables, and two settings of one name would silently read the same value.
+Which store takes a URI (`uris.scheme_of`): claims come first. A URI of a scheme some accepted store claims URIs of
+(or of no scheme) goes to the first such store, in the programs' order, that takes it (the Hub: its pages,
+`https://huggingface.co/...`; Azure: its blob addresses, `https://ACCOUNT.blob.core.windows.net/...`); any other URI
+goes to the store of its scheme. So a store of scheme https:// takes only the https:// URIs no claim takes.
 """
 
 from __future__ import annotations
@@ -14,8 +16,6 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
-
-from initializers.config.settings import Setting, settings_of
 
 
 @dataclass(frozen=True)
@@ -58,68 +58,14 @@ class SourcePlugin:
     claim: Claim | None = None
 
     def claims(self, uri: str) -> bool:
-        """Whether it takes `uri`, of another scheme, as its own."""
-        return self.claim is not None and self.claim.takes(uri)
+        """Whether it takes `uri`, of a scheme it claims URIs of or of none, as its own."""
+        if self.claim is None:
+            return False
+        scheme, sep, _ = uri.partition("://")
+        return (not sep or scheme.lower() in self.claim.schemes) and self.claim.takes(uri)
 
 
-_PLUGINS: dict[str, SourcePlugin] = {}
-#: Option groups by type, in registration order (a group two sources read, such as S3 access, appears once).
-_GROUPS: dict[type, None] = {}
-
-
-def register(plugin: SourcePlugin, shared: list[tuple[str, Setting]]) -> None:
-    """Add `plugin`; `shared`: the contract's own settings, whose names no group may reuse."""
-    if plugin.scheme in _PLUGINS:
-        raise RuntimeError(f"the scheme {plugin.scheme}:// is registered twice")
-    if not plugin.kinds:
-        raise RuntimeError(f"the scheme {plugin.scheme}:// is registered for no program")
-    new_groups = [group for group in plugin.options if group not in _GROUPS]
-    taken = shared + [setting for group in _GROUPS for setting in settings_of(group)]
-    _check_unique(taken + [setting for group in new_groups for setting in settings_of(group)])
-    _PLUGINS[plugin.scheme] = plugin
-    _GROUPS.update(dict.fromkeys(new_groups))
-
-
-def _check_unique(settings: list[tuple[str, Setting]]) -> None:
-    fields: set[str] = set()
-    variables: set[str] = set()
-    for name, setting in settings:
-        for variable in (setting.env, *setting.fallback_env):
-            if variable in variables:
-                raise RuntimeError(f"the variable {variable} is declared by two settings")
-            variables.add(variable)
-        if name in fields:
-            raise RuntimeError(f"the setting field {name!r} is declared twice: values are built by field name")
-        fields.add(name)
-
-
-def plugin(scheme: str) -> SourcePlugin:
-    """The source registered for `scheme` (which `uris.scheme_of` has checked against the program's kind, or found
-    a source that claims the URI)."""
-    return _PLUGINS[scheme]
-
-
-def schemes() -> tuple[str, ...]:
-    """Every registered scheme, in registration order (the conformance suite runs one store per scheme)."""
-    return tuple(_PLUGINS)
-
-
-def schemes_of(kind: str) -> tuple[str, ...]:
-    """The schemes of the sources registered for the `kind` program (a `Kind`'s name), in registration order: the
-    order its messages and --help list them in."""
-    if not _PLUGINS:
-        raise RuntimeError("no source is registered: import initializers.sources first")
-    return tuple(scheme for scheme, plugin in _PLUGINS.items() if kind in plugin.kinds)
-
-
-def plugins_for(schemes: Iterable[str]) -> list[SourcePlugin]:
-    """The registered sources of `schemes` (a program's), in registration order."""
-    wanted = set(schemes)
-    return [plugin for scheme, plugin in _PLUGINS.items() if scheme in wanted]
-
-
-def option_groups() -> tuple[type, ...]:
-    """Every registered source's option groups, each once."""
-    if not _PLUGINS:
-        raise RuntimeError("no source is registered: import initializers.sources first")
-    return tuple(_GROUPS)
+def option_groups(plugins: Iterable[SourcePlugin]) -> tuple[type, ...]:
+    """The option groups `plugins` read, each once, in their order (a group two sources read, such as S3 access,
+    appears once)."""
+    return tuple(dict.fromkeys(group for plugin in plugins for group in plugin.options))

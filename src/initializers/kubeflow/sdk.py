@@ -14,13 +14,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields, make_dataclass
 from typing import Any, ClassVar
 
-import initializers.sources  # noqa: F401 - registers every source: their option groups are part of the schema
 from initializers.common.errors import ConfigError
-from initializers.config import registry
-from initializers.config.contract import DATASET, MODEL, Config, Kind
+from initializers.config.contract import Config, Kind
 from initializers.config.settings import checked_value
 from initializers.config.signing import SigningOptions
 from initializers.config.uris import scheme_of
+from initializers.sources import DATASET, MODEL
 
 DEFAULT_DATASET_IMAGE = "ghcr.io/initializers/dataset-initializer:latest"
 DEFAULT_MODEL_IMAGE = "ghcr.io/initializers/model-initializer:latest"
@@ -44,7 +43,7 @@ class _InitializerConfig:
         cls.kind, cls.scheme = kind, scheme
 
     def __post_init__(self) -> None:
-        for name, setting in Config.settings():
+        for name, setting in Config.settings(self.kind):
             value = getattr(self, name, None)
             # As the programs read values: one trailing newline dropped, any other control character refused.
             if isinstance(value, str):
@@ -55,25 +54,23 @@ class _InitializerConfig:
             raise ConfigError(
                 f"STORAGE_URI: {type(self).__name__} takes {self.scheme}:// URIs only, got {self.storage_uri!r}"
             )
-        registry.plugin(self.scheme).locate(self.storage_uri, self.kind)
+        self.kind.plugin(self.scheme).locate(self.storage_uri, self.kind)
         # Refuses what the variables cannot carry (a pattern with a comma), and what the programs would not parse back
         # (a SIGNATURE that is no choice).
-        Config.from_env(self.to_config().to_env())
+        Config.from_env(self.to_config().to_env(), kind=self.kind)
 
     def to_config(self, output_path: str | None = None) -> Config:
         """The same configuration as the programs will parse it back from the environment."""
-        return Config.build({**self._values(), "output_path": output_path})
+        return Config.build({**self._values(), "output_path": output_path}, self.kind)
 
     def _values(self) -> dict[str, Any]:
         """{setting field: value} of the fields this configuration shares with the programs' schema."""
-        values: dict[str, Any] = {f.name: getattr(self, f.name) for f in fields(self) if f.name in _CONFIG_FIELDS}
+        own = {name for name, _ in Config.settings(self.kind)}
+        values: dict[str, Any] = {f.name: getattr(self, f.name) for f in fields(self) if f.name in own}
         for patterns in ("ignore_patterns", "allow_patterns"):
             if values.get(patterns) is not None:
                 values[patterns] = tuple(values[patterns])
         return values
-
-
-_CONFIG_FIELDS = {name for name, _ in Config.settings()}
 
 
 def _keyword_fields(name: str, groups: tuple[type, ...]) -> type:
@@ -86,8 +83,8 @@ def _keyword_fields(name: str, groups: tuple[type, ...]) -> type:
 _Signing = _keyword_fields("_Signing", (SigningOptions,))
 #: Every setting of the gs:// and az:// sources, SIGNATURE's included, as their plug-ins declare them: these
 #: configurations are ours alone, with no Kubeflow field order to keep.
-_GcsSettings = _keyword_fields("_GcsSettings", registry.plugin("gs").options)
-_AzureSettings = _keyword_fields("_AzureSettings", registry.plugin("az").options)
+_GcsSettings = _keyword_fields("_GcsSettings", DATASET.plugin("gs").options)
+_AzureSettings = _keyword_fields("_AzureSettings", DATASET.plugin("az").options)
 
 
 @dataclass

@@ -91,7 +91,7 @@ def init_container(
     With `secret`, secret variables (SECRET_ACCESS_KEY, ACCESS_TOKEN) come from that Secret, keyed by their names.
     """
     initializer = one_step(initializer, step)
-    secret_names = {s.env for _, s in Config.settings() if s.secret}
+    secret_names = {s.env for _, s in Config.settings(initializer.kind) if s.secret}
     env: list[dict[str, object]] = []
     for variable, value in program_env(initializer).items():
         if secret and variable in secret_names:

@@ -2,7 +2,7 @@
 
 A file is fetched when the allow side matches it (an empty allow side matches every file) and the ignore side
 does not. While IGNORE_PATTERNS is unset, or exactly the list the Kubeflow SDK sends by default, the kind's default
-applies: for models, what a trainer loads (`contract.MODEL`): its allow side, ALLOW_PATTERNS when given; its ignore
+applies: for models, what a trainer loads (`Kind.default_allow`): its allow side, ALLOW_PATTERNS when given; its ignore
 side, other runtimes' copies; and of the weight formats, only the first the source has. Any other IGNORE_PATTERNS
 replaces the whole default. What is skipped, and its bytes, is logged by reason and returned at the listing's end.
 """

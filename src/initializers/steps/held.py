@@ -6,7 +6,6 @@ from __future__ import annotations
 from typing import Any
 
 from initializers.common.errors import ConfigError
-from initializers.config import registry
 from initializers.config.contract import Config, Kind
 from initializers.config.uris import scheme_of
 from initializers.destination.state import StateDir
@@ -43,6 +42,6 @@ def _place(uri: Any, kind: Kind) -> str | None:
     if not isinstance(uri, str):
         return None
     try:
-        return str(registry.plugin(scheme_of(uri, kind)).locate(uri, kind).place)
+        return str(kind.plugin(scheme_of(uri, kind)).locate(uri, kind).place)
     except ConfigError:
         return None

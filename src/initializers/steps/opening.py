@@ -1,5 +1,5 @@
-"""Opening the source STORAGE_URI names, through the registry, and the plan it lists: selected, made safe, registered,
-and cut to this run's share of a split plan."""
+"""Opening the source STORAGE_URI names, through the program's store plug-ins, and the plan it lists: selected, made
+safe, registered, and cut to this run's share of a split plan."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from collections.abc import Generator
 from typing import Any, cast
 
 from initializers.common.remote_file import RemoteFile
-from initializers.config import registry
 from initializers.config.contract import Config, Kind
+from initializers.config.registry import SourcePlugin
 from initializers.config.signing import SigningOptions
 from initializers.config.uris import scheme_of
 from initializers.plan import shares
@@ -16,17 +16,17 @@ from initializers.plan.index import PlanIndex
 from initializers.plan.safe_paths import plan_files
 from initializers.plan.selection import Selected, Selection
 from initializers.process.stopping import Stop
-from initializers.sources.http.http1 import Proxy  # the package's face registers every source
+from initializers.sources.http.http1 import Proxy
 from initializers.store.contract import Source
 
 
-def plugin_of(config: Config, kind: Kind) -> registry.SourcePlugin:
-    """The registered source STORAGE_URI names, for this program."""
-    return registry.plugin(scheme_of(config.require_storage_uri(kind), kind))
+def plugin_of(config: Config, kind: Kind) -> SourcePlugin:
+    """The store STORAGE_URI names, of those this program accepts."""
+    return kind.plugin(scheme_of(config.require_storage_uri(kind), kind))
 
 
 def open_source(config: Config, kind: Kind, stop: Stop) -> Source:
-    """The registered source for STORAGE_URI, given only its own options. A stop interrupts the opening: the
+    """The source STORAGE_URI names, given only its own options. A stop interrupts the opening: the
     source's library may wait on the network (credentials, a region, a revision)."""
     plugin = plugin_of(config, kind)
     Proxy.check_environment()  # one rule for every source, before any client library reads the variables

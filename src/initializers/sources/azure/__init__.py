@@ -1,8 +1,8 @@
 """The az:// source: Azure Blob Storage, by `az://CONTAINER[/PREFIX]` or a container's URL as KServe writes it
 (`location`); the settings Azure's tools read (`options`, `connection_string`), the access they give (`access`:
 SharedKey signing in `sharedkey`, SAS tokens, Microsoft Entra tokens through azure-identity in `entra`), List Blobs
-pages (`listing`), the container's requests (`container`) and the source itself (`source`). This face registers it;
-the rest is imported when an az:// URI is opened, azure-identity only when a token is needed.
+pages (`listing`), the container's requests (`container`) and the source itself (`source`). This face declares it
+(`PLUGIN`); the rest is imported when an az:// URI is opened, azure-identity only when a token is needed.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from typing import Any
 
 from initializers.config.anonymous import AnonymousAccess
 from initializers.config.contract import Config, Kind
-from initializers.config.registry import Claim, SourcePlugin, register
+from initializers.config.registry import Claim, SourcePlugin
 from initializers.config.signing import SigningOptions
 from initializers.sources.azure.location import AzureLocation, is_blob_url
 from initializers.sources.azure.options import ENTRA_VARIABLES, AzureOptions
@@ -26,15 +26,13 @@ def _open(uri: str, config: Config, _kind: Kind) -> Any:
 #: A container's URL, as KServe's storage initializer takes it.
 _URLS = Claim(("https",), f"an Azure Blob Storage URL ({AzureLocation.URL_USAGE})", is_blob_url)
 
-register(
-    SourcePlugin(
-        "az",
-        AzureLocation.USAGE,
-        (AzureOptions, AnonymousAccess, SigningOptions),
-        lambda uri, _kind: AzureLocation.parse(uri),
-        _open,
-        also_reads=ENTRA_VARIABLES,
-        claim=_URLS,
-    ),
-    Config.shared_settings(),
+#: The store, for the composition root (`initializers.sources.STORES`).
+PLUGIN = SourcePlugin(
+    "az",
+    AzureLocation.USAGE,
+    (AzureOptions, AnonymousAccess, SigningOptions),
+    lambda uri, _kind: AzureLocation.parse(uri),
+    _open,
+    also_reads=ENTRA_VARIABLES,
+    claim=_URLS,
 )

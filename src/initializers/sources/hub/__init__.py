@@ -1,6 +1,6 @@
 """The hf:// source: the Hub's listing through huggingface_hub, the resolve GETs (`get`), the token's guard
-(`guard`), and the source itself (`source`). This face registers it; huggingface_hub is imported when an hf:// URI is
-opened.
+(`guard`), and the source itself (`source`). This face declares it (`PLUGIN`); huggingface_hub is imported when an
+hf:// URI is opened.
 """
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from initializers.config.contract import Config, Kind
-from initializers.config.registry import Claim, SourcePlugin, register
+from initializers.config.registry import Claim, SourcePlugin
 from initializers.config.signing import SigningOptions
 from initializers.sources.hub.location import HfLocation, is_hub_page
 from initializers.sources.hub.options import HubOptions
@@ -32,15 +32,13 @@ _PAGES = Claim(
     is_hub_page,
 )
 
-register(
-    SourcePlugin(
-        "hf",
-        "hf://OWNER/NAME[@REVISION][/PATH]",
-        (HubOptions, SigningOptions),
-        HfLocation.parse,
-        _open,
-        also_reads=_ALSO_READS,
-        claim=_PAGES,
-    ),
-    Config.shared_settings(),
+#: The store, for the composition root (`initializers.sources.STORES`).
+PLUGIN = SourcePlugin(
+    "hf",
+    "hf://OWNER/NAME[@REVISION][/PATH]",
+    (HubOptions, SigningOptions),
+    HfLocation.parse,
+    _open,
+    also_reads=_ALSO_READS,
+    claim=_PAGES,
 )

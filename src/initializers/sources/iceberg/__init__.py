@@ -1,6 +1,6 @@
 """The cache:// source: an Iceberg table read with pyiceberg (`storage`: its FileIO over S3, on the AWS access it
 shares with the S3 source, `sources.aws`; `parts`: one data file's rows into shard parts) and made into Parquet shards
-(`source`). This face registers it; pyiceberg and pyarrow are imported when a cache:// URI is opened.
+(`source`). This face declares it (`PLUGIN`); pyiceberg and pyarrow are imported when a cache:// URI is opened.
 """
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ from typing import Any
 
 from initializers.config.anonymous import AnonymousAccess
 from initializers.config.contract import Config, Kind
-from initializers.config.registry import SourcePlugin, register
-from initializers.config.uris import CacheLocation
+from initializers.config.registry import SourcePlugin
 from initializers.sources.aws.options import BOTOCORE_VARIABLES, AwsOptions
+from initializers.sources.iceberg.location import CacheLocation
 from initializers.sources.iceberg.options import CacheOptions
 
 #: Every row of the table is sharded, and pyarrow reads its files: selection and the bandwidth cap do not apply.
@@ -34,18 +34,16 @@ def _open(uri: str, config: Config, _kind: Kind) -> Any:
     return IcebergSource.from_config(uri, config)
 
 
-register(
-    SourcePlugin(
-        "cache",
-        CacheLocation.USAGE,
-        (CacheOptions, AwsOptions, AnonymousAccess),
-        lambda uri, _kind: CacheLocation.parse(uri),
-        _open,
-        kinds=("dataset",),  # a table's rows made into Parquet shards: a dataset, never a model
-        splits_plan=False,
-        refuses=_REFUSES,
-        notes=_NOTES,
-        also_reads=(*BOTOCORE_VARIABLES, "ARROW_DEFAULT_MEMORY_POOL"),
-    ),
-    Config.shared_settings(),
+#: The store, for the composition root (`initializers.sources.STORES`).
+PLUGIN = SourcePlugin(
+    "cache",
+    CacheLocation.USAGE,
+    (CacheOptions, AwsOptions, AnonymousAccess),
+    lambda uri, _kind: CacheLocation.parse(uri),
+    _open,
+    kinds=("dataset",),  # a table's rows made into Parquet shards: a dataset, never a model
+    splits_plan=False,
+    refuses=_REFUSES,
+    notes=_NOTES,
+    also_reads=(*BOTOCORE_VARIABLES, "ARROW_DEFAULT_MEMORY_POOL"),
 )

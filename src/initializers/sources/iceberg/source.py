@@ -21,9 +21,9 @@ from initializers.cache.sharding import cut, shard_sizes
 from initializers.common.errors import ConfigError, FetchError
 from initializers.common.remote_file import RemoteFile
 from initializers.config.contract import Config
-from initializers.config.uris import CacheLocation
 from initializers.sources.aws.access import Role, access_from
 from initializers.sources.iceberg.errors import explain_os_error, first_line, pyarrow_transient
+from initializers.sources.iceberg.location import CacheLocation
 from initializers.sources.iceberg.options import CacheOptions
 from initializers.sources.iceberg.storage import S3_SCHEMES, TableStorage
 from initializers.store import answers

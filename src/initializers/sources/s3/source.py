@@ -15,7 +15,6 @@ from initializers.common.errors import FetchError
 from initializers.common.lookahead import Lookahead
 from initializers.common.remote_file import RemoteFile
 from initializers.config.contract import Config
-from initializers.config.uris import S3Location
 from initializers.sources.aws.access import AwsAccess, access_from
 from initializers.sources.aws.bucket import CHECKSUM_KINDS, GetRequest, S3Getter
 from initializers.sources.s3.listing import (
@@ -27,6 +26,7 @@ from initializers.sources.s3.listing import (
     page_query,
     parse_page,
 )
+from initializers.sources.s3.location import S3Location
 from initializers.store.contract import Storage
 from initializers.store.lane import LaneReads, RequestInFlight
 from initializers.store.sink import Sink
