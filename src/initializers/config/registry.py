@@ -56,6 +56,9 @@ class SourcePlugin:
     also_reads: tuple[str, ...] = ()
     #: URIs of another scheme it takes as its own.
     claim: Claim | None = None
+    #: What the SDK's classes for it are called, where the Kubeflow SDK has none (`Gcs`: GcsDatasetInitializer)
+    #: [default: the scheme, capitalized].
+    sdk_name: str = ""
 
     def claims(self, uri: str) -> bool:
         """Whether it takes `uri`, of a scheme it claims URIs of or of none, as its own."""

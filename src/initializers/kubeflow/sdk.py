@@ -1,21 +1,23 @@
 """The SDK side: Kubeflow-compatible initializer configurations, turned into exactly the env the Kubeflow SDK builds.
 
-The classes carry the Kubeflow SDK's names, fields and defaults (0.5.0), plus `allow_patterns` (ALLOW_PATTERNS, which
-the Kubeflow SDK lacks) and, for hf://, s3://, gs:// and az://, SIGNATURE's settings (taken from their schema); the
-gs:// and az:// classes are ours alone (the Kubeflow SDK has none), with the fields of their sources' schemas. They
-convert to the
+The Kubeflow SDK's five classes keep its names, fields and defaults (0.5.0), plus `allow_patterns` (ALLOW_PATTERNS,
+which the Kubeflow SDK lacks) and SIGNATURE's settings where their store reads them (taken from its schema); for every
+other store, and program, the class is ours alone, made from the store's plug-in (`STEPS`). They convert to the
 programs' own `Config`, so the variables they produce are written by the same schema the programs read: the two
 sides cannot drift apart. They validate more than the Kubeflow SDK does, with the programs' own parsers, so a URI
-the programs would reject fails here, early, with the same message.
-"""
+the programs would reject fails here, early, with the same message."""
 
 from __future__ import annotations
 
+import operator
+import types
 from dataclasses import dataclass, field, fields, make_dataclass
+from functools import partial, reduce
 from typing import Any, ClassVar
 
 from initializers.common.errors import ConfigError
 from initializers.config.contract import Config, Kind
+from initializers.config.registry import SourcePlugin
 from initializers.config.settings import checked_value
 from initializers.config.signing import SigningOptions
 from initializers.config.uris import scheme_of
@@ -81,10 +83,6 @@ def _keyword_fields(name: str, groups: tuple[type, ...]) -> type:
 
 #: SIGNATURE's settings (the Kubeflow SDK has none of them): the hf and s3 configurations take them as the programs do.
 _Signing = _keyword_fields("_Signing", (SigningOptions,))
-#: Every setting of the gs:// and az:// sources, SIGNATURE's included, as their plug-ins declare them: these
-#: configurations are ours alone, with no Kubeflow field order to keep.
-_GcsSettings = _keyword_fields("_GcsSettings", DATASET.plugin("gs").options)
-_AzureSettings = _keyword_fields("_AzureSettings", DATASET.plugin("az").options)
 
 
 @dataclass
@@ -147,47 +145,48 @@ class S3ModelInitializer(_InitializerConfig, _Signing, kind=MODEL, scheme="s3"):
     allow_patterns: list[str] | None = field(default=None, kw_only=True)  # replaces the model default's allow list
 
 
-@dataclass
-class GcsDatasetInitializer(_InitializerConfig, _GcsSettings, kind=DATASET, scheme="gs"):
-    """Ours alone: the Kubeflow SDK has no Cloud Storage initializer. Credentials come from the pod (Workload
-    Identity, or GOOGLE_APPLICATION_CREDENTIALS naming a mounted key), never from a field; the source's settings
-    (`gcs_endpoint`, `emulator_host`, `anonymous`, SIGNATURE's) are keyword fields."""
-
-    ignore_patterns: list[str] | None = None
-    allow_patterns: list[str] | None = field(default=None, kw_only=True)
-
-
-@dataclass
-class GcsModelInitializer(_InitializerConfig, _GcsSettings, kind=MODEL, scheme="gs"):
-    """As GcsDatasetInitializer, with the model default's patterns."""
-
-    ignore_patterns: list[str] | None = field(default_factory=_default_model_patterns)
-    allow_patterns: list[str] | None = field(default=None, kw_only=True)
-
-
-@dataclass
-class AzureDatasetInitializer(_InitializerConfig, _AzureSettings, kind=DATASET, scheme="az"):
-    """Ours alone: the Kubeflow SDK has no Azure Blob initializer. The source's settings (`connection_string`,
-    `account`, `account_key`, `sas_token`, `anonymous`, SIGNATURE's) are keyword fields; a connection string, a key or
-    a SAS token given here travels as a variable: on AKS prefer none of them and let workload identity give tokens."""
-
-    ignore_patterns: list[str] | None = None
-    allow_patterns: list[str] | None = field(default=None, kw_only=True)
-
-
-@dataclass
-class AzureModelInitializer(_InitializerConfig, _AzureSettings, kind=MODEL, scheme="az"):
-    """As AzureDatasetInitializer, with the model default's patterns."""
-
-    ignore_patterns: list[str] | None = field(default_factory=_default_model_patterns)
-    allow_patterns: list[str] | None = field(default=None, kw_only=True)
-
-
-DatasetInitializer = (
-    HuggingFaceDatasetInitializer | S3DatasetInitializer | GcsDatasetInitializer | AzureDatasetInitializer
-    | DataCacheInitializer
+#: The Kubeflow SDK's own classes, with its fields in its order.
+_KUBEFLOW = (
+    HuggingFaceDatasetInitializer, S3DatasetInitializer, DataCacheInitializer, HuggingFaceModelInitializer,
+    S3ModelInitializer,
 )  # fmt: skip
-ModelInitializer = HuggingFaceModelInitializer | S3ModelInitializer | GcsModelInitializer | AzureModelInitializer
+
+
+def _ours(plugin: SourcePlugin, kind: Kind) -> type[_InitializerConfig]:
+    """The `kind` program's configuration for a store the Kubeflow SDK has none for (`GcsDatasetInitializer`):
+    `storage_uri` and `ignore_patterns` (with the program's default) as Kubeflow's have them, then, keyword-only,
+    `allow_patterns` and every setting of the store's option groups, as its plug-in declares them."""
+    name = f"{plugin.sdk_name or plugin.scheme.capitalize()}{kind.name.capitalize()}Initializer"
+    settings = _keyword_fields(f"_{name}Settings", plugin.options)
+    ignore = (
+        field(default_factory=partial(list, kind.default_ignore_patterns)) if kind.default_ignore_patterns else None
+    )
+
+    def body(namespace: dict[str, Any]) -> None:
+        namespace.update(
+            __module__=__name__,
+            __qualname__=name,
+            __doc__=f"Ours alone: the Kubeflow SDK has no {plugin.scheme}:// initializer. The source's settings are "
+            f"keyword fields: {', '.join(f.name for f in fields(settings))}.",
+            __annotations__={"ignore_patterns": "list[str] | None", "allow_patterns": "list[str] | None"},
+            ignore_patterns=ignore,
+            allow_patterns=field(default=None, kw_only=True),
+        )
+
+    bases = (_InitializerConfig, settings)
+    return dataclass(types.new_class(name, bases, {"kind": kind, "scheme": plugin.scheme}, body))
+
+
+#: Every step's configuration, a program's after another, its stores in the programs' order: Kubeflow's own class
+#: where it has one, else ours, made from the store's plug-in.
+STEPS: tuple[type[_InitializerConfig], ...] = tuple(
+    next((own for own in _KUBEFLOW if own.kind is kind and own.scheme == plugin.scheme), None) or _ours(plugin, kind)
+    for kind in (DATASET, MODEL)
+    for plugin in kind.plugins
+)
+globals().update({step.__name__: step for step in STEPS if step not in _KUBEFLOW})
+DatasetInitializer = reduce(operator.or_, [step for step in STEPS if step.kind is DATASET])
+ModelInitializer = reduce(operator.or_, [step for step in STEPS if step.kind is MODEL])
 
 
 @dataclass

@@ -11,7 +11,7 @@ from typing import Literal, get_args
 
 from initializers.common.errors import ConfigError
 from initializers.config.contract import Config
-from initializers.kubeflow.sdk import WORKSPACE, DatasetInitializer, Initializer, ModelInitializer, program_env
+from initializers.kubeflow.sdk import STEPS, WORKSPACE, DatasetInitializer, Initializer, ModelInitializer, program_env
 
 Step = Literal["dataset", "model"]
 
@@ -40,9 +40,7 @@ def one_step(
     if not isinstance(initializer, DatasetInitializer | ModelInitializer):
         given = type(initializer)
         raise TypeError(
-            "expected an initializers.kubeflow.sdk Initializer or step (HuggingFaceDatasetInitializer, "
-            "S3DatasetInitializer, GcsDatasetInitializer, AzureDatasetInitializer, DataCacheInitializer, "
-            "HuggingFaceModelInitializer, S3ModelInitializer, GcsModelInitializer, AzureModelInitializer), "
+            f"expected an initializers.kubeflow.sdk Initializer or step ({', '.join(s.__name__ for s in STEPS)}), "
             f"got {given.__module__}.{given.__qualname__}"
         )
     if step is not None and step != initializer.kind.name:

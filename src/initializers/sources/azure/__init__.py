@@ -35,4 +35,5 @@ PLUGIN = SourcePlugin(
     _open,
     also_reads=ENTRA_VARIABLES,
     claim=_URLS,
+    sdk_name="Azure",
 )

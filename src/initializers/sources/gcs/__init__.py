@@ -28,4 +28,5 @@ PLUGIN = SourcePlugin(
     lambda uri, _kind: GcsLocation.parse(uri),
     _open,
     also_reads=(*GOOGLE_AUTH_VARIABLES, "SSL_CERT_FILE", "SSL_CERT_DIR"),
+    sdk_name="Gcs",
 )
