@@ -113,6 +113,60 @@ def test_a_plug_in_reaches_another_store_only_through_a_shared_package():
     assert not {module: targets for module, targets in reaching.items() if targets}
 
 
+def test_no_module_outside_sources_imports_a_stores_package():
+    """The core knows the stores only as the composition root (`initializers.sources`) hands them over: it imports
+    what two stores share (`sources.http`), never a store's own package."""
+    plug_ins = _plug_ins()
+    reaching = {
+        module: sorted(target for target in imported if _sources_package(target) in plug_ins)
+        for module, imported in GRAPH.items()
+        if _floor(module) != "sources"
+    }
+    assert not {module: targets for module, targets in reaching.items() if targets}
+
+
+#: Outside `sources/`, where a store's scheme may be written in code: the cache server and the materialisation it
+#: serves (`cache/`, the cache:// store's), and Kubeflow's own classes (kubeflow/sdk.py, by their class keywords).
+NAMES_A_SCHEME = {"cache_server", "cache"}
+
+
+def _schemes_named(path: Path, schemes: set[str]) -> list[str]:
+    """The strings of `path`'s code, docstrings aside, that are a scheme of `schemes` or hold a URI of one; a class's
+    keywords aside in kubeflow/sdk.py (Kubeflow's own classes: `kind=DATASET, scheme="hf"`)."""
+    tree = ast.parse(path.read_text())
+    skipped = {
+        id(node.body[0].value)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef)
+        and node.body and isinstance(node.body[0], ast.Expr) and isinstance(node.body[0].value, ast.Constant)
+    }  # fmt: skip
+    if _module_name(path) == "initializers.kubeflow.sdk":
+        skipped |= {
+            id(word.value) for node in ast.walk(tree) if isinstance(node, ast.ClassDef) for word in node.keywords
+        }
+    return [
+        f"{path.relative_to(PACKAGE)}:{node.lineno} {node.value!r}"
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in skipped
+        and any(node.value == scheme or f"{scheme}://" in node.value for scheme in schemes)
+    ]  # fmt: skip
+
+
+def test_no_module_outside_sources_names_a_stores_scheme():
+    """A store's scheme is written in its folder and nowhere else in the core: messages, --help and the SDK's classes
+    name the schemes the plug-ins declare."""
+    from initializers.sources import STORES
+
+    schemes = {plugin.scheme for plugin in STORES}
+    named = [
+        found
+        for module, path in MODULES.items()
+        if _floor(module) not in ("sources", *NAMES_A_SCHEME)
+        for found in _schemes_named(path, schemes)
+    ]
+    assert not named
+
+
 def test_no_import_cycle():
     done: set[str] = set()
 
