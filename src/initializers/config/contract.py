@@ -172,7 +172,7 @@ class Config:
     allow_patterns: tuple[str, ...] | None = patterns_field("ALLOW_PATTERNS", _allow_patterns_help)
     max_workers: int | None = setting_field(
         "MAX_WORKERS",
-        "Most parallel transfers, at most 256 [default: per source, S3 and Hub: 64 streams, from 8 up while it "
+        "Most parallel transfers, at most 256 [default: per source, stored files: 64 streams, from 8 up while it "
         "pays, and 256 small-file requests: 64 at once, more from the first over a long round trip].",
         WORKERS,
     )

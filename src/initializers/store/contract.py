@@ -1,10 +1,10 @@
 """The contracts sources fulfil: list what they have, then deliver it.
 
-A `Storage` (S3, the Hub) holds files and reads any byte range of one into a sink, in the spirit of rclone's
-one `Fs` interface. A `Maker` (the cache source) makes the files it lists, several in one go (the shard parts
-cut from one pass over a data file), at paths it is given. Everything else (filtering, safe paths, parallelism,
-temporaries, verification, the manifest) is written once, against these contracts: the engine picks how to move a
-source's files by which of the two it is (`transfer.factories`).
+A `Storage` (a bucket, a container, a Hub repository) holds files and reads any byte range of one into a sink, in
+the spirit of rclone's one `Fs` interface. A `Maker` (the cache source) makes the files it lists, several in one go
+(the shard parts cut from one pass over a data file), at paths it is given. Everything else (filtering, safe paths,
+parallelism, temporaries, verification, the manifest) is written once, against these contracts: the engine picks how
+to move a source's files by which of the two it is (`transfer.factories`).
 """
 
 from __future__ import annotations
@@ -85,7 +85,7 @@ class Source(ABC):
 
 
 class Storage(Source):
-    """Files stored as they are, read by byte ranges (S3, the Hub)."""
+    """Files stored as they are, read by byte ranges (every object store, the Hub)."""
 
     max_requests = 256  # as many as s5cmd runs by default
     #: How small files are read in the lane, many requests kept in flight by one thread; None: the source reads each

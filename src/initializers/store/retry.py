@@ -1,4 +1,4 @@
-"""One retry policy for every request to a remote service (S3, the Hub's API and files): what is worth another
+"""One retry policy for every request to a remote service (a store's listing, reads and API): what is worth another
 attempt, how long to wait, when to give up.
 
 - Throttling (429, 503, S3's SlowDown) is the service asking for patience: every request of the source is held with

@@ -1,4 +1,4 @@
-"""Stored files as byte ranges: the task factory of `Storage` sources (S3, the Hub).
+"""Stored files as byte ranges: the task factory of `Storage` sources (every object store, the Hub).
 
 A file comes in one request, or in ranges written at their offsets, many at once for a large file, each sized when
 it is handed out (`RangeTasks._range_size`). Bytes pass through the digest their file's verifier hands them; a
