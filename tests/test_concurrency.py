@@ -44,14 +44,26 @@ def test_a_busy_cpu_means_no_growth_and_fewer_streams_while_fewer_do_as_well():
     ramp = Ramp(8, 64)
     limits = feed(ramp, {8: 400.0, 4: 450.0, 2: 500.0, 1: 300.0}, 20, cpu_share=0.95)
     assert limits[:4] == [4, 2, 1, 2]  # 1 stream moved less than 2: back to 2, and there it stays
-    assert limits[4:] == [2] * 16  # never grown while the CPU is busy, never halved again once halving lost
+    # Never halved again once halving lost; more streams are probed now and then, judged by throughput alone.
+    assert limits[4:] == [2] * 7 + [4, 2] + [2] * 7
 
 
 def test_capped_connections_with_a_busy_cpu_lose_one_window_to_halving_and_no_more():
     # A link of capped connections, the CPU busy with their bytes: half the streams deliver half.
     ramp = Ramp(16, 64)
-    limits = feed(ramp, {16: 160.0, 8: 80.0}, 30, cpu_share=0.6)
-    assert limits == [8] + [16] * 29
+    limits = feed(ramp, {16: 160.0, 8: 80.0, 32: 320.0, 64: 330.0}, 30, cpu_share=0.6)
+    # Then more streams are tried as with the CPU to spare: the connections, not the CPU, are the limit.
+    assert limits[:12] == [8, 16] + [16] * 7 + [32, 64, 32]
+
+
+def test_a_halving_is_judged_once_the_transfers_above_it_have_finished():
+    # Capped connections: the 16 streams' ranges take seconds, so half the streams seem to deliver as much while the
+    # other half finish theirs. The first window without them judges the halving.
+    ramp = Ramp(16, 64)
+    assert ramp.observe(160.0, 0.6, running=16) == 8  # busy: half are tried
+    assert ramp.observe(160.0, 0.6, running=16) == 8  # the 8 above the limit still finishing their ranges
+    assert ramp.observe(120.0, 0.6, running=8) == 8  # the window they ended in: part theirs, not judged
+    assert ramp.observe(80.0, 0.6, running=8) == 16  # half delivered half: back to all
 
 
 def test_fewer_streams_are_kept_only_when_they_deliver_as_much():

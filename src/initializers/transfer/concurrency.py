@@ -125,8 +125,12 @@ class Ramp:
     _trial: tuple[int, float] | None = None  # (limit, throughput) before the doubling or halving being tried
     _windows_to_probe: int = 1
     #: Half the streams once delivered less while the CPU was busy: the streams are not what keeps it busy (capped
-    #: connections, each bound by the network, with the CPU busy with their bytes), so halving is not tried again.
+    #: connections, each bound by the network, with the CPU busy with their bytes), so halving is not tried again, and
+    #: growth is judged by throughput alone, as with the CPU to spare.
     _fewer_lost: bool = False
+    #: A halving is being tried and the transfers above the new limit were still finishing their tasks in a window
+    #: since: the next window, the first without them, is the one that judges it.
+    _draining: bool = False
     _task_bytes: float = 0.0  # running mean of the sizes of the tasks started, from the first one's (0: none yet)
     #: Tasks per stream: as many as move a part's bytes together, by `_task_bytes` (one before any started, as if each
     #: were a part); kept as the mean moves, since `workers` is read for every task.
@@ -180,13 +184,16 @@ class Ramp:
         self._task_bytes += (size - self._task_bytes) / (_TASK_HORIZON if self._task_bytes else 1)
         self._per_stream = max(1, round(PART_SIZE / max(self._task_bytes or PART_SIZE, 1.0)))
 
-    def observe(self, throughput: float, cpu_share: float, latency: Latency = NO_REQUESTS) -> int:
-        """Throughput (bytes per second), CPU share (cores) and the requests' latency in the window just ended;
-        returns the new limit. Throttled answers in the window halve streams and small-file requests; from then on
-        each calm window doubles them back toward the level they had when the throttling struck, and past it adds one
-        of each (additive increase, multiplicative decrease: the server set the pace). Throttled again on the way
-        back, the level it struck at is too much: the way back stops short of it. A window in which nothing was
-        delivered (the fleet held, a Retry-After of seconds) is not calm: it shows nothing of the server's pace."""
+    def observe(self, throughput: float, cpu_share: float, latency: Latency = NO_REQUESTS, running: int = 0) -> int:
+        """Throughput (bytes per second), CPU share (cores), the requests' latency in the window just ended and the
+        transfers running at its end; returns the new limit. A halving is judged by the first window without the
+        transfers above it: each finishes the task it holds, and a range over a capped connection lasts seconds, in
+        which half the streams would seem to deliver as much as all. Throttled answers in the window halve streams
+        and small-file requests; from then on each calm window doubles them back toward the level they had when the
+        throttling struck, and past it adds one of each (additive increase, multiplicative decrease: the server set
+        the pace). Throttled again on the way back, the level it struck at is too much: the way back stops short of
+        it. A window in which nothing was delivered (the fleet held, a Retry-After of seconds) is not calm: it shows
+        nothing of the server's pace."""
         if throughput > 0:  # a window with nothing delivered (a listing, the first bytes) says nothing of the rate
             per_transfer = int(throughput / self.workers * _PART_SECONDS)
             self.part_size = min(MAX_PART_SIZE, max(PART_SIZE, per_transfer >> 20 << 20))
@@ -198,6 +205,9 @@ class Ramp:
         self._follow_latency(throughput, cpu_share, latency)
         if self._trial is not None:
             limit_before, throughput_before = self._trial
+            if self.limit < limit_before and (running > self.workers or self._draining):
+                self._draining = running > self.workers
+                return self.limit
             self._trial = None
             if self.limit > limit_before and throughput >= throughput_before * _WORTH_KEEPING:
                 return self._double(throughput, cpu_share)
@@ -267,8 +277,8 @@ class Ramp:
         """Try twice the streams while the CPU has room; where it is the limit, try half until half delivers less:
         threads that contend for it (the interpreter's lock, handed between cores at every read) cost more than they
         deliver."""
-        busy = cpu_share >= _BUSY_CPU
-        if throughput <= 0 or self.limit == (1 if busy else self.cap) or (busy and self._fewer_lost):
+        busy = cpu_share >= _BUSY_CPU and not self._fewer_lost
+        if throughput <= 0 or self.limit == (1 if busy else self.cap):
             self._windows_to_probe = _PROBE_EVERY
             return self.limit
         self._trial = (self.limit, throughput)

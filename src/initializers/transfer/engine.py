@@ -150,7 +150,9 @@ class Engine:
                 throughput, cpu_share = (now[2] - before[2]) / elapsed, (now[1] - before[1]) / elapsed
                 limit, requests = self._ramp.limit, self._ramp.requests
                 latency = self.request_times.window()
-                if self._ramp.observe(throughput, cpu_share, latency) != limit or self._ramp.requests != requests:
+                running = sum(thread.is_alive() for thread in self._threads)
+                self._ramp.observe(throughput, cpu_share, latency, running)
+                if self._ramp.limit != limit or self._ramp.requests != requests:
                     _log.debug("streams", streams=self._ramp.limit, was=limit, workers=self._ramp.workers,
                                requests=self._ramp.requests, waiting_share=round(latency.waiting_share, 2),
                                part_mib=self._ramp.part_size >> 20, mb_s=round(throughput / 1e6, 1),
