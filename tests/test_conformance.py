@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import tempfile
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -19,6 +20,7 @@ from urllib.parse import parse_qsl, quote, quote_plus, urlsplit
 import pytest
 from test_reliability import finish, wait_until
 
+from devkit import read_faults
 from devkit.conformance import (
     TOKEN_PATH,
     AzureBlocksStore,
@@ -36,6 +38,7 @@ from devkit.conformance import (
 )
 from devkit.malformed import CASES, malformed_answers
 from devkit.programs import ProgramResult, run_program, run_until_the_deadline_catches, start_program
+from devkit.read_faults import LISTING, Faults, ReadFault, faults_for
 from devkit.relay import EchoFault, Relay, ResetFault, StallFault, StatusFault
 from devkit.samples import ODD_NAMES
 from initializers.destination.manifest import MADE_FROM_VERSION, SIZE_AND_VERSION
@@ -560,3 +563,106 @@ def test_an_object_named_like_a_folder_is_skipped_when_empty_and_refused_otherwi
     assert store.landed(output) == {"trail/a.txt": b"a"}
     (listed,) = result.named("listed")
     assert listed["ignored"] == 1, listed
+
+
+# -- 14. faults in the store's own reads ----------------------------------------------------------------------------
+# The faults the relay injects on the wire (cases 4 to 7 and 10), injected where every store meets the engine: the
+# sink a range is read into, and the listing (`devkit.read_faults`). A store with no server a relay can stand in
+# front of is checked by these too.
+
+
+def read_faults_for(store: Store, folder: Path, *faults: ReadFault) -> Faults:
+    """`faults` for a run against `store`, their hits recorded in a new folder under `folder`; a fault in a file's
+    reads applies to a store whose reads the engine drives (a Storage)."""
+    if any(fault.match != LISTING for fault in faults):
+        requires(store, "ranged", "its reads are its library's (the cache's pyarrow), which the engine never drives")
+    return faults_for(store.source, list(faults), Path(tempfile.mkdtemp(dir=folder)))
+
+
+def fetch_with(faults: Faults, store: Store, output: Path) -> ProgramResult:
+    return read_faults.run_program(faults, store.kind, store.env(output), timeout=HANG_CEILING_SECONDS)
+
+
+def test_reads_cut_mid_body_are_resumed(store: Store, tmp_path: Path):
+    """Two cuts 1000 bytes into the target's read, and one 5 MiB into a range of the large file: the store reads on
+    from where each broke (or from the start), and every file lands whole."""
+    files = {**FILES, BIG_PATH: BIG}
+    store.put(files)
+    cuts = (ReadFault("cut", TARGET, times=2, after_bytes=1000), ReadFault("cut", BIG_PATH, after_bytes=5 << 20))
+    faults = read_faults_for(store, tmp_path, *cuts)
+    ok(fetch_with(faults, store, tmp_path / "out"))
+    assert faults.hit_counts() == [2, 1]
+    assert store.landed(tmp_path / "out") == files
+
+
+def test_reads_throttled_are_waited_out(store: Store, tmp_path: Path):
+    """Three reads of the target refused as throttled (retry after 0.3 s) before their first byte."""
+    store.put(FILES)
+    faults = read_faults_for(store, tmp_path, ReadFault("throttle", TARGET, times=3))
+    ok(fetch_with(faults, store, tmp_path / "out"))
+    assert faults.hit_counts() == [3]
+    assert store.landed(tmp_path / "out") == FILES
+
+
+def test_a_byte_flipped_in_a_read_is_caught(store: Store, tmp_path: Path):
+    """Fetched again (the file ends correct) or exit 1 naming it, never a wrong file at its path."""
+    requires(store, "verifies_content", "a byte flipped past its reads' own checks meets no checksum it vouches for")
+    store.put(FILES)
+    faults = read_faults_for(store, tmp_path, ReadFault("flip", TARGET))
+    result = fetch_with(faults, store, tmp_path / "out")
+    assert faults.hit_counts() == [1]
+    landed = store.landed(tmp_path / "out")
+    if result.code == 0:
+        assert landed == FILES, "a flipped byte landed"
+    else:
+        assert result.code == 1 and TARGET in result.last["error"], result.stderr
+        assert landed.get(TARGET) in (None, FILES[TARGET]) and not completed(tmp_path / "out")
+
+
+def test_a_stop_while_a_read_stalls_then_the_rerun_reads_only_what_is_missing(store: Store, tmp_path: Path):
+    """SIGTERM once the small files landed and a range of the large file stalls before its first byte: exit 1,
+    `stopped by SIGTERM`; the re-run completes, reading none of the files that landed."""
+    files = {**SMALL, BIG_PATH: BIG}
+    store.put(files)
+    output = tmp_path / "out"
+    faults = read_faults_for(store, tmp_path, ReadFault("stall", BIG_PATH))
+    process = read_faults.start_program(faults, store.kind, store.env(output))
+    try:
+        wait_until(lambda: faults.hit_counts() == [1] and final_paths(output) >= set(SMALL), timeout=60)
+        process.send_signal(signal.SIGTERM)
+        stopped = finish(process, timeout=HANG_CEILING_SECONDS)
+    finally:
+        process.kill()
+    assert stopped.code == 1 and stopped.last["error"].startswith("stopped by SIGTERM while waiting for"), stopped.last
+    done = final_paths(output)
+    assert BIG_PATH not in done and not completed(output)
+    counted = read_faults_for(store, tmp_path)  # no fault: the reads are counted
+    again = fetch_with(counted, store, output)
+    ok(again)
+    assert store.landed(output) == files
+    assert again.last["fetched_files"] == again.last["files"] - len(done), (done, again.last)
+    assert not done & set(counted.reads()), "a file done was read again"
+
+
+@pytest.mark.parametrize("ending", ["stop", "failure"])
+def test_a_run_ended_before_the_listing_reads_leaves_output_path_as_found(store: Store, tmp_path: Path, ending: str):
+    """A stop (SIGTERM, once the listing stalls before its first entry) or a failure (the listing refused): exit 1,
+    and OUTPUT_PATH an empty folder still empty."""
+    store.put(SMALL)
+    output = tmp_path / "out"
+    output.mkdir()
+    faults = read_faults_for(store, tmp_path, ReadFault("refuse" if ending == "failure" else "stall", LISTING))
+    if ending == "failure":
+        result = fetch_with(faults, store, output)
+    else:
+        process = read_faults.start_program(faults, store.kind, store.env(output))
+        try:
+            wait_until(lambda: faults.hit_counts() == [1], timeout=60)
+            process.send_signal(signal.SIGTERM)
+            result = finish(process, timeout=HANG_CEILING_SECONDS)
+        finally:
+            process.kill()
+        assert "stopped by SIGTERM while waiting for the listing of" in result.last["error"], result.last
+    assert faults.hit_counts() == [1]
+    assert result.code == 1 and "Traceback" not in result.stderr, result.stdout + result.stderr
+    assert list(output.iterdir()) == []
