@@ -42,39 +42,46 @@ def test_a_busy_cpu_means_no_growth_and_fewer_streams_while_fewer_do_as_well():
     # Loopback over TLS: our CPU is the limit, and threads handing the interpreter's lock between cores at every
     # record cost more than they deliver: half the streams move more, down to the level where halving loses.
     ramp = Ramp(8, 64)
-    limits = feed(ramp, {8: 400.0, 4: 450.0, 2: 500.0, 1: 300.0}, 20, cpu_share=0.95)
+    limits = feed(ramp, {8: 400e6, 4: 450e6, 2: 500e6, 1: 300e6}, 20, cpu_share=0.95)
     assert limits[:4] == [4, 2, 1, 2]  # 1 stream moved less than 2: back to 2, and there it stays
-    # Never halved again once halving lost; more streams are probed now and then, judged by throughput alone.
-    assert limits[4:] == [2] * 7 + [4, 2] + [2] * 7
+    # Never halved again once halving lost; more streams are tried at once, then now and then, judged by throughput.
+    assert limits[4:] == [4, 2] + [2] * 7 + [4, 2] + [2] * 5
 
 
-def test_capped_connections_with_a_busy_cpu_lose_one_window_to_halving_and_no_more():
-    # A link of capped connections, the CPU busy with their bytes: half the streams deliver half.
+def test_capped_connections_are_not_halved_for_a_busy_cpu():
+    # A link of connections capped at 8 MB/s, over TLS, the CPU busy with their bytes: a range lasts a second, and the
+    # network, not the CPU, is the limit. More streams are tried as with the CPU to spare.
     ramp = Ramp(16, 64)
-    limits = feed(ramp, {16: 160.0, 8: 80.0, 32: 320.0, 64: 330.0}, 30, cpu_share=0.6)
-    # Then more streams are tried as with the CPU to spare: the connections, not the CPU, are the limit.
-    assert limits[:12] == [8, 16] + [16] * 7 + [32, 64, 32]
+    limits = feed(ramp, {16: 128e6, 32: 250e6, 64: 260e6}, 4, cpu_share=0.6)
+    assert limits == [32, 64, 32, 32]
+
+
+def test_fast_streams_that_lose_when_halved_are_grown_next():
+    # Fast connections with the CPU busy: half the streams deliver half, so the streams are the limit after all.
+    ramp = Ramp(16, 64)
+    limits = feed(ramp, {16: 800e6, 8: 400e6, 32: 1000e6, 64: 1050e6}, 6, cpu_share=0.6)
+    assert limits[:5] == [8, 16, 32, 64, 32]
 
 
 def test_a_halving_is_judged_once_the_transfers_above_it_have_finished():
-    # Capped connections: the 16 streams' ranges take seconds, so half the streams seem to deliver as much while the
-    # other half finish theirs. The first window without them judges the halving.
+    # Half the streams seem to deliver as much while the other half finish the ranges they hold. The first window
+    # without them judges the halving.
     ramp = Ramp(16, 64)
-    assert ramp.observe(160.0, 0.6, running=16) == 8  # busy: half are tried
-    assert ramp.observe(160.0, 0.6, running=16) == 8  # the 8 above the limit still finishing their ranges
-    assert ramp.observe(120.0, 0.6, running=8) == 8  # the window they ended in: part theirs, not judged
-    assert ramp.observe(80.0, 0.6, running=8) == 16  # half delivered half: back to all
+    assert ramp.observe(800e6, 0.9, running=16) == 8  # busy: half are tried
+    assert ramp.observe(800e6, 0.9, running=16) == 8  # the 8 above the limit still finishing their ranges
+    assert ramp.observe(600e6, 0.9, running=8) == 8  # the window they ended in: part theirs, not judged
+    assert ramp.observe(400e6, 0.9, running=8) == 16  # half delivered half: back to all
 
 
 def test_fewer_streams_are_kept_only_when_they_deliver_as_much():
     ramp = Ramp(8, 64)
-    feed(ramp, {8: 400.0, 4: 400.0, 2: 396.0}, 3, cpu_share=0.95)
+    feed(ramp, {8: 400e6, 4: 400e6, 2: 396e6}, 3, cpu_share=0.95)
     assert ramp.limit == 4  # 4 did as well as 8 for less; 2 did a little less
 
 
 def test_a_single_stream_is_never_halved():
     ramp = Ramp(1, 64)
-    assert feed(ramp, {1: 100.0}, 10, cpu_share=0.95) == [1] * 10
+    assert feed(ramp, {1: 100e6}, 10, cpu_share=0.95) == [1] * 10
 
 
 def test_a_doubling_that_does_not_pay_is_undone_and_probed_again_later():

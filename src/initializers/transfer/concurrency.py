@@ -216,7 +216,9 @@ class Ramp:
                 # streams moved more than 8, for half the CPU per GB (bench/results.md, issue 66).
                 if throughput >= throughput_before:
                     return self._double(throughput, cpu_share)  # fewer did as well: fewer still, while the CPU is busy
-                self._fewer_lost = True
+                # Half delivered less: the connections, not the CPU, are the limit, and more of them are tried next.
+                self._fewer_lost, self.limit, self._windows_to_probe = True, limit_before, 1
+                return self.limit
             self.limit = limit_before
             self._windows_to_probe = _PROBE_EVERY
             return self.limit
@@ -273,11 +275,17 @@ class Ramp:
             self.limit, self.requests = min(self.cap, self.limit + 1), min(self.request_cap, self.requests + 1)
         return self.limit
 
+    def _ranges_last_a_window(self, throughput: float) -> bool:
+        """Whether a transfer moves a range within about a window at the rate measured: fast connections, whose
+        bytes keep the CPU busy. Over capped ones a range lasts seconds: halving them would cost that long at half the
+        rate before it could be judged, and the network, not the CPU, is their limit."""
+        return throughput / self.workers * _PART_SECONDS >= PART_SIZE
+
     def _double(self, throughput: float, cpu_share: float) -> int:
         """Try twice the streams while the CPU has room; where it is the limit, try half until half delivers less:
         threads that contend for it (the interpreter's lock, handed between cores at every read) cost more than they
         deliver."""
-        busy = cpu_share >= _BUSY_CPU and not self._fewer_lost
+        busy = cpu_share >= _BUSY_CPU and not self._fewer_lost and self._ranges_last_a_window(throughput)
         if throughput <= 0 or self.limit == (1 if busy else self.cap):
             self._windows_to_probe = _PROBE_EVERY
             return self.limit
