@@ -120,7 +120,7 @@ $(PEERS)/.installed: Makefile
 bench-install: install $(PEERS)/.installed
 	test -x /usr/bin/time || (apt-get update -qq && apt-get install -y -qq time)
 
-# Every suite side by side (36 minutes here with TLS and the new peers; bench/results.md's header gives each suite's):
+# Every suite side by side (29 minutes here with TLS and the new peers; bench/results.md's header gives each suite's):
 # bench/results.md's report, rewritten as each suite ends (the sections below its marker kept), then
 # bench/results.png; BENCH_QUICK=1 for a quick sanity run.
 bench: bench-install
