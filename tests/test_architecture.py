@@ -167,6 +167,53 @@ def test_no_module_outside_sources_names_a_stores_scheme():
     assert not named
 
 
+def _libraries(tree: ast.AST) -> set[str]:
+    """The top-level names of what `tree` imports (at the top or inside a function), but ours and the standard
+    library's."""
+    names = {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
+    names |= {node.module or "" for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.level == 0}
+    return {name.split(".")[0] for name in names} - {*sys.stdlib_module_names, "initializers"}
+
+
+def _store_only_kinds() -> tuple[set[str], set[str]]:
+    """The names of the checksum kinds a store declares in its own folder (not the shared ones of `store.hashers`),
+    and the libraries the modules declaring them import (google_crc32c)."""
+    import importlib
+    import pkgutil
+
+    import initializers.sources
+    from initializers.store import hashers
+
+    shared = {kind.name for kind in vars(hashers).values() if isinstance(kind, hashers.HashKind)}
+    names, libraries = set(), set()
+    for module in pkgutil.walk_packages(initializers.sources.__path__, "initializers.sources."):
+        declared = {
+            kind.name
+            for kind in vars(importlib.import_module(module.name)).values()
+            if isinstance(kind, hashers.HashKind) and kind.name not in shared
+        }
+        if declared:
+            names |= declared
+            libraries |= _libraries(ast.parse(MODULES[module.name].read_text()))
+    return names, libraries
+
+
+def test_the_engine_holds_no_store_specific_checksum_code():
+    """The engine verifies files by the checksum kinds their store declares (`Source.checksum_kinds`): it imports no
+    store's package nor the libraries a store's kinds are computed with (google_crc32c), and names no kind only a
+    store uses."""
+    kinds, libraries = _store_only_kinds()
+    assert {"crc32", "crc32c", "git-sha1"} <= kinds and "google_crc32c" in libraries, (kinds, libraries)
+    for module, path in MODULES.items():
+        if _floor(module) != "transfer":
+            continue
+        tree = ast.parse(path.read_text())
+        assert not _libraries(tree) & libraries, module
+        assert not {target for target in GRAPH[module] if _floor(target) == "sources"}, module
+        named = {node.value for node in ast.walk(tree) if isinstance(node, ast.Constant) and node.value in kinds}
+        assert not named, (module, named)
+
+
 def test_no_import_cycle():
     done: set[str] = set()
 

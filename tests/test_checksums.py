@@ -15,20 +15,28 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from initializers.common.errors import FetchError
-from initializers.common.remote_file import CRC32, CRC32C, Checksum, RemoteFile
+from initializers.common.remote_file import Checksum, RemoteFile
+from initializers.sources.aws.bucket import CHECKSUM_KINDS
+from initializers.sources.aws.crc32 import CRC32, CRC32_KIND
+from initializers.sources.gcs.crc32c import CRC32C, CRC32C_KIND
+from initializers.store.hashers import SHA256 as SHA256_KIND
+from initializers.store.hashers import kinds
 from initializers.store.retry import Retriable
 from initializers.transfer.checksums import (
-    COMBINERS,
     ChecksumMismatch,
     FileVerifier,
     InOrderDigest,
     combined_crc,
+    combiner,
 )
+
+CRC32_POLYNOMIAL, CRC32C_POLYNOMIAL = CRC32_KIND.crc_polynomial or 0, CRC32C_KIND.crc_polynomial or 0
 
 
 @given(st.binary(max_size=4096), st.binary(max_size=4096))
 def test_crc32_combine_matches_zlib_over_the_concatenation(first: bytes, second: bytes):
-    assert COMBINERS[CRC32].combine(zlib.crc32(first), zlib.crc32(second), len(second)) == zlib.crc32(first + second)
+    whole = combiner(CRC32_POLYNOMIAL).combine(zlib.crc32(first), zlib.crc32(second), len(second))
+    assert whole == zlib.crc32(first + second)
 
 
 @given(st.binary(min_size=1, max_size=20_000), st.lists(st.integers(min_value=0), max_size=12), st.randoms())
@@ -37,14 +45,14 @@ def test_ranges_in_any_order_combine_to_the_whole_files_crc(data: bytes, cuts: l
     ranges = [(start, end - start, zlib.crc32(data[start:end])) for start, end in itertools.pairwise(bounds)]
     order.shuffle(ranges)
     landed = {offset: (length, crc) for offset, length, crc in ranges}
-    assert combined_crc(CRC32, landed, len(data)) == f"{zlib.crc32(data):08x}"
+    assert combined_crc(CRC32_POLYNOMIAL, landed, len(data)) == f"{zlib.crc32(data):08x}"
 
 
 @given(st.binary(max_size=4096), st.binary(max_size=4096))
 def test_crc32c_combines_as_google_crc32c_computes_the_concatenation(first: bytes, second: bytes):
     import google_crc32c
 
-    whole = COMBINERS[CRC32C].combine(google_crc32c.value(first), google_crc32c.value(second), len(second))
+    whole = combiner(CRC32C_POLYNOMIAL).combine(google_crc32c.value(first), google_crc32c.value(second), len(second))
     assert whole == google_crc32c.value(first + second)
 
 
@@ -53,7 +61,7 @@ def test_a_cloud_storage_objects_ranges_are_checked_by_their_combined_crc32c_wit
 
     data = bytes(range(256)) * 400
     expected = Checksum(CRC32C, f"{google_crc32c.value(data):08x}")
-    verifier = FileVerifier(RemoteFile("o.bin", len(data), "1", "o.bin", expected))
+    verifier = FileVerifier(RemoteFile("o.bin", len(data), "1", "o.bin", expected), kinds(CRC32C_KIND), None)
     for offset in range(0, len(data), 30_000):
         part = data[offset : offset + 30_000]
         digest = verifier.part_digest(len(part))
@@ -68,8 +76,8 @@ def _no_read_back(offset: int, length: int) -> bytes:
 
 def test_ranges_that_do_not_tile_the_file_give_no_crc():
     part = zlib.crc32(b"abcd")
-    assert combined_crc(CRC32, {0: (4, part)}, 8) is None  # the second half never landed
-    assert combined_crc(CRC32, {0: (4, part), 5: (3, zlib.crc32(b"fgh"))}, 8) is None  # a gap
+    assert combined_crc(CRC32_POLYNOMIAL, {0: (4, part)}, 8) is None  # the second half never landed
+    assert combined_crc(CRC32_POLYNOMIAL, {0: (4, part), 5: (3, zlib.crc32(b"fgh"))}, 8) is None  # a gap
 
 
 class _File:
@@ -144,7 +152,7 @@ UNREAD = "/nonexistent/f.bin"
 
 
 def verifier(listed: Checksum | None) -> FileVerifier:
-    return FileVerifier(RemoteFile("f.bin", len(DATA), "v1", "bucket/f.bin", listed))
+    return FileVerifier(RemoteFile("f.bin", len(DATA), "v1", "bucket/f.bin", listed), CHECKSUM_KINDS, None)
 
 
 def feed(verifier: FileVerifier, offset: int, length: int, file: _File | None = None) -> None:
@@ -220,3 +228,40 @@ def test_a_mismatch_is_retriable_and_a_reset_starts_the_check_over():
     check.expect(SHA256)
     feed(check, 0, len(DATA))
     assert check.verify(UNREAD) == SHA256
+
+
+def late(kind: str) -> FileVerifier:
+    """The verifier of a file listed without a checksum, whose store vouches for it in `kind` once it has read it."""
+    return FileVerifier(RemoteFile("f.bin", len(DATA), "v1", "bucket/f.bin", None), CHECKSUM_KINDS, kind)
+
+
+@pytest.mark.parametrize("cuts", [[0], [0, 3000, 6000, 9000]], ids=["whole", "ranges"])
+@pytest.mark.parametrize("word", [CRC, SHA256], ids=["crc32", "sha256"])
+def test_a_word_given_after_the_last_byte_is_checked_from_the_bytes_hashed_as_they_landed(
+    word: Checksum, cuts: list[int]
+):
+    """A store that vouches late (a trailer, a digest computed as it reads) has every byte hashed in its kind from the
+    first: its word is checked in one pass, the file never read again (ranges in order as they land, or combined)."""
+    file, check = _File(DATA), late(word.algorithm)
+    for offset, end in itertools.pairwise([*cuts, len(DATA)]):
+        feed(check, offset, end - offset, file)
+    check.expect(word)  # once the last byte is in
+    check.finish_hashing(file.read)
+    assert check.verify(UNREAD) == word
+    assert file.read_bytes == (len(DATA) if word is SHA256 and len(cuts) > 1 else 0)
+
+
+def test_a_late_word_the_bytes_miss_is_a_mismatch_and_one_in_another_kind_is_refused():
+    check = late("sha256")
+    feed(check, 0, len(DATA))
+    check.expect(Checksum("sha256", hashlib.sha256(b"other bytes").hexdigest()))
+    with pytest.raises(ChecksumMismatch, match="sha256 checksum mismatch"):
+        check.verify(UNREAD)
+    with pytest.raises(FetchError, match=r"bucket/f.bin: vouched for by a crc32 checksum after .* hashed in sha256"):
+        late("sha256").expect(CRC)
+
+
+def test_a_checksum_of_a_kind_its_store_does_not_declare_is_refused():
+    check = FileVerifier(RemoteFile("f.bin", len(DATA), "v1", "bucket/f.bin", CRC), kinds(SHA256_KIND), None)
+    with pytest.raises(FetchError, match=r"bucket/f.bin: vouched for by a crc32 checksum, a kind its store does not"):
+        check.part_digest(len(DATA))

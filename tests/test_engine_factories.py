@@ -90,7 +90,7 @@ def run(tmp_path: Path, factory: Any, files: Iterable[RemoteFile]) -> tuple[Stat
     state = StateDir(str(tmp_path / "out"))
     ramp = Ramp(4, 4)
     progress = Progress()
-    engine = Engine(factory, state.temps, state.journal, ramp, progress)
+    engine = Engine(factory, state.temps, state.journal, ramp, progress, Storage)
     with state.session(lambda holder, seconds: None):
         state.journal.restart([])
         try:

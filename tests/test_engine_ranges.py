@@ -19,9 +19,11 @@ import pytest
 from devkit.driven_clock import DrivenClock
 from initializers.common.errors import FetchError
 from initializers.common.logs import structlog
-from initializers.common.remote_file import CRC32, Checksum, RemoteFile
+from initializers.common.remote_file import Checksum, RemoteFile
 from initializers.destination.state import StateDir
+from initializers.sources.aws.crc32 import CRC32, CRC32_KIND
 from initializers.store.contract import Storage
+from initializers.store.hashers import SHA256, kinds
 from initializers.store.retry import ATTEMPTS
 from initializers.store.sink import Sink
 from initializers.transfer.concurrency import Ramp
@@ -36,6 +38,8 @@ SMALL, LARGE = 64 * KiB, 256 * KiB
 
 class InMemory(Storage):
     """One stored file; after its first range is served the ramp calls for larger ranges, as a fast stream would."""
+
+    checksum_kinds = kinds(CRC32_KIND, SHA256)
 
     def __init__(
         self,
@@ -119,7 +123,7 @@ def fetch(
     tasks = KeepingTransfers(RangeTasks(storage, ramp))
     with state.session(lambda holder, seconds: None):
         state.journal.restart([])
-        engine = Engine(tasks, state.temps, state.journal, ramp, Progress(), clock)
+        engine = Engine(tasks, state.temps, state.journal, ramp, Progress(), InMemory, clock)
         try:
             engine.fetch([RemoteFile("weights.bin", len(body), "v1", "weights.bin", checksum)])
         finally:

@@ -16,8 +16,10 @@ import pytest
 
 from devkit.driven_clock import DrivenClock
 from initializers.common.errors import FetchError
-from initializers.common.remote_file import CRC32, Checksum, RemoteFile
+from initializers.common.remote_file import Checksum, RemoteFile
 from initializers.destination.state import StateDir
+from initializers.sources.aws.crc32 import CRC32
+from initializers.sources.s3.source import S3Source
 from initializers.transfer.file_transfer import Cancelled, FileTransfer, Transfers
 from initializers.transfer.part_sink import PartSink
 from initializers.transfer.progress import Progress
@@ -33,7 +35,7 @@ def sink_on(
 ) -> tuple[PartSink, FileTransfer, Progress]:
     """A sink for the part at offset 5 of a transfer writing `path` (`cancel`: the run's cancellation)."""
     progress = Progress()
-    run = Transfers(StateDir(str(path.parent / "out")).temps, cancel or threading.Event(), _unused, _unused)
+    run = Transfers(StateDir(str(path.parent / "out")).temps, cancel or threading.Event(), _unused, _unused, S3Source)
     target = FileTransfer(RemoteFile("f.bin", len(WHOLE), "v", "f.bin", checksum), str(path), run)
     target.fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
     return PartSink(target, 5, len(BODY), progress, DrivenClock()), target, progress

@@ -21,6 +21,7 @@ from initializers.destination.state import StateDir
 from initializers.plan.index import PlanIndex
 from initializers.plan.todo import Fetching, Listed, Verdict, still_to_fetch, verdict
 from initializers.steps.outcome import Outcome, outcome, up_to_date
+from initializers.store.hashers import SHA256, kinds
 from initializers.transfer.progress import Fetched, Progress
 
 BODY = b"the bytes of a file fetched earlier\n"
@@ -97,7 +98,7 @@ def run_pass(
 ) -> tuple[list[RemoteFile | Fetching], Listed, Log, Progress]:
     index.plan(files)
     log, progress = Log(), Progress()
-    stream = still_to_fetch(iter([files]), index, state, progress, log, verify)
+    stream = still_to_fetch(iter([files]), index, state, progress, log, kinds(SHA256) if verify else None)
     items: list[RemoteFile | Fetching] = []
     while True:
         try:
@@ -154,7 +155,7 @@ def test_the_pass_refuses_the_file_that_would_not_fit_before_yielding_it(state: 
     # Twice the free space and a GiB more: other processes on the machine free space meanwhile, never that much.
     huge = remote("huge.bin", size=2 * state.destination.free_space() + (1 << 30))
     index.plan([huge])
-    stream = still_to_fetch(iter([[huge]]), index, state, Progress(), Log(), verify=False)
+    stream = still_to_fetch(iter([[huge]]), index, state, Progress(), Log(), verify=None)
     assert next(stream) == Fetching(already_done=0)
     with pytest.raises(FetchError, match="not enough space in OUTPUT_PATH"):
         next(stream)

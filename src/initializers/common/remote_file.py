@@ -5,17 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import NamedTuple
 
-#: Checksum kinds besides hashlib's names: Git's blob id, sha1 over a "blob <size>\\0" header and the content (the
-#: Hub's oid for non-LFS files), S3's CRC-32 (base64 of the big-endian value, combined over ranges), and Cloud
-#: Storage's CRC-32C (Castagnoli's polynomial; the big-endian value in hex, as CRC32's).
-GIT_SHA1 = "git-sha1"
-CRC32 = "crc32"
-CRC32C = "crc32c"
-
 
 @dataclass(frozen=True)
 class Checksum:
-    algorithm: str  # a hashlib name, GIT_SHA1 or CRC32
+    algorithm: str  # one of the kinds its source declares (`Source.checksum_kinds`)
     hexdigest: str
 
 

@@ -8,7 +8,7 @@ before the first file to fetch (the caller withdraws the manifest there), then t
 
 from __future__ import annotations
 
-from collections.abc import Callable, Generator, Iterator
+from collections.abc import Callable, Generator, Iterator, Mapping
 from dataclasses import dataclass
 from enum import Enum
 from typing import Any
@@ -18,7 +18,8 @@ from initializers.destination import manifest
 from initializers.destination.done import DoneFile
 from initializers.destination.state import StateDir
 from initializers.plan.index import PlanIndex
-from initializers.transfer.checksums import file_hexdigest
+from initializers.store.hashers import HashKind
+from initializers.transfer.checksums import file_hexdigest, kind_of
 from initializers.transfer.progress import Progress
 
 
@@ -86,10 +87,11 @@ def still_to_fetch(
     state: StateDir,
     progress: Progress,
     log: Any,
-    verify: bool,
+    verify: Mapping[str, HashKind] | None,
 ) -> Generator[RemoteFile | Fetching, None, Listed]:
-    """The planned files still to fetch, after one `Fetching`; `verify`: VERIFY, done files are hashed again (see
-    `verdict`). The free space is checked as the bytes to fetch add up, before the file that would not fit."""
+    """The planned files still to fetch, after one `Fetching`; `verify`: with VERIFY, the checksum kinds the source
+    declares, by which done files are hashed again (see `verdict`). The free space is checked as the bytes to fetch
+    add up, before the file that would not fit."""
     free = state.destination.free_space()
     planned = done = in_manifest = todo_bytes = 0
     started = False
@@ -100,7 +102,7 @@ def still_to_fetch(
             planned += 1
             record = finished.get(file.path)
             if record is not None and state.destination.unchanged(record[0]):
-                seen = _verified(file, record[0], state) if verify else Verdict.INTACT
+                seen = _verified(file, record[0], state, verify) if verify is not None else Verdict.INTACT
                 found[seen] += 1
                 if seen is Verdict.DIFFERS:
                     log.warning("differs from its checksum, fetching it again", path=file.path)
@@ -117,7 +119,7 @@ def still_to_fetch(
             progress.add_todo(file.size)
             yield file
     progress.listed_all()
-    if verify:
+    if verify is not None:
         log.info(
             "verified",
             files=done - found[Verdict.UNVERIFIABLE],
@@ -127,6 +129,10 @@ def still_to_fetch(
     return Listed(planned, done, in_manifest)
 
 
-def _verified(file: RemoteFile, done: DoneFile, state: StateDir) -> Verdict:
+def _verified(file: RemoteFile, done: DoneFile, state: StateDir, kinds: Mapping[str, HashKind]) -> Verdict:
     path = state.destination.final_path(file.path)
-    return verdict(file, done, lambda checksum: file_hexdigest(path, checksum, file.size))
+
+    def digest(checksum: Checksum) -> str:
+        return file_hexdigest(path, kind_of(kinds, checksum.algorithm, path).new(file.size))
+
+    return verdict(file, done, digest)

@@ -41,7 +41,8 @@ def list_and_fetch(
             source, run.config.max_workers, run.config.max_bandwidth, state.temps, state.journal, progress
         )
         run.waiting.transfers = engine
-        todo = still_to_fetch(iter(plan), index, state, progress, run.log, run.config.verify)
+        verify = source.checksum_kinds if run.config.verify else None
+        todo = still_to_fetch(iter(plan), index, state, progress, run.log, verify)
         lookahead = Lookahead([todo], LISTING_LOOKAHEAD, "listing", stop=engine.cancel, check_stop=run.stop.check)
         try:
             first = next(lookahead, None)  # `Fetching`, once a file needs fetching; None: none does

@@ -10,10 +10,11 @@ to move a source's files by which of the two it is (`transfer.factories`).
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any, ClassVar
 
 from initializers.common.remote_file import RemoteFile
+from initializers.store.hashers import HashKind, kinds
 from initializers.store.lane import LaneReads
 from initializers.store.round_trips import RoundTrips
 from initializers.store.sink import Sink
@@ -64,9 +65,12 @@ class Source(ABC):
     #: A run reads one version of the source whatever changes meanwhile (a Hub commit, a table's snapshot); False: a
     #: file changed during the run fails it rather than land mixed (S3's If-Match on the listed ETag).
     pins_versions: ClassVar[bool] = False
-    #: The algorithms of the checksums it vouches for files with (in its listing or its answers), which each file is
-    #: verified against; empty: files are checked by size and version alone.
-    checksum_kinds: ClassVar[frozenset[str]] = frozenset()
+    #: The kinds of checksum it vouches for files with (in its listing or as it reads them), by name, each with how it
+    #: is computed (`store.hashers`): the engine verifies each file by these alone; empty: by size and version.
+    checksum_kinds: ClassVar[Mapping[str, HashKind]] = kinds()
+    #: The kind it vouches in only once a file's bytes are read (a trailer, a digest it computes as it reads:
+    #: `Sink.expect` after the last byte), which the engine then hashes every byte in as it lands, for one pass.
+    vouches_late: ClassVar[str | None] = None
 
     @abstractmethod
     def list_files(self) -> Iterator[RemoteFile]:

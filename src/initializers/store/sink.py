@@ -17,7 +17,8 @@ class Sink(Protocol):
     def write(self, data: memoryview) -> None: ...
 
     def expect(self, checksum: Checksum) -> None:
-        """What the whole file hashes to, as the answer carrying this range says: called before its first byte."""
+        """What the whole file hashes to, as the store says while reading this range: before its first byte, or, by a
+        store that `vouches_late`, once its last byte is written."""
 
     def rewind(self) -> None:
         """Start the range over: a server ignored a resume request and sends it all again."""

@@ -1,22 +1,23 @@
 """Digests a source vouches for, and how a file is checked against one: the one owner of content verification.
 
 Each file being fetched has a `FileVerifier`: what it must hash to, and what its parts hashed to as they landed.
-Hashers are hashlib's, plus git's blob ids, zlib's CRC-32 and Google's CRC-32C. A CRC of a file fetched as ranges
-in parallel is combined from the ranges' own CRCs (`combined_crc`), in whatever order they landed, so the whole-object
-checksum is checked without reading the file again; any other digest of a ranged file is taken in order as its
-ranges land (`InOrderDigest`), each read back from the page cache by the thread whose range closes the gap before it.
+Hashers are the store's: the kinds it declares (`Source.checksum_kinds`), which this module never names. A CRC of a
+file fetched as ranges in parallel is combined from the ranges' own CRCs (`combined_crc`), in whatever order they
+landed, so the whole-object checksum is checked without reading the file again; any other digest of a ranged file is
+taken in order as its ranges land (`InOrderDigest`), each read back from the page cache by the thread whose range
+closes the gap before it.
 """
 
 from __future__ import annotations
 
-import hashlib
+import functools
 import threading
-import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from initializers.common.errors import FetchError, changed_during_download
-from initializers.common.remote_file import CRC32, CRC32C, GIT_SHA1, Checksum, RemoteFile
+from initializers.common.remote_file import Checksum, RemoteFile
+from initializers.store.hashers import Hasher, HashKind
 from initializers.store.retry import Retriable
 
 _BLOCK_BYTES = 1 << 20
@@ -26,41 +27,12 @@ class ChecksumMismatch(FetchError, Retriable):
     """A file's bytes do not hash to what its source vouched for: corrupted on the way, worth fetching again."""
 
 
-class _Crc32:
-    """zlib's CRC-32 with hashlib's interface (S3 stores it as a full-object checksum)."""
-
-    def __init__(self) -> None:
-        self._value = 0
-
-    def update(self, data: bytes | memoryview) -> None:
-        self._value = zlib.crc32(data, self._value)
-
-    def hexdigest(self) -> str:
-        return f"{self._value:08x}"
-
-
-class _Crc32c:
-    """Google's CRC-32C (google-crc32c, native code, imported for Cloud Storage's objects only) with hashlib's
-    interface."""
-
-    def __init__(self) -> None:
-        import google_crc32c
-
-        self._checksum = google_crc32c.Checksum()
-
-    def update(self, data: bytes | memoryview) -> None:
-        self._checksum.update(bytes(data))  # it takes no view of a writable buffer: one copy of a read, in memory
-
-    def hexdigest(self) -> str:
-        return str(self._checksum.digest().hex())
-
-
 class CrcCombiner:
     """The CRC of two pieces joined, from the CRCs of each and the second's length (zlib's crc32_combine), for a
     bit-reflected 32-bit CRC with all-ones start and end (CRC-32, CRC-32C): ranges' CRCs combine into the file's."""
 
     def __init__(self, polynomial: int) -> None:
-        """`polynomial`: bit-reflected (CRC-32's 0xEDB88320, CRC-32C's 0x82F63B78)."""
+        """`polynomial`: bit-reflected (`HashKind.crc_polynomial`)."""
         self._polynomial = polynomial
         #: x^(2^k) modulo the polynomial, k = 0..63: enough to shift a CRC past any length below 2^64 bits.
         self._x_to_2_to_the = [1 << 30]  # x^1
@@ -91,34 +63,31 @@ class CrcCombiner:
         return self._multiply(shift, crc_a) ^ crc_b
 
 
-#: The CRCs whose ranges combine: S3's CRC-32 and Cloud Storage's CRC-32C.
-COMBINERS = {CRC32: CrcCombiner(0xEDB88320), CRC32C: CrcCombiner(0x82F63B78)}
+@functools.cache
+def combiner(polynomial: int) -> CrcCombiner:
+    """The combiner of the CRC of `polynomial`, made once: its table is 64 products."""
+    return CrcCombiner(polynomial)
 
 
-def combined_crc(algorithm: str, ranges: dict[int, tuple[int, int]], size: int) -> str | None:
-    """The CRC (`algorithm`, one of COMBINERS) of a file of `size` bytes from its ranges' CRCs (offset -> (length,
-    crc)), in hex as the hashers write it; None unless the ranges tile the file exactly."""
-    combiner = COMBINERS[algorithm]
+def combined_crc(polynomial: int, ranges: dict[int, tuple[int, int]], size: int) -> str | None:
+    """The CRC (of `polynomial`) of a file of `size` bytes from its ranges' CRCs (offset -> (length, crc)), in hex as
+    the hashers write it; None unless the ranges tile the file exactly."""
     crc = position = 0
     for offset in sorted(ranges):
         length, range_crc = ranges[offset]
         if offset != position:
             return None
-        crc, position = combiner.combine(crc, range_crc, length), position + length
+        crc, position = combiner(polynomial).combine(crc, range_crc, length), position + length
     return f"{crc:08x}" if position == size else None
 
 
-def new_hasher(checksum: Checksum, size: int) -> Any:
-    """A hashlib-style object (update, hexdigest) that checks `checksum` over content of `size` bytes."""
-    if checksum.algorithm == GIT_SHA1:
-        hasher = hashlib.sha1(usedforsecurity=False)
-        hasher.update(b"blob %d\0" % size)
-        return hasher
-    if checksum.algorithm == CRC32:
-        return _Crc32()
-    if checksum.algorithm == CRC32C:
-        return _Crc32c()
-    return hashlib.new(checksum.algorithm, usedforsecurity=False)
+def kind_of(kinds: Mapping[str, HashKind], algorithm: str, where: str) -> HashKind:
+    """How a checksum of `algorithm` is computed, by the kinds its store declares; FetchError for one it does not
+    declare (`where`: the file vouched for by it)."""
+    kind = kinds.get(algorithm)
+    if kind is None:
+        raise FetchError(f"{where}: vouched for by a {algorithm} checksum, a kind its store does not declare")
+    return kind
 
 
 class InOrderDigest:
@@ -173,17 +142,25 @@ class InOrderDigest:
 class FileVerifier:
     """What one file must hash to, and what its parts hashed to as they landed, from many threads.
 
-    The file must hash to the listing's checksum, else to the first one a response vouched for. Each part feeds the
-    digest it is handed (`part_digest`): any, for the file in one part; a CRC-32 or CRC-32C, for a range (the
-    ranges' CRCs combine). Ranges in another algorithm are hashed in order once they land, read back by the
-    `read(offset, length)` the caller hands in: the verifier holds no reference to the file it checks, which holds
-    the verifier (a cycle would keep every file's objects alive until the cyclic garbage collector ran: megabytes on
-    a million small files). Whatever none of these covered is hashed from the file when it is verified: all of a
-    `resumed` file (one that keeps bytes an earlier run wrote), whose ranges then feed no digest.
+    The file must hash to the listing's checksum, else to the first one the store vouched for as it read, before its
+    first byte or, for a store that `vouches_late`, after its last: its parts are then hashed in that kind from the
+    start, so the late word is checked in one pass. Each part feeds the digest it is handed (`part_digest`): any, for
+    the file in one part; a CRC whose ranges combine, for a range. Ranges in another kind are hashed in order once
+    they land, read back by the `read(offset, length)` the caller hands in: the verifier holds no reference to the
+    file it checks, which holds the verifier (a cycle would keep every file's objects alive until the cyclic garbage
+    collector ran: megabytes on a million small files). Whatever none of these covered is hashed from the file when
+    it is verified: all of a `resumed` file (one that keeps bytes an earlier run wrote), whose ranges then feed no
+    digest.
     """
 
-    def __init__(self, file: RemoteFile, resumed: bool = False) -> None:
+    def __init__(
+        self, file: RemoteFile, kinds: Mapping[str, HashKind], late: str | None, resumed: bool = False
+    ) -> None:
+        """`kinds`: those its store declares (`Source.checksum_kinds`); `late`: the one it vouches in after reading
+        (`Source.vouches_late`)."""
         self._file = file
+        self._kinds = kinds
+        self._late = late
         self._lock = threading.Lock()  # guards what is vouched for and the ranges' digests
         self.reset()
         self._resumed = resumed
@@ -194,49 +171,67 @@ class FileVerifier:
             self._resumed = False
             self._expected: Checksum | None = self._file.checksum
             self._streamed: str | None = None  # the whole file's digest: in-stream (one part), or the ranges' in order
-            self._range_crcs: dict[int, tuple[int, int]] = {}  # offset -> (length, CRC-32) of landed ranges
+            self._range_crcs: dict[int, tuple[int, int]] = {}  # offset -> (length, CRC) of landed ranges
             self._in_order: InOrderDigest | None = None
 
     def expect(self, checksum: Checksum) -> None:
-        """A response's word on the whole file: the first one stands, and a different one in the same algorithm
+        """The store's word on the whole file: the first one stands, and a different one in the same algorithm
         means the file changed during the download (FetchError)."""
         with self._lock:
             expected = self._expected
             if expected is None:
+                if self._late is not None and checksum.algorithm != self._late:
+                    raise FetchError(
+                        f"{self._file.locator}: vouched for by a {checksum.algorithm} checksum after its bytes were "
+                        f"hashed in {self._late}, the kind its store says it vouches in (vouches_late)"
+                    )
                 self._expected = checksum
             elif expected.algorithm == checksum.algorithm and expected != checksum:
                 evidence = f"{checksum.algorithm} {expected.hexdigest} became {checksum.hexdigest}"
                 raise FetchError(changed_during_download(self._file.locator, evidence))
 
-    def part_digest(self, length: int) -> Any:
-        """The digest a part of `length` bytes feeds as its bytes arrive: any, for the file in one part; a CRC-32 or
-        CRC-32C, for a range. None: nothing to check against yet, a range hashed in order once it lands, or a range
-        of a resumed file."""
-        expected, size = self._expected, self._file.size
-        if expected is None or (self._resumed and length < size):
+    def awaits_word(self) -> bool:
+        """Whether nothing has vouched for the file yet but its store may, as it reads it (an empty file is read
+        for that alone)."""
+        return self._expected is None and bool(self._kinds)
+
+    def _kind(self) -> HashKind | None:
+        """How what the file must hash to is computed: the kind vouched for, else the one its store vouches in
+        late; None: nothing to hash for."""
+        expected = self._expected
+        algorithm = expected.algorithm if expected is not None else self._late
+        return None if algorithm is None else kind_of(self._kinds, algorithm, self._file.locator)
+
+    def part_digest(self, length: int) -> Hasher | None:
+        """The digest a part of `length` bytes feeds as its bytes arrive: any, for the file in one part; a CRC whose
+        ranges combine, for a range. None: nothing to check against yet, a range hashed in order once it lands, or a
+        range of a resumed file."""
+        size = self._file.size
+        kind = self._kind()
+        if kind is None or (self._resumed and length < size):
             return None
         if length == size:
-            return new_hasher(expected, size)
-        return new_hasher(expected, length) if expected.algorithm in COMBINERS else None
+            return kind.new(size)
+        return kind.new(length) if kind.crc_polynomial else None
 
-    def part_complete(self, offset: int, length: int, digest: Any, read: Callable[[int, int], bytes]) -> None:
+    def part_complete(self, offset: int, length: int, digest: Hasher | None, read: Callable[[int, int], bytes]) -> None:
         """A part is in the file, its bytes fed to `digest` (None: to none): keep what it hashed to, or hash it in
         order with the other ranges, read back by `read` (OSError when it cannot be)."""
         size = self._file.size
         if digest is None:
-            if self._expected is not None and length < size and not self._resumed:
-                self._hash_in_order(self._expected, offset, length, read)
+            if length < size and not self._resumed and (kind := self._kind()) is not None:
+                self._hash_in_order(kind, offset, length, read)
         elif length == size:
             self._streamed = digest.hexdigest()
         else:
             with self._lock:
                 self._range_crcs[offset] = (length, int(digest.hexdigest(), 16))
 
-    def _hash_in_order(self, expected: Checksum, offset: int, length: int, read: Callable[[int, int], bytes]) -> None:
+    def _hash_in_order(self, kind: HashKind, offset: int, length: int, read: Callable[[int, int], bytes]) -> None:
         with self._lock:
             if self._in_order is None:
                 size = self._file.size
-                self._in_order = InOrderDigest(new_hasher(expected, size), size)
+                self._in_order = InOrderDigest(kind.new(size), size)
             in_order = self._in_order
         in_order.part_complete(offset, length, read)
 
@@ -252,11 +247,12 @@ class FileVerifier:
         expected, size = self._expected, self._file.size
         if expected is None:  # nothing vouched for: the size (and, for S3, If-Match on the ETag) is all there is
             return None
+        kind = kind_of(self._kinds, expected.algorithm, self._file.locator)
         found = self._streamed
-        if found is None and expected.algorithm in COMBINERS:
-            found = combined_crc(expected.algorithm, self._range_crcs, size)
+        if found is None and kind.crc_polynomial:
+            found = combined_crc(kind.crc_polynomial, self._range_crcs, size)
         if found is None:  # a gap in the ranges hashed in order, or handed over whole: hash the file again
-            found = file_hexdigest(path, expected, size)
+            found = file_hexdigest(path, kind.new(size))
         if found != expected.hexdigest:
             raise ChecksumMismatch(
                 f"{self._file.locator}: {expected.algorithm} checksum mismatch (expected {expected.hexdigest}, "
@@ -265,9 +261,8 @@ class FileVerifier:
         return expected
 
 
-def file_hexdigest(path: str, checksum: Checksum, size: int) -> str:
-    """The digest of the file at `path`, in `checksum`'s algorithm, read from disk."""
-    hasher = new_hasher(checksum, size)
+def file_hexdigest(path: str, hasher: Hasher) -> str:
+    """The digest of the file at `path` by `hasher`, read from disk."""
     with open(path, "rb") as handle:
         while block := handle.read(_BLOCK_BYTES):
             hasher.update(block)

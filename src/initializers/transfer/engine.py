@@ -24,6 +24,7 @@ from initializers.common.remote_file import RemoteFile
 from initializers.destination.done import DoneFile
 from initializers.destination.journal import Journal
 from initializers.destination.temporaries import Temporaries
+from initializers.store.contract import Source
 from initializers.transfer.concurrency import WINDOW_SECONDS, Ramp, RequestTimes
 from initializers.transfer.file_transfer import Cancelled, FileTransfer, Transfers
 from initializers.transfer.progress import InFlight, Progress
@@ -76,9 +77,11 @@ class Engine:
         journal: Journal,
         ramp: Ramp,
         progress: Progress,
+        store: type[Source],
         clock: Clock | None = None,
     ) -> None:
-        """`clock`: what the windows and waits are timed by (the system's by default)."""
+        """`store`: the source's class, whose checksum kinds its files are verified by; `clock`: what the windows and
+        waits are timed by (the system's by default)."""
         self._factory = factory
         self._temps = temps
         self._journal = journal
@@ -88,7 +91,9 @@ class Engine:
         self._threads: list[threading.Thread] = []
         #: Set once a thread has failed or the run is being stopped; the task stream's producers stop on it too.
         self.cancel = threading.Event()
-        self._transfers = Transfers(temps, self.cancel, self._record_done, lambda count: progress.add_bytes(-count))
+        self._transfers = Transfers(
+            temps, self.cancel, self._record_done, lambda count: progress.add_bytes(-count), store
+        )
         self.start = self._transfers.start  # `TransferContext.start`
         progress.watch(self.in_flight)
         #: Threads take turns pulling tasks; nothing else ever waits for it, since its holder may wait on the listing.

@@ -43,4 +43,4 @@ def engine_for(
         round_trips=source.round_trips,
     )
     bandwidth = TokenBucket(max_bandwidth) if max_bandwidth else None
-    return Engine(task_factory(source, ramp, bandwidth), temps, journal, ramp, progress), ramp
+    return Engine(task_factory(source, ramp, bandwidth), temps, journal, ramp, progress, type(source)), ramp

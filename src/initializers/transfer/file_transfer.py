@@ -25,6 +25,7 @@ from initializers.common.remote_file import RemoteFile
 from initializers.destination.done import DoneFile
 from initializers.destination.partials import PartRecord, missing
 from initializers.destination.temporaries import Temporaries
+from initializers.store.contract import Source
 from initializers.transfer.checksums import FileVerifier
 from initializers.transfer.progress import InFlight
 
@@ -74,7 +75,7 @@ class FileTransfer:
     _all_handed_out: bool = field(default=False, init=False)  # the file's last part is among them
 
     def __post_init__(self) -> None:
-        self.verifier = FileVerifier(self.file, resumed=bool(self.kept))
+        self.verifier = FileVerifier(self.file, *self._run.vouching, resumed=bool(self.kept))
         self.landed = sum(length for _offset, length in self.kept)
 
     # Its parts.
@@ -238,11 +239,13 @@ class Transfers:
 
     def __init__(
         self, temps: Temporaries, cancel: threading.Event, on_done: Callable[[FileTransfer, DoneFile], None],
-        on_refetch: Callable[[int], None],
+        on_refetch: Callable[[int], None], store: type[Source],
     ) -> None:  # fmt: skip
         """`cancel`: set once the run fails or is being stopped; `on_done`: what follows a file in place (the journal,
-        the progress); `on_refetch`: bytes counted as landed that are to be fetched again."""
+        the progress); `on_refetch`: bytes counted as landed that are to be fetched again; `store`: the source's class,
+        whose checksum kinds (`checksum_kinds`, `vouches_late`) its files are verified by."""
         self.temps = temps
+        self.vouching = (store.checksum_kinds, store.vouches_late)
         self.cancel = cancel
         self.on_done = on_done
         self.on_refetch = on_refetch

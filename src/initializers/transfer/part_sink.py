@@ -33,8 +33,8 @@ class PartSink:
         self._digest = transfer.verifier.part_digest(length)
 
     def expect(self, checksum: Checksum) -> None:
-        """Pass the whole file's checksum from the response, before its body, to the verifier; a part that had no
-        digest to feed may have one now."""
+        """Pass the whole file's checksum the store vouches for to the verifier; a part that had no digest to feed,
+        and was fed nothing yet, may have one now."""
         verifier = self._transfer.verifier
         verifier.expect(checksum)
         if self._digest is None and self.written == 0:

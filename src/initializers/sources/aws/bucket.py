@@ -23,8 +23,9 @@ from urllib.parse import quote, urlsplit
 
 from initializers.common import logs
 from initializers.common.errors import ConfigError, FetchError, changed_during_download
-from initializers.common.remote_file import CRC32, Checksum
+from initializers.common.remote_file import Checksum
 from initializers.sources.aws.access import AwsAccess
+from initializers.sources.aws.crc32 import CRC32, CRC32_KIND
 from initializers.sources.aws.sigv4 import GetSigner, SigningCredentials, canonical_query
 from initializers.sources.http.getter import (
     RETRIABLE_STATUS,
@@ -35,6 +36,7 @@ from initializers.sources.http.getter import (
     retriable,
 )
 from initializers.sources.http.http1 import ProtocolError, Response
+from initializers.store.hashers import MD5, SHA1, SHA256, kinds
 from initializers.store.retry import Retriable
 from initializers.store.sink import Sink
 
@@ -342,7 +344,7 @@ def _etag_md5(response: Response, etag: str) -> Checksum | None:
 #: need native code: their objects fall back to the ETag's MD5).
 _CHECKSUMS = (CRC32, "sha1", "sha256")
 #: What an object's bytes may be verified against: a full-object checksum S3 stores, or the MD5 a plain ETag is.
-CHECKSUM_KINDS = frozenset((*_CHECKSUMS, "md5"))
+CHECKSUM_KINDS = kinds(CRC32_KIND, SHA1, SHA256, MD5)
 
 
 @dataclass

@@ -18,6 +18,7 @@ from initializers.sources.azure.listing import ListedBlob, ListPage, PageChain, 
 from initializers.sources.azure.location import AzureLocation
 from initializers.sources.azure.range_md5 import checked_of
 from initializers.store.contract import Intervals, Storage
+from initializers.store.hashers import MD5, kinds
 from initializers.store.lane import LaneReads, RequestInFlight
 from initializers.store.sink import Sink
 
@@ -25,7 +26,7 @@ from initializers.store.sink import Sink
 class AzureSource(Storage):
     """A container's blobs under a prefix, or one blob, of the account the credentials (or the URL) name."""
 
-    checksum_kinds = frozenset({"md5"})
+    checksum_kinds = kinds(MD5)
     pins_versions = False  # a blob replaced during the run fails it (If-Match), never lands mixed
 
     def __init__(self, location: AzureLocation, config: Config, access: AzureAccess) -> None:

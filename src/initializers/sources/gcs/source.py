@@ -10,13 +10,15 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from initializers.common.errors import FetchError
-from initializers.common.remote_file import CRC32C, Checksum, RemoteFile
+from initializers.common.remote_file import Checksum, RemoteFile
 from initializers.config.contract import Config
 from initializers.sources.gcs.access import GcsAccess, access_from
 from initializers.sources.gcs.bucket import GcsBucket
+from initializers.sources.gcs.crc32c import CRC32C, CRC32C_KIND
 from initializers.sources.gcs.location import GcsLocation
 from initializers.store import answers
 from initializers.store.contract import MAX_EMPTY_PAGES, Storage
+from initializers.store.hashers import MD5, kinds
 from initializers.store.lane import LaneReads, RequestInFlight
 from initializers.store.sink import Sink
 
@@ -24,7 +26,7 @@ from initializers.store.sink import Sink
 class GcsSource(Storage):
     """A bucket's objects under a prefix (or one object), each read at the generation listed."""
 
-    checksum_kinds = frozenset(("md5", CRC32C))
+    checksum_kinds = kinds(MD5, CRC32C_KIND)
 
     def __init__(self, location: GcsLocation, config: Config, access: GcsAccess) -> None:
         self.location = location

@@ -11,6 +11,7 @@ HOME; of its home (HF_HOME) it reads only the token `hf auth login` saved, used 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import re
 from collections.abc import Callable, Iterator
@@ -18,7 +19,7 @@ from typing import Any, TypeVar
 
 from initializers.common import logs
 from initializers.common.errors import ConfigError, FetchError
-from initializers.common.remote_file import GIT_SHA1, Checksum, RemoteFile
+from initializers.common.remote_file import Checksum, RemoteFile
 from initializers.config.contract import Config, Kind
 from initializers.sources.hub import library
 from initializers.sources.hub.get import BAD_TOKEN, HUB_TRUST, HubGetter, gated, hub_transient, not_found
@@ -27,18 +28,30 @@ from initializers.sources.hub.location import HfLocation
 from initializers.sources.hub.options import HubOptions
 from initializers.store import answers
 from initializers.store.contract import PART_SIZE, Storage, comes_whole
+from initializers.store.hashers import SHA256, Hasher, HashKind, kinds
 from initializers.store.retry import Retriable, retrying, untrusted_certificate
 from initializers.store.sink import Sink
 
 _T = TypeVar("_T")
 _log = logs.get_logger("initializers.hf")
+#: Git's blob id, the Hub's id of a file not in LFS: sha1 over a "blob <size>" header, a NUL, and the content.
+GIT_SHA1 = "git-sha1"
+
+
+def _git_blob_hasher(size: int) -> Hasher:
+    hasher = hashlib.sha1(usedforsecurity=False)
+    hasher.update(b"blob %d\0" % size)
+    return hasher
+
+
+GIT_BLOB_ID = HashKind(GIT_SHA1, _git_blob_hasher)
 
 
 class HfSource(Storage):
     """A repo at one revision, resolved to its commit, listed through huggingface_hub and read by resolve GETs."""
 
     pins_versions = True  # every file is read at the commit the revision resolved to once
-    checksum_kinds = frozenset(("sha256", GIT_SHA1))  # sha256 for LFS files, the git blob id otherwise
+    checksum_kinds = kinds(SHA256, GIT_BLOB_ID)  # sha256 for LFS files, the git blob id otherwise
 
     def __init__(self, location: HfLocation, config: Config, kind: Kind) -> None:
         self.location = location
