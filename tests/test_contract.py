@@ -36,6 +36,16 @@ def test_output_path_defaults_by_kind_and_is_honoured():
     assert Config.from_env({"OUTPUT_PATH": "/data/x"}).output_dir(MODEL) == "/data/x"
 
 
+def test_a_store_is_opened_with_the_runs_output_path():
+    """Each store's opener is handed the shared settings beside its own options (`Config.for_source`), OUTPUT_PATH
+    among them: a store reading a folder leaves it out of what it lists."""
+    for kind in (DATASET, MODEL):
+        for plugin in kind.plugins:
+            given = Config.from_env({"OUTPUT_PATH": "/data/x"}, kind=kind).for_source(plugin)
+            assert given.output_dir(kind) == "/data/x", plugin.scheme
+            assert Config.from_env({}, kind=kind).for_source(plugin).output_dir(kind) == kind.default_output_path
+
+
 def test_options_win_over_variables():
     config = Config.from_env({"STORAGE_URI": "s3://env", "MAX_WORKERS": "3"}, {"storage_uri": "s3://option"})
     assert config.storage_uri == "s3://option"

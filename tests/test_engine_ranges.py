@@ -75,12 +75,20 @@ class InMemory(Storage):
             corrupt = offset == self.corrupt_at
             if corrupt and not self.corrupt_always:
                 self.corrupt_at = None
-        if self.vouched is not None:
+        if self.vouched is not None and not self.vouches_late:
             sink.expect(self.vouched)
         data = bytearray(self.body[offset : offset + length])
         if corrupt:
             data[0] ^= 0xFF
         sink.write(memoryview(data))
+        if self.vouched is not None and self.vouches_late:
+            sink.expect(self.vouched)
+
+
+class VouchingLate(InMemory):
+    """Vouches for the whole file once each answer's bytes are sent (as a trailer would), in sha256."""
+
+    vouches_late = "sha256"
 
 
 class Kept:
@@ -113,17 +121,23 @@ class KeepingTransfers:
 
 
 def fetch(
-    tmp_path: Path, body: bytes, checksum: Checksum | None, clock: DrivenClock | None = None, **storage_options: Any
+    tmp_path: Path,
+    body: bytes,
+    checksum: Checksum | None,
+    clock: DrivenClock | None = None,
+    store: type[InMemory] = InMemory,
+    **storage_options: Any,
 ) -> tuple[InMemory, StateDir, FileTransfer]:
-    """Fetch `body` as weights.bin through the engine's range tasks: the storage, the state, the file's transfer."""
+    """Fetch `body` as weights.bin through the engine's range tasks: the storage (a `store`), the state, the file's
+    transfer."""
     ramp = Ramp(4, 4)
     ramp.part_size = 0  # the storage's own part size rules until the first range is served
-    storage = InMemory(body, ramp, **storage_options)
+    storage = store(body, ramp, **storage_options)
     state = StateDir(str(tmp_path / "out"))
     tasks = KeepingTransfers(RangeTasks(storage, ramp))
     with state.session(lambda holder, seconds: None):
         state.journal.restart([])
-        engine = Engine(tasks, state.temps, state.journal, ramp, Progress(), InMemory, clock)
+        engine = Engine(tasks, state.temps, state.journal, ramp, Progress(), store, clock)
         try:
             engine.fetch([RemoteFile("weights.bin", len(body), "v1", "weights.bin", checksum)])
         finally:
@@ -200,3 +214,31 @@ def test_a_file_corrupted_every_time_is_given_up_on_after_the_policys_attempts(t
               corrupt_always=True)  # fmt: skip
     assert len(clock.sleeps) == ATTEMPTS - 1
     assert not (tmp_path / "out" / "weights.bin").exists()
+
+
+def test_a_word_sent_after_each_answers_bytes_is_checked_by_the_bytes_hashed_as_they_landed(tmp_path: Path):
+    """A store that vouches late: its ranges are hashed as they land, its word checked once the last one is in, and
+    bytes that miss it fetched again."""
+    body = os.urandom(3 * 1024 * KiB + 5)
+    word = Checksum("sha256", hashlib.sha256(body).hexdigest())
+    storage, state, transfer = fetch(tmp_path, body, None, store=VouchingLate, vouched=word, corrupt_at=SMALL)
+    assert (tmp_path / "out" / "weights.bin").read_bytes() == body
+    assert (transfer.status, transfer.checks) == (Status.DONE, 2), "checked, found corrupt, fetched again, checked"
+    assert len(storage.ranges) > 2 and storage.ranges[-1] == (0, len(body))
+    assert [(done.algorithm, done.hexdigest) for done in state.journal.files()] == [("sha256", word.hexdigest)]
+
+
+@pytest.mark.parametrize("store", [InMemory, VouchingLate], ids=["before its bytes", "after them"])
+def test_an_empty_file_is_read_for_the_stores_word_and_verified_by_it(tmp_path: Path, store: type[InMemory]):
+    """An empty file nothing listed a checksum for is asked for all the same, and the word its store sends checked
+    against the digest of no bytes: recorded by it, or refused when it is another file's."""
+    word = Checksum("sha256", hashlib.sha256(b"").hexdigest())
+    storage, state, transfer = fetch(tmp_path / "vouched", b"", None, store=store, vouched=word)
+    assert storage.ranges == [(0, 0)] and transfer.status is Status.DONE
+    assert [(done.algorithm, done.hexdigest) for done in state.journal.files()] == [("sha256", word.hexdigest)]
+    other = Checksum("sha256", hashlib.sha256(b"not empty").hexdigest())
+    with pytest.raises(FetchError, match=f"after {ATTEMPTS} attempts: .*sha256 checksum mismatch"):
+        fetch(tmp_path / "wrong", b"", None, DrivenClock(), store=store, vouched=other)
+    assert not (tmp_path / "wrong" / "out" / "weights.bin").exists()
+    listed, _, _ = fetch(tmp_path / "listed", b"", word, store=store)  # the listing vouched: nothing to ask
+    assert listed.ranges == []

@@ -62,6 +62,19 @@ def test_nested_prefix_is_copied_relative_to_the_prefix(seaweed: SeaweedFS, s3: 
     assert result.last["event"] == "done" and result.last["files"] == 3 and result.last["bytes"] == 70_900
 
 
+def test_an_empty_object_is_asked_for_and_verified_by_what_s3_sends_for_it(
+    seaweed: SeaweedFS, s3: Any, bucket: str, tmp_path: Path
+):
+    put_all(s3, bucket, {"e/empty.txt": b""})
+    result = fetch(seaweed, f"s3://{bucket}/e", tmp_path / "out")
+    assert result.code == 0, result.stdout + result.stderr
+    (entry,) = manifest(tmp_path / "out")["files"]
+    assert entry["checksum"] in (
+        {"algorithm": "md5", "hexdigest": hashlib.md5(b"").hexdigest()},
+        {"algorithm": "crc32", "hexdigest": "00000000"},
+    ), entry
+
+
 def test_a_prefix_is_a_folder_not_a_string_prefix(seaweed: SeaweedFS, s3: Any, bucket: str, tmp_path: Path):
     put_all(s3, bucket, {"data/a.txt": b"a", "data-old/b.txt": b"b", "database.txt": b"c"})
     result = fetch(seaweed, f"s3://{bucket}/data", tmp_path / "out")

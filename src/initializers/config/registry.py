@@ -42,7 +42,8 @@ class SourcePlugin:
     #: Checks a URI it takes (of its scheme, or one it `claims`) for a program's kind and returns its parsed location,
     #: whose `place` names what is fetched whatever its version; raises ConfigError naming STORAGE_URI.
     locate: Callable[[str, Any], Any]
-    #: Imports the source's modules and opens it: (uri, config holding only its own option groups, kind).
+    #: Imports the source's modules and opens it: (uri, config holding the shared settings, OUTPUT_PATH among them
+    #: (`Config.output_dir(kind)`), and only its own option groups, kind).
     open: Callable[..., Any]
     #: The programs that accept it, by their kind's name (`Kind.name`): both unless it says otherwise.
     kinds: tuple[str, ...] = ("dataset", "model")

@@ -191,9 +191,9 @@ class FileVerifier:
                 raise FetchError(changed_during_download(self._file.locator, evidence))
 
     def awaits_word(self) -> bool:
-        """Whether nothing has vouched for the file yet but its store may, as it reads it (an empty file is read
-        for that alone)."""
-        return self._expected is None and bool(self._kinds)
+        """Whether the file is empty, nothing has vouched for it, and its store may as it reads it: it is read all
+        the same, for that word, and verified by it as any other file."""
+        return not self._file.size and self._expected is None and bool(self._kinds)
 
     def _kind(self) -> HashKind | None:
         """How what the file must hash to is computed: the kind vouched for, else the one its store vouches in

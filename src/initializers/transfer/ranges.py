@@ -97,7 +97,7 @@ class RangeTasks:
     def _transfer_range(self, context: TransferContext, transfer: FileTransfer, offset: int, length: int) -> None:
         with transfer.working():
             transfer.open(ranged=length < transfer.file.size)
-            if length:
+            if length or transfer.verifier.awaits_word():
                 self._read_range(context, transfer, offset, length)
                 if length < transfer.file.size:  # a part of a large file: its bytes head for disk while others arrive
                     try:
@@ -124,7 +124,7 @@ class RangeTasks:
         def attempt() -> None:
             if transfer.checks:  # the last check found its bytes corrupt
                 transfer.fetch_again()
-                if transfer.file.size:
+                if transfer.file.size or transfer.verifier.awaits_word():
                     self._read_range(context, transfer, 0, transfer.file.size)
             transfer.finish()
 
