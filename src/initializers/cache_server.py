@@ -93,8 +93,9 @@ class ServerConfig:
             return name
 
 
-def run(options: Mapping[str, str | None]) -> int:
-    """Parse, open the table, serve until a stop signal; every outcome ends in one log line that says what happened."""
+def exit_code(options: Mapping[str, str | None]) -> int:
+    """The server's exit code: parse, open the table, serve until a stop signal; every outcome ends in one log line
+    that says what happened."""
     from initializers.common import logs
     from initializers.process import workspace_owner
 
@@ -138,7 +139,7 @@ def run(options: Mapping[str, str | None]) -> int:
 
 def _command() -> click.Command:
     def callback(**options: str | None) -> NoReturn:
-        exit_now(run(options))
+        exit_now(exit_code(options))
 
     return click.Command(
         name=PROGRAM,

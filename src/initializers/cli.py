@@ -41,7 +41,7 @@ def build_command(kind: Kind, words: list[str] | None = None) -> click.Command:
     """The program's command; `words`: positional words given by mistake, which its run refuses."""
 
     def callback(**options: str | None) -> NoReturn:
-        exit_now(run(kind, options, words or []))
+        exit_now(exit_code(kind, options, words or []))
 
     habits = [habit for _, setting in Config.settings(kind) for habit in setting.habits]
     also_reads = dict.fromkeys(variable for plugin in kind.plugins for variable in plugin.also_reads)
@@ -123,10 +123,10 @@ def _print_version(ctx: click.Context, _param: click.Parameter, value: bool) -> 
         ctx.exit(EXIT_OK)
 
 
-def run(kind: Kind, options: dict[str, Any], words: list[str]) -> int:
-    """Parse, configure logging, run; every outcome ends in one log line that says what happened. `words`:
-    positional words, refused."""
-    from initializers import run as job  # deferred: --help stays fast
+def exit_code(kind: Kind, options: dict[str, Any], words: list[str]) -> int:
+    """The program's exit code: parse, configure logging, perform the run; every outcome ends in one log line that
+    says what happened. `words`: positional words, refused."""
+    from initializers import run  # deferred: --help stays fast
     from initializers.common import logs
     from initializers.process import early_stops, workspace_owner
 
@@ -156,7 +156,7 @@ def run(kind: Kind, options: dict[str, Any], words: list[str]) -> int:
     if (early := early_stops.received()) is not None:
         return failed(log, f"stopped by {signal.Signals(early).name} before the run began", Stopped.exit_code)
     try:
-        outcome = job.run(config, kind, log)
+        outcome = run.perform(config, kind, log)
     except (InitializerError, Stopped) as exc:
         return failed(log, str(exc), exc.exit_code)
     except OSError as exc:

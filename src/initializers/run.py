@@ -18,10 +18,10 @@ from initializers.steps.signing import signing_for
 from initializers.transfer.progress import Progress
 from initializers.transfer.reporting import reporters
 
-__all__ = ["Outcome", "outcome", "run"]
+__all__ = ["Outcome", "outcome", "perform"]
 
 
-def run(config: Config, kind: Kind, log: Any) -> Outcome:
+def perform(config: Config, kind: Kind, log: Any) -> Outcome:
     """One run; SIGTERM, SIGINT and TIMEOUT stop it cleanly, naming what it was waiting for. A stop that comes once
     the manifest is being written lets the run end as it is: complete."""
     waiting = Waiting()
@@ -30,27 +30,27 @@ def run(config: Config, kind: Kind, log: Any) -> Outcome:
         return dry_run(context) if config.dry_run else _fetch(context)
 
 
-def _fetch(run: RunContext) -> Outcome:
+def _fetch(context: RunContext) -> Outcome:
     """The progress is shown from before the source opens (a library import, a revision to resolve): a terminal's
     live view is up within a second of the start. The destination is held for the run (one at a time), waiting for
     another initializer writing it."""
-    config, kind, log = run.config, run.kind, run.log
+    config, kind, log = context.config, context.kind, context.log
     signing = signing_for(config, kind)
-    state = StateDir(config.output_dir(kind), plan_share(config, kind), StoppingClock(run.stop))
+    state = StateDir(config.output_dir(kind), plan_share(config, kind), StoppingClock(context.stop))
     with Progress(reporters(config.log_format, config.progress_interval, log)) as progress:
-        source = open_source(config, kind, run.stop)
+        source = open_source(config, kind, context.stop)
         try:
             uri = source.describe()["uri"]
             log.info("listing", source=uri, output_path=str(state.root))
 
             def wait_for_holder(holder: str, seconds: float) -> None:
-                run.waiting.step = f"another initializer ({holder}) writing OUTPUT_PATH to finish"
+                context.waiting.step = f"another initializer ({holder}) writing OUTPUT_PATH to finish"
                 log.info("waiting for another initializer", holder=holder, waited_s=round(seconds),
                          output_path=str(state.root))  # fmt: skip
 
             with state.session(wait_for_holder):
                 settle_another_source(config, kind, log, uri, state)
-                run.waiting.step = f"the listing of {uri}"
-                return list_and_fetch(run, source, state, progress, signing)
+                context.waiting.step = f"the listing of {uri}"
+                return list_and_fetch(context, source, state, progress, signing)
         finally:
             source.close()

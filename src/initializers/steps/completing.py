@@ -32,7 +32,7 @@ class Listing(NamedTuple):
 
 
 def complete(
-    run: RunContext,
+    context: RunContext,
     source: Source,
     state: StateDir,
     progress: Progress,
@@ -46,29 +46,29 @@ def complete(
     described = source.describe()  # after listing: it now names the resolved version
     files = listing.listed.planned  # this share's, when the plan is split
     total = files if state.share is None else index.totals()[0]
-    run.log.info("listed", files=files, already_done=listing.listed.done, fetched=progress.files_done,
-                 ignored=listing.selected.listed - total)  # fmt: skip
+    context.log.info("listed", files=files, already_done=listing.listed.done, fetched=progress.files_done,
+                     ignored=listing.selected.listed - total)  # fmt: skip
     if state.share is not None:
         described = {**described, **shares.described(index, state.share)}
     if signing is None and up_to_date(progress.files_done, listing.listed, total, listing.previous, described):
         state.journal.remove()
         standing = outcome_of(index, None, listing.started_at, root)
-        run.log.info("up to date", files=standing.files, bytes=standing.bytes, manifest=str(state.manifest_path))
+        context.log.info("up to date", files=standing.files, bytes=standing.bytes, manifest=str(state.manifest_path))
         return standing
-    _remove_stale(source, state, index, run.log)
-    run.waiting.step = "the manifest to be written"
-    run.stop.check()  # the last point a stop is taken at (but for re-hashing under SIGNATURE): the run completes
+    _remove_stale(source, state, index, context.log)
+    context.waiting.step = "the manifest to be written"
+    context.stop.check()  # the last point a stop is taken at (but for re-hashing under SIGNATURE): the run completes
     index.add_finished(state.journal.files(), in_manifest=False)  # what this run finished, as it finished it
-    with shares.completing(state, index, described, run.log) as complete:
+    with shares.completing(state, index, described, context.log) as complete:
         if not complete:  # other shares of the split plan are still due: the last one writes the manifest
             return outcome_of(index, progress, listing.started_at, root)
         if signing:
-            run.waiting.step = "the publisher's signature to be checked"
-        verdict = check_landed(signing, state, index, listing.selected, run.log, run.stop) if signing else None
+            context.waiting.step = "the publisher's signature to be checked"
+        verdict = check_landed(signing, state, index, listing.selected, context.log, context.stop) if signing else None
         entries = ((file, finished(file, done)) for file, done in index.planned())
         state.write_manifest(
             manifest.lines(
-                run.kind,
+                context.kind,
                 described,
                 listing.selected.ignored_patterns,
                 listing.started_at,

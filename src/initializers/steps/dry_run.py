@@ -15,23 +15,23 @@ from initializers.steps.outcome import Outcome
 from initializers.steps.signing import signing_for
 
 
-def dry_run(run: RunContext) -> Outcome:
+def dry_run(context: RunContext) -> Outcome:
     """The plan index lives in a temporary folder elsewhere, so nothing is written under OUTPUT_PATH, not even a
     folder. The main thread lists itself, through the source's library, so a stop interrupts the listing wherever it
     is."""
-    config, kind, log = run.config, run.kind, run.log
+    config, kind, log = context.config, context.kind, context.log
     started_at = datetime.now(UTC)
     output_path = str(Path(config.output_dir(kind)).absolute())
     with tempfile.TemporaryDirectory(prefix="initializer-dry-run-") as scratch:
-        source = open_source(config, kind, run.stop)
+        source = open_source(config, kind, context.stop)
         index = PlanIndex(Path(scratch) / FILE_NAME)
         try:
             uri = source.describe()["uri"]
             log.info("listing", source=uri, output_path=output_path, dry_run=True)
-            run.waiting.step = f"the listing of {uri}"
+            context.waiting.step = f"the listing of {uri}"
             signing = signing_for(config, kind)
             selection = selection_for(config, kind, log, signing)
-            with run.stop.interruptible():
+            with context.stop.interruptible():
                 files, size = dryrun.print_plan(planned(source, selection, index, plan_share(config, kind), log),
                                                 sys.stdout)  # fmt: skip
         finally:

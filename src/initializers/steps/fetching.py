@@ -24,7 +24,7 @@ LISTING_LOOKAHEAD = 2000
 
 
 def list_and_fetch(
-    run: RunContext, source: Source, state: StateDir, progress: Progress, signing: SigningOptions | None
+    context: RunContext, source: Source, state: StateDir, progress: Progress, signing: SigningOptions | None
 ) -> Outcome:
     """The listing thread plans into the index, whose connection is closed only once that thread has ended: one that
     outlives its grace (a listing that does not answer) leaves it to the process's exit, which comes next; its file
@@ -34,27 +34,27 @@ def list_and_fetch(
     index = PlanIndex(state.dir / FILE_NAME)
     listing_ended = True
     try:
-        previous = take_stock(index, state, run.log)
-        selection = selection_for(run.config, run.kind, run.log, signing)
-        plan = KeepsReturnValue(planned(source, selection, index, state.share, run.log))
+        previous = take_stock(index, state, context.log)
+        selection = selection_for(context.config, context.kind, context.log, signing)
+        plan = KeepsReturnValue(planned(source, selection, index, state.share, context.log))
         engine, ramp = engine_for(
-            source, run.config.max_workers, run.config.max_bandwidth, state.temps, state.journal, progress
+            source, context.config.max_workers, context.config.max_bandwidth, state.temps, state.journal, progress
         )
-        run.waiting.transfers = engine
-        verify = source.checksum_kinds if run.config.verify else None
-        todo = still_to_fetch(iter(plan), index, state, progress, run.log, verify)
-        lookahead = Lookahead([todo], LISTING_LOOKAHEAD, "listing", stop=engine.cancel, check_stop=run.stop.check)
+        context.waiting.transfers = engine
+        verify = source.checksum_kinds if context.config.verify else None
+        todo = still_to_fetch(iter(plan), index, state, progress, context.log, verify)
+        lookahead = Lookahead([todo], LISTING_LOOKAHEAD, "listing", stop=engine.cancel, check_stop=context.stop.check)
         try:
             first = next(lookahead, None)  # `Fetching`, once a file needs fetching; None: none does
             if isinstance(first, Fetching):
                 state.remove_manifest()  # before the first transfer: a changed file must not look complete
-                run.log.info("fetching", already_done=first.already_done, workers=ramp.workers, max_workers=ramp.cap,
-                             max_requests=ramp.request_cap)  # fmt: skip
-            engine.fetch(files_only(lookahead), run.stop.check)
+                context.log.info("fetching", already_done=first.already_done, workers=ramp.workers,
+                                 max_workers=ramp.cap, max_requests=ramp.request_cap)  # fmt: skip
+            engine.fetch(files_only(lookahead), context.stop.check)
         finally:
             listing_ended = lookahead.close()
-        run.waiting.transfers = None
+        context.waiting.transfers = None
         found = completing.Listing(lookahead.returned()[0], plan.value, selection.allow.patterns, previous, started_at)
-        return completing.complete(run, source, state, progress, signing, index, found)
+        return completing.complete(context, source, state, progress, signing, index, found)
     finally:
         index.close(in_use=not listing_ended)

@@ -40,7 +40,7 @@ class Task(NamedTuple):
     """One unit of work, and the bytes it moves (for made files, the estimate): the ramp sizes concurrency by it."""
 
     size: int
-    run: Callable[[], None]
+    do: Callable[[], None]
 
 
 class TransferContext(Protocol):
@@ -206,7 +206,7 @@ class Engine:
                     return
                 if self._ramp.workers > self._started_for:  # smaller tasks: more of them may run at once
                     self._wake.set()
-                task.run()
+                task.do()
         except OSError as exc:
             self._fail(disk_error(exc) if exc.errno in (errno.ENOSPC, errno.EDQUOT) else exc)
         except BaseException as exc:

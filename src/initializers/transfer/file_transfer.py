@@ -52,7 +52,7 @@ class FileTransfer:
 
     file: RemoteFile
     temp: str
-    _run: Transfers
+    _transfers: Transfers
     #: Intervals (offset, length) of the temporary an earlier run wrote, for this run to keep rather than fetch.
     kept: tuple[tuple[int, int], ...] = ()
     status: Status = Status.PLANNED
@@ -75,7 +75,7 @@ class FileTransfer:
     _all_handed_out: bool = field(default=False, init=False)  # the file's last part is among them
 
     def __post_init__(self) -> None:
-        self.verifier = FileVerifier(self.file, *self._run.vouching, resumed=bool(self.kept))
+        self.verifier = FileVerifier(self.file, *self._transfers.vouching, resumed=bool(self.kept))
         self.landed = sum(length for _offset, length in self.kept)
 
     # Its parts.
@@ -100,7 +100,7 @@ class FileTransfer:
     @property
     def cancelled(self) -> bool:
         """Whether its transfer is to stop: it was cancelled, or the run failed or is being stopped."""
-        return self._cancelled or self._run.cancel.is_set()
+        return self._cancelled or self._transfers.cancel.is_set()
 
     def cancel(self) -> None:
         """Stop this file's transfer at its next write."""
@@ -116,12 +116,12 @@ class FileTransfer:
         with self._lock:
             if self.fd >= 0:
                 return
-            self._run.admit(self)
+            self._transfers.admit(self)
             self._open_temp(self.file.size if ranged else None)
 
     def begin_made(self) -> None:
         """Its maker writes the temporary itself: a failure of the run removes whatever it left there."""
-        self._run.admit(self)
+        self._transfers.admit(self)
         self.status = Status.WRITING
 
     def start_over(self) -> None:
@@ -141,15 +141,15 @@ class FileTransfer:
     def fetch_again(self) -> None:
         """Its bytes missed its checksum: start over in a new temporary, to be fetched whole, in one part."""
         _log.warning("checksum mismatch, fetching the file again", path=self.file.path)
-        self._run.on_refetch(self.file.size)
+        self._transfers.on_refetch(self.file.size)
         self.start_over()
         self._open_temp(self.file.size)
 
     def _open_temp(self, size: int | None) -> None:
         keep = bool(self.kept)
-        self.fd = self._run.temps.open(self.temp, size, keep)
+        self.fd = self._transfers.temps.open(self.temp, size, keep)
         if size is not None:
-            self.record = self._run.temps.record(self.temp, self.file, keep)
+            self.record = self._transfers.temps.record(self.temp, self.file, keep)
         self.status = Status.WRITING
 
     def write(self, data: memoryview, position: int) -> None:
@@ -202,13 +202,13 @@ class FileTransfer:
         if self.file.exact_size and st.st_size != self.file.size:
             raise FetchError(f"{self.file.locator}: got {st.st_size} bytes, the source listed {self.file.size}")
         verified = self.verifier.verify(self.temp)
-        with self._run.placing(self):
-            self._run.temps.place(self.temp, self.file.path, recorded=self.record is not None)
+        with self._transfers.placing(self):
+            self._transfers.temps.place(self.temp, self.file.path, recorded=self.record is not None)
         self.status = Status.DONE
         done = DoneFile(self.file.path, st.st_size, self.file.version, st.st_mtime_ns)
         if verified is not None:
             done = done._replace(algorithm=verified.algorithm, hexdigest=verified.hexdigest)
-        self._run.on_done(self, done)
+        self._transfers.on_done(self, done)
 
     @contextlib.contextmanager
     def working(self) -> Iterator[None]:
@@ -231,7 +231,7 @@ class FileTransfer:
         with contextlib.suppress(OSError):
             self.close()
         if self.record is None:
-            self._run.temps.remove(self.temp)
+            self._transfers.temps.remove(self.temp)
 
 
 class Transfers:
