@@ -3,7 +3,8 @@ GETs for object ranges and listing pages, and what S3's answers mean.
 
 botocore costs milliseconds of CPU per request; our own SigV4 headers on a lean HTTP/1.1 connection
 (`http_get`) cost a small fraction of that, which decides small-object throughput.
-An object read resumes after a transient failure from the bytes already written, pinned to the listed ETag.
+An object is read through the HTTP object-store template (`ObjectReads`), pinned to the listed ETag: this says how
+to ask S3 for a range and what its answers mean.
 """
 
 from __future__ import annotations
@@ -23,22 +24,15 @@ from urllib.parse import quote, urlsplit
 
 from initializers.common import logs
 from initializers.common.errors import ConfigError, FetchError, changed_during_download
-from initializers.common.remote_file import Checksum
+from initializers.common.remote_file import Checksum, RemoteFile
 from initializers.sources.aws.access import AwsAccess
 from initializers.sources.aws.crc32 import CRC32, CRC32_KIND
 from initializers.sources.aws.sigv4 import GetSigner, SigningCredentials, canonical_query
-from initializers.sources.http.getter import (
-    RETRIABLE_STATUS,
-    USER_AGENT,
-    HttpGetter,
-    HttpRequestInFlight,
-    check_range_answer,
-    retriable,
-)
-from initializers.sources.http.http1 import ProtocolError, Response
+from initializers.sources.http.getter import RETRIABLE_STATUS, USER_AGENT, HttpGetter, retriable
+from initializers.sources.http.http1 import Response
+from initializers.sources.http.objects import Answer, Discard, ObjectRead, ObjectReads, Request
 from initializers.store.hashers import MD5, SHA1, SHA256, kinds
 from initializers.store.retry import Retriable
-from initializers.store.sink import Sink
 
 if TYPE_CHECKING:
     import botocore.session
@@ -92,19 +86,6 @@ OPEN = Operation("open", "s3:GetObject")  # an object named in the configuration
 LIST = Operation("list", "s3:ListBucket")
 
 
-@dataclass(frozen=True)
-class GetRequest:
-    """One GET: the object's key and ETag (pinned with If-Match; None: whatever version is there), and the byte range
-    wanted."""
-
-    key: str
-    etag: str | None
-    offset: int
-    length: int
-    whole: bool  # the range is the whole object: a plain GET whose body can be checked against the ETag
-    operation: Operation = READ
-
-
 class S3Getter:
     """Signed GETs of one bucket, reached as `access` says: on ENDPOINT (path-style), else where botocore's rules serve
     it in a region. When the bucket turns out to live in another region than configured, S3 redirects the first
@@ -125,6 +106,8 @@ class S3Getter:
         self._common = {"user-agent": USER_AGENT}
         if access.requester_pays:
             self._common["x-amz-request-payer"] = "requester"
+        #: Its objects' reads (`ObjectReads`), asked and judged as S3 asks and answers (`request`, `judge`).
+        self.objects = ObjectReads(self._http, self)
 
     @property
     def region(self) -> str:
@@ -142,27 +125,37 @@ class S3Getter:
     def locate(self, key: str) -> None:
         """Read the first byte of `key` and drop it: S3 redirects a request for a bucket in another region, and
         everything after goes there (`region`); a key that cannot be read fails here, in S3's words."""
-        self.get(GetRequest(key, None, 0, 1, whole=False, operation=OPEN), _Discard())
+        self.objects.get(ObjectRead(key, None, 0, 1, None, self.uri_of(key), OPEN.verb), Discard())
 
-    def get(self, request: GetRequest, sink: Sink) -> None:
-        """Stream the range into `sink`, resuming after transient failures from the bytes already written, and tell
-        it the digest S3 holds for the whole object, when the answer shows one (`_vouched`)."""
-        download = _Download(request, sink)
-        where = self.uri_of(request.key)
-        self._http.retrying(request.operation.verb, where, lambda: self._get_once(download))
+    def read_of(self, file: RemoteFile, offset: int, length: int) -> ObjectRead:
+        """The read of `file`'s bytes [offset, offset + length), pinned to its listed ETag."""
+        return ObjectRead(file.locator, file.version, offset, length, file.size, self.uri_of(file.locator))
 
-    def begin(self, request: GetRequest, sink: Sink) -> HttpRequestInFlight:
-        """Send the request on a connection of the lane's and return it in flight (`HttpGetter.begin`): a failure
-        answer raises from its `advance`, as `get` would raise it on its first attempt."""
-        download = _Download(request, sink)
-        path, extra, start, end, ranged = self._object_request(download)
-        target, headers = self._signed(path, "", extra)
+    def request(self, read: ObjectRead, answer: Answer) -> Request:
+        """A signed GET of `answer`'s bytes of the object, with If-Match on its ETag and S3's own checksum asked for
+        (an object stored with one shows it)."""
+        extra = {"if-match": f'"{read.version}"'} if read.version else {}
+        if answer.ranged:
+            extra["range"] = f"bytes={answer.start}-{answer.end}"
+        extra["x-amz-checksum-mode"] = "ENABLED"
         endpoint = self._endpoint
-        return self._http.begin(
-            endpoint.scheme, endpoint.netloc, target, headers,
-            partial(self._accept, request, sink, start=start, end=end, ranged=ranged),
-            sink, end + 1 - start, self.uri_of(request.key),
-        )  # fmt: skip
+        return Request(endpoint.scheme, endpoint.netloc, *self._signed(endpoint.path(read.name), "", extra))
+
+    def judge(self, read: ObjectRead, answer: Answer, sent: Request, response: Response) -> None:
+        """S3's failure raised as what it means, a changed object refused; the checksum it vouches for passed on."""
+        if response.status not in (200, 206):
+            raise self._s3_failure(OPEN if read.verb == OPEN.verb else READ, read.where, response)
+        etag = (response.header("etag") or "").strip('"')
+        if etag and read.version and etag != read.version:
+            raise FetchError(changed_during_download(read.where, f"ETag {read.version} became {etag}"))
+        if not answer.ranged and response.length is None:
+            raise FetchError(
+                f"{read.where}: the listing said {read.size} bytes, the server sends a body with no Content-Length, "
+                "as S3 never does"
+            )
+        checksum = _vouched(response, read.version or "", answer.ranged)
+        if checksum is not None:
+            answer.sink.expect(checksum)
 
     def get_listing_page(self, query: dict[str, str], where: str) -> bytes:
         """The body of one ListObjectsV2 page of the bucket; `where` names what is listed, for messages."""
@@ -202,51 +195,6 @@ class S3Getter:
             else {"host": endpoint.netloc, **extra}
         )
         return (f"{path}?{query}" if query else path), headers
-
-    def _object_request(self, download: _Download) -> tuple[str, dict[str, str], int, int, bool]:
-        """The path and headers of a GET for the rest of `download`'s range (from what its sink holds), and that
-        rest: its first and last byte, and whether it is asked for as a range."""
-        request = download.request
-        start = request.offset + download.sink.written
-        end = request.offset + request.length - 1
-        extra = {"if-match": f'"{request.etag}"'} if request.etag else {}
-        ranged = not (request.whole and start == 0)
-        if ranged:
-            extra["range"] = f"bytes={start}-{end}"
-        extra["x-amz-checksum-mode"] = "ENABLED"  # the object's own checksum, when it was stored with one
-        return self._endpoint.path(request.key), extra, start, end, ranged
-
-    def _get_once(self, download: _Download) -> None:
-        request, sink = download.request, download.sink
-        path, extra, start, end, ranged = self._object_request(download)
-        response = self._send(path, "", extra)
-        self._accept(request, sink, response, start=start, end=end, ranged=ranged)
-        self._http.stream_body(response, sink, end + 1 - start, self.uri_of(request.key))
-        if request.offset + sink.written <= end:
-            raise ProtocolError(f"the body ended {end + 1 - request.offset - sink.written} bytes early")
-
-    def _accept(
-        self, request: GetRequest, sink: Sink, response: Response, *, start: int, end: int, ranged: bool
-    ) -> None:
-        """Judge an object's answer before its body: S3's failure raised as what it means, a changed object or a
-        wrong range refused; the checksum it vouches for passed to `sink`."""
-        if response.status not in (200, 206):
-            raise self._s3_failure(request.operation, self.uri_of(request.key), response)
-        self._check_response(request, response, start, end, ranged)
-        checksum = _vouched(response, request.etag or "", ranged)
-        if checksum is not None:
-            sink.expect(checksum)
-
-    def _check_response(self, request: GetRequest, response: Response, start: int, end: int, ranged: bool) -> None:
-        etag = (response.header("etag") or "").strip('"')
-        if etag and request.etag and etag != request.etag:
-            raise FetchError(changed_during_download(self.uri_of(request.key), f"ETag {request.etag} became {etag}"))
-        check_range_answer(response, self.uri_of(request.key), start, end, request.length, ranged)
-        if not ranged and response.length is None:
-            raise FetchError(
-                f"{self.uri_of(request.key)}: the listing said {request.length} bytes, the server sends a body with no "
-                "Content-Length, as S3 never does"
-            )
 
     def _s3_failure(self, operation: Operation, where: str, response: Response) -> Exception:
         """S3's error answer (its Code and Message) as the exception that says what to do; a wrong region is
@@ -345,30 +293,6 @@ def _etag_md5(response: Response, etag: str) -> Checksum | None:
 _CHECKSUMS = (CRC32, "sha1", "sha256")
 #: What an object's bytes may be verified against: a full-object checksum S3 stores, or the MD5 a plain ETag is.
 CHECKSUM_KINDS = kinds(CRC32_KIND, SHA1, SHA256, MD5)
-
-
-@dataclass
-class _Download:
-    """One range being fetched, across attempts."""
-
-    request: GetRequest
-    sink: Sink
-
-
-class _Discard:
-    """A sink that keeps nothing but the count: for a request whose answer matters, not its bytes."""
-
-    def __init__(self) -> None:
-        self.written = 0
-
-    def write(self, data: memoryview) -> None:
-        self.written += len(data)
-
-    def expect(self, checksum: Checksum) -> None:
-        """Nothing is kept to check."""
-
-    def rewind(self) -> None:
-        self.written = 0
 
 
 def _aws_endpoint(

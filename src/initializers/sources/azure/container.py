@@ -2,9 +2,9 @@
 `AzureAccess` says, on our HTTP/1.1 connections (`HttpGetter`: retries under the one policy, the fleet's throttling),
 and what Azure's answers mean.
 
-A blob's read is pinned to its listed ETag with If-Match: a blob replaced meanwhile answers 412, and the run fails
-saying it changed rather than land a mix of two versions. A read resumes after a transient failure from the bytes
-already written. The Content-MD5 of a whole blob's answer is never taken as evidence of the blob: Azure (and Azurite)
+A blob's read (through the HTTP object-store template, `ObjectReads`) is pinned to its listed ETag with If-Match: a
+blob replaced meanwhile answers 412, and the run fails saying it changed rather than land a mix of two versions. The
+Content-MD5 of a whole blob's answer is never taken as evidence of the blob: Azure (and Azurite)
 may compute it from the bytes held now, so it vouches for a corrupted copy too; only the MD5 recorded when the blob
 was written, which the listing shows, is (`source`). A blob without one is read in answers of 4 MiB at most, each
 checked against the MD5 Azure computes of it as it sends it (`range_md5`): that vouches for the way, not the copy.
@@ -14,24 +14,17 @@ from __future__ import annotations
 
 import re
 import ssl
-from dataclasses import dataclass
 from functools import partial
 from urllib.parse import quote
 
 from initializers.common.errors import FetchError, changed_during_download
+from initializers.common.remote_file import RemoteFile
 from initializers.sources.azure.access import AzureAccess
 from initializers.sources.azure.location import AzureLocation
 from initializers.sources.azure.range_md5 import ASK_FOR_MD5, MAX_HASHED_RANGE, HashedAnswer
-from initializers.sources.http.getter import (
-    RETRIABLE_STATUS,
-    USER_AGENT,
-    HttpGetter,
-    HttpRequestInFlight,
-    check_range_answer,
-    retriable,
-)
-from initializers.sources.http.http1 import ProtocolError, Response
-from initializers.store.sink import Sink
+from initializers.sources.http.getter import RETRIABLE_STATUS, USER_AGENT, HttpGetter, retriable
+from initializers.sources.http.http1 import Response
+from initializers.sources.http.objects import Answer, ObjectRead, ObjectReads, Request
 
 #: The version of Azure's API every request asks for (bearer tokens need 2017-11-09 or later).
 API_VERSION = "2024-11-04"
@@ -41,33 +34,6 @@ TRUST = "SSL_CERT_FILE"
 _MAX_LISTING_PAGE = 32 << 20  # 5000 entries of a 1 KiB name and their properties
 #: Azure's codes for answers worth another attempt, beside the transient statuses; ServerBusy is throttling.
 _TRANSIENT_CODES = frozenset({"ServerBusy", "OperationTimedOut", "InternalError"})
-
-
-@dataclass(frozen=True)
-class BlobRead:
-    """One read: the blob's name and ETag (pinned with If-Match; None: whatever version is there), and the byte range
-    wanted; `whole`: the range is the whole blob, asked for without a range; `hashed`: asked for in answers of
-    `MAX_HASHED_RANGE` bytes at most, each checked against the MD5 Azure sends of it (`range_md5`)."""
-
-    name: str
-    etag: str | None
-    offset: int
-    length: int
-    whole: bool
-    hashed: bool = False
-
-
-@dataclass(frozen=True)
-class _Answer:
-    """The GET for the next answer of a read: its path and headers, and the bytes it asks for, `start` to `end`;
-    `ranged`: asked for by range; `hashed`: the sink it streams into, checking Azure's MD5 of it."""
-
-    path: str
-    headers: dict[str, str]
-    start: int
-    end: int
-    ranged: bool
-    hashed: HashedAnswer | None
 
 
 class ContainerRequests:
@@ -81,35 +47,41 @@ class ContainerRequests:
         #: The hold its requests share while Azure throttles them, and the round trips they show.
         self.throttle = self._http.throttle
         self.round_trips = self._http.round_trips
+        #: Its blobs' reads (`ObjectReads`), asked and judged as Azure asks and answers.
+        self.objects = ObjectReads(self._http, self)
 
     def list_page(self, params: dict[str, str], where: str) -> bytes:
         """The body of one List Blobs page; `where` names what is listed, for messages."""
         return self._http.retrying("list", where, partial(self._list_page_once, params, where))
 
-    def get(self, read: BlobRead, sink: Sink) -> None:
-        """Stream the range into `sink`, answer after answer, resuming after transient failures from the bytes
-        already written."""
-        where = self.location.uri_of(read.name)
-        while True:
-            self._http.retrying("read", where, partial(self._get_once, read, sink))
-            if sink.written >= read.length:
-                return
+    def read_of(self, file: RemoteFile, offset: int, length: int) -> ObjectRead:
+        """The read of `file`'s bytes [offset, offset + length), pinned to its listed ETag; a blob without an MD5 of
+        its own in answers of `MAX_HASHED_RANGE` bytes at most, each checked against the MD5 Azure sends of it."""
+        piece = MAX_HASHED_RANGE if file.checksum is None else None
+        where = self.location.uri_of(file.locator)
+        return ObjectRead(file.locator, file.version, offset, length, file.size, where, piece=piece)
 
-    def begin(self, read: BlobRead, sink: Sink) -> HttpRequestInFlight:
-        """Send the request for `read` on a connection of the lane's and return it in flight (`HttpGetter.begin`):
-        a small blob's, whole in one answer (the lane asks again for what one did not bring)."""
-        answer = self._next_answer(read, sink)
-        endpoint = self._access.endpoint
-        return self._http.begin(
-            endpoint.scheme,
-            endpoint.netloc,
-            self._authorized(answer.path, {}, answer.headers),
-            answer.headers,
-            partial(self._accept, read, answer),
-            answer.hashed or sink,
-            answer.end + 1 - answer.start,
-            self.location.uri_of(read.name),
-        )
+    def request(self, read: ObjectRead, answer: Answer) -> Request:
+        """An authorized GET of `answer`'s bytes of the blob, with If-Match on its ETag; a hashed one asks for their
+        MD5, which its sink checks (`HashedAnswer`)."""
+        headers = {"if-match": f'"{read.version}"'} if read.version else {}
+        if read.piece:
+            headers[ASK_FOR_MD5] = "true"
+            answer.sink = HashedAnswer(answer.sink, answer.length, read.where)
+        if answer.ranged:
+            headers["x-ms-range"] = f"bytes={answer.start}-{answer.end}"
+        target = self._authorized(f"{self._base}/{quote(read.name, safe='/~')}", {}, headers)
+        return Request(self._access.endpoint.scheme, self._access.endpoint.netloc, target, headers)
+
+    def judge(self, read: ObjectRead, answer: Answer, sent: Request, response: Response) -> None:
+        """Azure's failure raised as what it means, a changed blob refused, the MD5 of a hashed answer taken."""
+        if response.status not in (200, 206):
+            raise self._failure("read", read.where, response)
+        etag = (response.header("etag") or "").strip('"')
+        if etag and read.version and etag != read.version:
+            raise FetchError(changed_during_download(read.where, f"ETag {read.version} became {etag}"))
+        if isinstance(answer.sink, HashedAnswer):
+            answer.sink.head(response, answer.start)
 
     def interrupt(self) -> None:
         self._http.interrupt()
@@ -123,36 +95,6 @@ class ContainerRequests:
             raise self._failure("list", where, response)
         return response.read_all(_MAX_LISTING_PAGE)
 
-    def _get_once(self, read: BlobRead, sink: Sink) -> None:
-        """One answer of `read`, from the bytes `sink` holds on."""
-        answer = self._next_answer(read, sink)
-        response = self._send(answer.path, {}, answer.headers)
-        self._accept(read, answer, response)
-        wanted = answer.end + 1 - answer.start
-        self._http.stream_body(response, answer.hashed or sink, wanted, self.location.uri_of(read.name))
-        if read.offset + sink.written <= answer.end:
-            raise ProtocolError(f"the body ended {answer.end + 1 - read.offset - sink.written} bytes early")
-
-    def _next_answer(self, read: BlobRead, sink: Sink) -> _Answer:
-        """The GET for the rest of `read` after what `sink` holds, or as much of it as one hashed answer carries.
-        Hashed answers end every `MAX_HASHED_RANGE` bytes of the blob (`range_md5.checked_of` relies on it): bytes
-        that end elsewhere came from an answer cut short, never checked against its MD5, and the range starts over
-        (`Sink.rewind`)."""
-        hashed = read.hashed and read.length > 0
-        if hashed and sink.written and (read.offset + sink.written) % MAX_HASHED_RANGE:
-            sink.rewind()
-        start, end = read.offset + sink.written, read.offset + read.length - 1
-        headers = {"if-match": f'"{read.etag}"'} if read.etag else {}
-        if hashed:
-            end = min(end, start - start % MAX_HASHED_RANGE + MAX_HASHED_RANGE - 1)
-            headers[ASK_FOR_MD5] = "true"
-        ranged = hashed or not (read.whole and start == 0)
-        if ranged:
-            headers["x-ms-range"] = f"bytes={start}-{end}"
-        where = self.location.uri_of(read.name)
-        checked = HashedAnswer(sink, end + 1 - start, where) if hashed else None
-        return _Answer(f"{self._base}/{quote(read.name, safe='/~')}", headers, start, end, ranged, checked)
-
     def _send(self, path: str, params: dict[str, str], headers: dict[str, str]) -> Response:
         """Authorize and send `GET path?params` on this thread's connection."""
         target = self._authorized(path, params, headers)
@@ -165,19 +107,6 @@ class ContainerRequests:
         sas = self._access.credential.authorize(path, params, headers)
         query = "&".join(part for part in (query, sas) if part)
         return f"{path}?{query}" if query else path
-
-    def _accept(self, read: BlobRead, answer: _Answer, response: Response) -> None:
-        """Judge a blob's answer before its body: Azure's failure raised as what it means, a changed blob or a wrong
-        range refused (`check_range_answer`, as every store's), the MD5 of a hashed one taken."""
-        where = self.location.uri_of(read.name)
-        if response.status not in (200, 206):
-            raise self._failure("read", where, response)
-        etag = (response.header("etag") or "").strip('"')
-        if etag and read.etag and etag != read.etag:
-            raise FetchError(changed_during_download(where, f"ETag {read.etag} became {etag}"))
-        check_range_answer(response, where, answer.start, answer.end, read.length, answer.ranged)
-        if answer.hashed is not None:
-            answer.hashed.head(response, answer.start)
 
     def _failure(self, verb: str, where: str, response: Response) -> Exception:
         """Azure's error answer (x-ms-error-code, else the body's Code, and its Message) as the exception that says

@@ -13,7 +13,7 @@ from initializers.common.errors import FetchError
 from initializers.common.remote_file import Checksum, RemoteFile
 from initializers.config.contract import Config
 from initializers.sources.azure.access import AzureAccess, access_from
-from initializers.sources.azure.container import BlobRead, ContainerRequests
+from initializers.sources.azure.container import ContainerRequests
 from initializers.sources.azure.listing import ListedBlob, ListPage, PageChain, page_query, parse_page
 from initializers.sources.azure.location import AzureLocation
 from initializers.sources.azure.range_md5 import checked_of
@@ -97,19 +97,13 @@ class AzureSource(Storage):
         return kept if file.checksum is not None else checked_of(kept, file.size)
 
     def read(self, file: RemoteFile, offset: int, length: int, sink: Sink) -> None:
-        whole = offset == 0 and length == file.size
-        self._requests.get(_read_of(file, offset, length, whole), sink)
+        self._requests.objects.get(self._requests.read_of(file, offset, length), sink)
 
     def _begin_read(self, file: RemoteFile, sink: Sink) -> RequestInFlight:
-        return self._requests.begin(_read_of(file, 0, file.size, whole=True), sink)
+        return self._requests.objects.begin(self._requests.read_of(file, 0, file.size), sink)
 
     def interrupt(self) -> None:
         self._requests.interrupt()
 
     def close(self) -> None:
         self._requests.close()
-
-
-def _read_of(file: RemoteFile, offset: int, length: int, whole: bool) -> BlobRead:
-    """The read of a blob's range, each answer checked against Azure's MD5 of it when the blob has none of its own."""
-    return BlobRead(file.locator, file.version, offset, length, whole, hashed=file.checksum is None)

@@ -14,17 +14,11 @@ from typing import Any
 from urllib.parse import quote, urlencode, urlsplit
 
 from initializers.common.errors import FetchError, changed_during_download
+from initializers.common.remote_file import RemoteFile
 from initializers.sources.gcs.access import GcsAccess
-from initializers.sources.http.getter import (
-    RETRIABLE_STATUS,
-    USER_AGENT,
-    HttpGetter,
-    HttpRequestInFlight,
-    check_range_answer,
-    retriable,
-)
-from initializers.sources.http.http1 import ProtocolError, Response
-from initializers.store.sink import Sink
+from initializers.sources.http.getter import RETRIABLE_STATUS, USER_AGENT, HttpGetter, retriable
+from initializers.sources.http.http1 import Response
+from initializers.sources.http.objects import Answer, ObjectRead, ObjectReads, Request
 
 #: Where both the JSON API's and our downloads' TLS take their CA certificates from: Python's default context.
 GCS_TRUST = "SSL_CERT_FILE (or SSL_CERT_DIR)"
@@ -47,6 +41,8 @@ class GcsBucket:
         self.throttle = self._http.throttle
         self.round_trips = self._http.round_trips  # the ramp's measure of the network's round trip
         self._objects = f"/storage/v1/b/{quote(bucket, safe='')}/o"
+        #: Its objects' reads (`ObjectReads`), asked and judged as Cloud Storage asks and answers.
+        self.objects = ObjectReads(self._http, self)
 
     @property
     def server(self) -> str:
@@ -73,21 +69,25 @@ class GcsBucket:
         target = f"{self._objects}/{quote(name, safe='')}?{urlencode({'fields': _OBJECT_FIELDS})}"
         return self._http.retrying("open", where, lambda: self._json(target, where, missing_ok=True))
 
-    def read(self, name: str, generation: str, offset: int, length: int, size: int, sink: Sink) -> None:
-        """Bytes [offset, offset + length) of generation `generation` of `name` into `sink`, resuming after transient
-        failures from the bytes it already holds."""
-        where = self.uri_of(name)
-        self._http.retrying("download", where, lambda: self._read_once(name, generation, offset, length, size, sink))
+    def read_of(self, file: RemoteFile, offset: int, length: int) -> ObjectRead:
+        """The read of `file`'s bytes [offset, offset + length), pinned to its listed generation."""
+        return ObjectRead(file.locator, file.version, offset, length, file.size, self.uri_of(file.locator), "download")
 
-    def begin(self, name: str, generation: str, size: int, sink: Sink) -> HttpRequestInFlight:
-        """All of a small object, sent on a connection of the lane's and returned in flight (`HttpGetter.begin`)."""
-        target, headers = self._media_request(name, generation, 0, size - 1, ranged=False)
-        where = self.uri_of(name)
-        return self._http.begin(
-            self._scheme, self._netloc, target, headers,
-            lambda response: self._accept(response, where, generation, 0, size - 1, size, ranged=False),
-            sink, size, where,
-        )  # fmt: skip
+    def request(self, read: ObjectRead, answer: Answer) -> Request:
+        """A GET of `answer`'s stored bytes (`Accept-Encoding: gzip`) of the object's generation."""
+        query = urlencode({"alt": "media", "generation": read.version})
+        headers = {**self._headers(), "accept-encoding": "gzip"}
+        if answer.ranged:
+            headers["range"] = f"bytes={answer.start}-{answer.end}"
+        return Request(self._scheme, self._netloc, f"{self._objects}/{quote(read.name, safe='')}?{query}", headers)
+
+    def judge(self, read: ObjectRead, answer: Answer, sent: Request, response: Response) -> None:
+        """A failure raised as what it means, another generation refused."""
+        if response.status not in (200, 206):
+            raise self._failure(response, read.where, read.version)
+        served = response.header("x-goog-generation")
+        if served and served != read.version:
+            raise FetchError(changed_during_download(read.where, f"generation {read.version} became {served}"))
 
     def interrupt(self) -> None:
         self._http.interrupt()
@@ -110,38 +110,6 @@ class GcsBucket:
             return json.loads(body)
         except ValueError:
             raise FetchError(f"{where}: {self.server} answered with something other than JSON") from None
-
-    def _media_request(
-        self, name: str, generation: str, start: int, end: int, ranged: bool
-    ) -> tuple[str, dict[str, str]]:
-        query = urlencode({"alt": "media", "generation": generation})
-        headers = {**self._headers(), "accept-encoding": "gzip"}
-        if ranged:
-            headers["range"] = f"bytes={start}-{end}"
-        return f"{self._objects}/{quote(name, safe='')}?{query}", headers
-
-    def _read_once(self, name: str, generation: str, offset: int, length: int, size: int, sink: Sink) -> None:
-        start, end = offset + sink.written, offset + length - 1
-        ranged = not (start == 0 and length == size)
-        target, headers = self._media_request(name, generation, start, end, ranged)
-        where = self.uri_of(name)
-        response = self._http.send(self._scheme, self._netloc, target, headers)
-        self._accept(response, where, generation, start, end, size, ranged)
-        self._http.stream_body(response, sink, end + 1 - start, where)
-        if offset + sink.written <= end:
-            raise ProtocolError(f"the body ended {end + 1 - offset - sink.written} bytes early")
-
-    def _accept(
-        self, response: Response, where: str, generation: str, start: int, end: int, size: int, ranged: bool
-    ) -> None:
-        """Judge an object's answer before its body: a failure raised as what it means, another generation or a
-        wrong range refused."""
-        if response.status not in (200, 206):
-            raise self._failure(response, where, generation)
-        served = response.header("x-goog-generation")
-        if served and served != generation:
-            raise FetchError(changed_during_download(where, f"generation {generation} became {served}"))
-        check_range_answer(response, where, start, end, size, ranged)
 
     def _failure(self, response: Response, where: str, generation: str | None = None) -> Exception:
         """Cloud Storage's error answer as the exception that says what to do."""

@@ -84,10 +84,10 @@ class GcsSource(Storage):
             seen.add(token)
 
     def read(self, file: RemoteFile, offset: int, length: int, sink: Sink) -> None:
-        self._bucket.read(file.locator, file.version, offset, length, file.size, sink)
+        self._bucket.objects.get(self._bucket.read_of(file, offset, length), sink)
 
     def _begin_read(self, file: RemoteFile, sink: Sink) -> RequestInFlight:
-        return self._bucket.begin(file.locator, file.version, file.size, sink)
+        return self._bucket.objects.begin(self._bucket.read_of(file, 0, file.size), sink)
 
     def interrupt(self) -> None:
         self._bucket.interrupt()

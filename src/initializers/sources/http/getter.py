@@ -42,23 +42,6 @@ def retriable(status: int, reason: str, retry_after_header: str | None, throttle
     )
 
 
-def check_range_answer(response: Response, where: str, start: int, end: int, size: int, ranged: bool) -> None:
-    """Refuse an answer that is not the bytes asked for, before any is written: a range's must say it carries exactly
-    bytes `start`-`end` (a 200 that does is unambiguous too: rclone's S3 server answers so); a whole file's must not
-    announce another size than the `size` listed."""
-    if ranged:
-        content_range = response.header("content-range") or ""
-        if not content_range.startswith(f"bytes {start}-{end}/") or response.length not in (None, end + 1 - start):
-            raise FetchError(
-                f"{where}: asked for bytes {start}-{end}, the server answered {response.status} "
-                f"{content_range or 'without Content-Range'}"
-            )
-    elif response.length is not None and response.length != size:
-        raise FetchError(
-            f"{where}: the listing said {size} bytes, the server sends {response.length}; the object changed, run again"
-        )
-
-
 class HttpGetter:
     """Per-thread connections and buffers; retries; bodies into sinks. Thread-safe. `trust`: the variable the
     `ssl_context` takes its CA certificates from, named when a certificate does not verify."""

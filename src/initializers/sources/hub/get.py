@@ -3,8 +3,9 @@
 huggingface_hub's `hf_hub_download` sends a HEAD before each GET (for a size and digest the tree listing
 already gave us) and reads bodies through httpx at more CPU per byte than this path (bench/results.md). This sends
 the GET alone, on the connections `http_get` keeps, and streams the body into the engine's sink, which checks the
-digest as the bytes pass. As huggingface_hub does, the token goes only to the Hub itself, never to the CDN a
-download is redirected to, and a resume whose Range the server ignores starts the file over.
+digest as the bytes pass, through the HTTP object-store template (`ObjectReads`: resumes, and every answer checked to
+be the range asked for). As huggingface_hub does, the token goes only to the Hub itself, never to the CDN a download is
+redirected to, and a resume whose Range the server ignores starts the file over.
 """
 
 from __future__ import annotations
@@ -15,11 +16,11 @@ from urllib.parse import urljoin, urlsplit
 from initializers.common.clock import Clock
 from initializers.common.errors import FetchError
 from initializers.sources.http.getter import RETRIABLE_STATUS, USER_AGENT, HttpGetter, retriable
-from initializers.sources.http.http1 import ProtocolError, Response
+from initializers.sources.http.http1 import Response
+from initializers.sources.http.objects import Answer, Discard, ObjectRead, ObjectReads, Request
 from initializers.store.retry import Retriable
 from initializers.store.sink import Sink
 
-_MAX_REDIRECTS = 10
 _REDIRECTS = frozenset({301, 302, 303, 307, 308})
 
 
@@ -51,6 +52,8 @@ def hub_transient(status: int, reason: str, retry_after_header: str | None) -> R
 
 
 class HubGetter:
+    """Downloads of a repo's files by their resolve URLs, redirects followed, as the Hub and its CDN answer."""
+
     def __init__(self, endpoint: str, token: str | None, repo: str, timeout: float, clock: Clock | None = None) -> None:
         hub = urlsplit(endpoint)
         self._hub_origin = (hub.scheme, hub.netloc)
@@ -61,16 +64,18 @@ class HubGetter:
         self.throttle = self._http.throttle
         self.round_trips = self._http.round_trips  # the ramp's measure of the network's round trip
         self._headers = {"user-agent": USER_AGENT, "accept-encoding": "identity"}
+        self._objects = ObjectReads(self._http, self, starts_over=True)
 
     def get(self, url: str, size: int, offset: int, length: int, where: str, sink: Sink) -> None:
         """Bytes [offset, offset + length) of the file at `url` into `sink`, resuming after transient failures."""
-        self._http.retrying("download", where, lambda: self._get_once(url, size, offset, length, where, sink))
+        self._objects.get(ObjectRead(url, None, offset, length, size, where, "download"), sink)
 
     def takes_ranges(self, url: str, where: str) -> bool:
         """Whether the server behind `url` (after redirects) answers a Range with exactly that range; olah does not."""
+        read = ObjectRead(url, None, 0, 1, None, where, "download")
 
         def probe() -> bool:
-            response = self._follow(url, {**self._headers, "range": "bytes=0-0"}, where)
+            response = self._objects.head(read, Answer(0, 0, True, Discard()))
             if response.status == 206 and (response.header("content-range") or "").startswith("bytes 0-0/"):
                 response.read_all()
                 return True
@@ -85,53 +90,35 @@ class HubGetter:
     def close(self) -> None:
         self._http.close()
 
-    def _get_once(self, url: str, size: int, offset: int, length: int, where: str, sink: Sink) -> None:
-        start, end = offset + sink.written, offset + length - 1
-        whole = offset == 0 and length == size
-        headers = dict(self._headers)
-        if start or not whole:
-            headers["range"] = f"bytes={start}-{end}"
-        response = self._follow(url, headers, where)
-        if response.status == 206:
-            content_range = response.header("content-range") or ""
-            if not content_range.startswith(f"bytes {start}-{end}/"):
-                raise FetchError(f"{where}: asked for bytes {start}-{end}, the server sent {content_range!r}")
-        elif not whole:
-            raise FetchError(f"{where}: asked for bytes {start}-{end}, the server sent the whole file instead")
-        else:
-            if start:  # the server ignored the Range header: the whole file comes again
-                sink.rewind()
-            if response.length is not None and response.length != size:  # None: chunked, checked at the end
-                raise FetchError(
-                    f"{where}: the tree listing said {size} bytes, the server sends {response.length}; "
-                    "the repo changed or the server is not serving this commit"
-                )
-        self._http.stream_body(response, sink, length - sink.written, where)
-        if sink.written != length:
-            raise ProtocolError(f"the body had {sink.written} bytes, not {length}")
+    def request(self, read: ObjectRead, answer: Answer) -> Request:
+        """A GET of `answer`'s bytes of the file at `read.name`, its resolve URL (the commit in it)."""
+        return self._request_to(read.name, answer)
 
-    def _follow(self, url: str, headers: dict[str, str], where: str) -> Response:
-        for _ in range(_MAX_REDIRECTS + 1):
-            parts = urlsplit(url)
-            sent = {"host": parts.netloc, **headers}
-            if self._token and (parts.scheme, parts.netloc) == self._hub_origin:
-                sent["authorization"] = f"Bearer {self._token}"
-            target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
-            response = self._http.send(parts.scheme, parts.netloc, target, sent)
-            location = response.header("location")
-            if response.status in _REDIRECTS and location:
-                response.read_all()  # keeps the connection usable
-                url = urljoin(url, location)
-                if urlsplit(url).scheme not in ("http", "https"):
-                    raise FetchError(
-                        f"{where}: {parts.netloc} redirected to a {urlsplit(url).scheme}:// URL; only http:// and "
-                        "https:// redirects are followed"
-                    )
-                continue
-            if response.status not in (200, 206):
-                raise self._hub_failure(response, where)
-            return response
-        raise FetchError(f"{where}: more than {_MAX_REDIRECTS} redirects")
+    def judge(self, read: ObjectRead, answer: Answer, sent: Request, response: Response) -> Request | None:
+        """A redirect followed (to http:// and https:// only); the Hub's failure raised as what it means."""
+        location = response.header("location")
+        if response.status in _REDIRECTS and location:
+            url = urljoin(sent.url, location)
+            if urlsplit(url).scheme not in ("http", "https"):
+                raise FetchError(
+                    f"{read.where}: {sent.netloc} redirected to a {urlsplit(url).scheme}:// URL; only http:// and "
+                    "https:// redirects are followed"
+                )
+            return self._request_to(url, answer)
+        if response.status not in (200, 206):
+            raise self._hub_failure(response, read.where)
+        return None
+
+    def _request_to(self, url: str, answer: Answer) -> Request:
+        """The GET of `answer`'s bytes at `url`, with the token only when it is the Hub's own."""
+        parts = urlsplit(url)
+        headers = {"host": parts.netloc, **self._headers}
+        if answer.ranged:
+            headers["range"] = f"bytes={answer.start}-{answer.end}"
+        if self._token and (parts.scheme, parts.netloc) == self._hub_origin:
+            headers["authorization"] = f"Bearer {self._token}"
+        target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+        return Request(parts.scheme, parts.netloc, target, headers)
 
     def _hub_failure(self, response: Response, where: str) -> Exception:
         """The Hub's error answer (its X-Error-Code and status) as the exception that says what to do."""

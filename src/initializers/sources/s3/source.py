@@ -16,7 +16,7 @@ from initializers.common.lookahead import Lookahead
 from initializers.common.remote_file import RemoteFile
 from initializers.config.contract import Config
 from initializers.sources.aws.access import AwsAccess, access_from
-from initializers.sources.aws.bucket import CHECKSUM_KINDS, GetRequest, S3Getter
+from initializers.sources.aws.bucket import CHECKSUM_KINDS, S3Getter
 from initializers.sources.s3.listing import (
     PAGE_SIZE,
     ListedObject,
@@ -154,11 +154,10 @@ class S3Source(Storage):
             raise FetchError(f"listing {where} at {self._getter.server}: {exc}") from None
 
     def read(self, file: RemoteFile, offset: int, length: int, sink: Sink) -> None:
-        whole = offset == 0 and length == file.size
-        self._getter.get(GetRequest(file.locator, file.version, offset, length, whole), sink)
+        self._getter.objects.get(self._getter.read_of(file, offset, length), sink)
 
     def _begin_read(self, file: RemoteFile, sink: Sink) -> RequestInFlight:
-        return self._getter.begin(GetRequest(file.locator, file.version, 0, file.size, whole=True), sink)
+        return self._getter.objects.begin(self._getter.read_of(file, 0, file.size), sink)
 
     def interrupt(self) -> None:
         self._getter.interrupt()

@@ -1,0 +1,194 @@
+"""An object store's reads over HTTP, written once for every store (S3, Cloud Storage, Azure, the Hub): a range of one
+version of an object streamed into a sink, resumed after a cut from the bytes the sink holds, every answer checked to
+carry exactly the bytes asked for before one is written, and the lane's request sent without waiting.
+
+A store holds an `ObjectReads` and supplies what only it knows (`ObjectApi`): how to ask for a range of a pinned
+version, and how to read an answer (its status, headers and errors).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import partial
+from typing import Protocol
+
+from initializers.common.errors import FetchError
+from initializers.common.remote_file import Checksum
+from initializers.sources.http.getter import HttpGetter, HttpRequestInFlight
+from initializers.sources.http.http1 import ProtocolError, Response
+from initializers.store.sink import Sink
+
+MAX_REDIRECTS = 10
+
+
+@dataclass(frozen=True)
+class ObjectRead:
+    """Bytes [offset, offset + length) of the object the store calls `name`, at `version` (None: whatever version is
+    there), listed at `size` bytes (None: unknown); `where` names it in messages and `verb` what reading it is
+    (`cannot open ...`). `piece`: answers of at most that many bytes, each ending at a multiple of it, for a store
+    that checks every answer whole (Azure's MD5 of a range)."""
+
+    name: str
+    version: str | None
+    offset: int
+    length: int
+    size: int | None
+    where: str
+    verb: str = "read"
+    piece: int | None = None
+
+    @property
+    def whole(self) -> bool:
+        """The range is the whole object: asked for without a Range, from its first byte."""
+        return self.offset == 0 and self.length == self.size
+
+
+@dataclass
+class Answer:
+    """One answer asked for: bytes `start` to `end` (by Range when `ranged`), its body written into `sink`, which a
+    store may put its own sink in front of when it asks (Azure checks each answer's MD5 as it passes)."""
+
+    start: int
+    end: int
+    ranged: bool
+    sink: Sink
+
+    @property
+    def length(self) -> int:
+        return self.end + 1 - self.start
+
+
+@dataclass(frozen=True)
+class Request:
+    """A GET: its origin, target and headers."""
+
+    scheme: str
+    netloc: str
+    target: str
+    headers: dict[str, str]
+
+    @property
+    def url(self) -> str:
+        return f"{self.scheme}://{self.netloc}{self.target}"
+
+
+class ObjectApi(Protocol):
+    """What a store supplies the template: how to ask, and how to read what is answered."""
+
+    def request(self, read: ObjectRead, answer: Answer) -> Request:
+        """The GET for `answer`'s bytes of `read`'s version: by Range when `answer.ranged`, the version pinned."""
+
+    def judge(self, read: ObjectRead, answer: Answer, sent: Request, response: Response) -> Request | None:
+        """Read the head of the answer to `sent` before its body: raise what a failure means, refuse another version
+        than pinned, tell `answer.sink` the checksum the answer vouches for. A redirect the store follows returns the
+        request to send instead; None: the body is read (its range checked here first)."""
+
+
+class ObjectReads:
+    """Ranged reads of a store's objects through `http`, as `api` asks and judges. `starts_over`: a resume of a
+    whole object answered with all of it (a server that ignores Range, as olah does) starts it over rather than
+    being refused. Thread-safe."""
+
+    def __init__(self, http: HttpGetter, api: ObjectApi, starts_over: bool = False) -> None:
+        self._http = http
+        self._api = api
+        self._starts_over = starts_over
+
+    def get(self, read: ObjectRead, sink: Sink) -> None:
+        """`read`'s bytes into `sink`, answer after answer, resuming after transient failures from the bytes it
+        holds, under the retry policy."""
+        while True:
+            self._http.retrying(read.verb, read.where, partial(self._get_once, read, sink))
+            if sink.written >= read.length:
+                return
+
+    def begin(self, read: ObjectRead, sink: Sink) -> HttpRequestInFlight:
+        """Send the request for `read` (a small object, whole) on a connection of the lane's and return it in flight
+        (`HttpGetter.begin`): a failure raises from its `advance`, as `get` would raise it on its first attempt."""
+        answer = self._answer(read, sink)
+        sent = self._api.request(read, answer)
+        accept = partial(self._accept, read, answer, sent)
+        return self._http.begin(
+            sent.scheme, sent.netloc, sent.target, sent.headers, accept, answer.sink, answer.length, read.where
+        )
+
+    def head(self, read: ObjectRead, answer: Answer) -> Response:
+        """The store's answer for `answer`, redirects followed and its head judged, its body still to read."""
+        sent = self._api.request(read, answer)
+        for _ in range(MAX_REDIRECTS + 1):
+            response = self._http.send(sent.scheme, sent.netloc, sent.target, sent.headers)
+            redirect = self._api.judge(read, answer, sent, response)
+            if redirect is None:
+                return response
+            response.read_all()  # keeps the connection usable
+            sent = redirect
+        raise FetchError(f"{read.where}: more than {MAX_REDIRECTS} redirects")
+
+    def _get_once(self, read: ObjectRead, sink: Sink) -> None:
+        """One answer of `read`, from the bytes `sink` holds on."""
+        answer = self._answer(read, sink)
+        response = self.head(read, answer)
+        self._check_range(read, answer, response)
+        self._http.stream_body(response, answer.sink, answer.length, read.where)
+        if read.offset + sink.written <= answer.end:
+            raise ProtocolError(f"the body ended {answer.end + 1 - read.offset - sink.written} bytes early")
+
+    def _answer(self, read: ObjectRead, sink: Sink) -> Answer:
+        """The next answer of `read` after what `sink` holds: the rest, or as much as one piece carries. Pieces end
+        at multiples of `piece`: bytes that end elsewhere came from a piece cut short, never checked, and the range
+        starts over (`Sink.rewind`)."""
+        piece = read.piece if read.length else None
+        if piece and sink.written and (read.offset + sink.written) % piece:
+            sink.rewind()
+        start, end = read.offset + sink.written, read.offset + read.length - 1
+        if piece:
+            end = min(end, start - start % piece + piece - 1)
+        return Answer(start, end, piece is not None or not (read.whole and start == 0), sink)
+
+    def _accept(self, read: ObjectRead, answer: Answer, sent: Request, response: Response) -> None:
+        """Judge the head of a lane's answer (the lane follows no redirect: a store that redirects offers none)."""
+        redirect = self._api.judge(read, answer, sent, response)
+        assert redirect is None, "the lane follows no redirect"
+        self._check_range(read, answer, response)
+
+    def _check_range(self, read: ObjectRead, answer: Answer, response: Response) -> None:
+        """Refuse an answer that is not the bytes asked for (`check_range_answer`); a resume answered with the whole
+        object starts it over, for a store that allows it."""
+        whole_again = response.status == 200 and not response.header("content-range")
+        if self._starts_over and answer.ranged and read.whole and whole_again:
+            answer.sink.rewind()
+            answer.start, answer.ranged = 0, False
+        check_range_answer(response, read.where, answer.start, answer.end, read.size, answer.ranged)
+
+
+def check_range_answer(response: Response, where: str, start: int, end: int, size: int | None, ranged: bool) -> None:
+    """Refuse an answer that is not the bytes asked for, before any is written: a range's must say it carries exactly
+    bytes `start`-`end` (a 200 that does is unambiguous too: rclone's S3 server answers so); a whole object's must not
+    announce another size than the `size` listed."""
+    if ranged:
+        content_range = response.header("content-range") or ""
+        if not content_range.startswith(f"bytes {start}-{end}/") or response.length not in (None, end + 1 - start):
+            raise FetchError(
+                f"{where}: asked for bytes {start}-{end}, the server answered {response.status} "
+                f"{content_range or 'without Content-Range'}"
+            )
+    elif response.length is not None and response.length != size:
+        raise FetchError(
+            f"{where}: the listing said {size} bytes, the server sends {response.length}; the object changed, run again"
+        )
+
+
+class Discard:
+    """A sink that keeps nothing but the count: for a request whose answer matters, not its bytes."""
+
+    def __init__(self) -> None:
+        self.written = 0
+
+    def write(self, data: memoryview) -> None:
+        self.written += len(data)
+
+    def expect(self, checksum: Checksum) -> None:
+        """Nothing is kept to check."""
+
+    def rewind(self) -> None:
+        self.written = 0
