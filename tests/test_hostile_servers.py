@@ -295,6 +295,19 @@ def test_a_range_longer_than_asked_is_refused_within_the_range(s3: S3Poser, tmp_
     assert [seen.headers.get("range") for seen in s3.requests("/data/a.txt")] == [None, "bytes=500-999"]
 
 
+def test_a_hub_range_of_another_length_than_asked_is_refused(hub: HubPoser, tmp_path: Path) -> None:
+    """The first answer breaks off; the resumed one names the rest as its Content-Range but announces fewer bytes:
+    refused before a byte of it is written, as every store's range answers are (`sources/http/objects.py`)."""
+    content, rest = FILES["model.safetensors"], f"bytes 5-{LISTED - 1}"
+    first = Answer(headers={"Content-Length": str(LISTED)}, body=iter([content[:5]]), framing="close")
+    short = Answer(206, {"Content-Range": f"{rest}/{LISTED}"}, content[5:15])
+    hub.answer("/resolve/.*safetensors", lambda seen: short if "range" in seen.headers else first)
+    assert_failed(run_hub(hub, tmp_path), 1, "model.safetensors", f"asked for {rest}")
+    asked = [seen.headers.get("range") for seen in hub.requests("/resolve/.*safetensors")]
+    assert asked == [None, f"bytes=5-{LISTED - 1}"]  # refused at once, not resumed from the 10 bytes it sent
+    assert not (tmp_path / "out/model.safetensors").exists()
+
+
 def test_an_object_of_undeclared_length_is_refused_at_once(s3: S3Poser, tmp_path: Path) -> None:
     s3.answer("/data/b.txt", Answer(body=endless(), framing="chunked"))
     assert_failed(run_s3(s3, tmp_path), 1, "s3://bucket/data/b.txt", "the listing said 10 bytes", "no Content-Length")
