@@ -1,7 +1,8 @@
-"""One set of behaviours run against every registered source, each against its real server, as rclone's fstests runs
-one suite against every backend: SeaweedFS for s3://, our Hub server for hf://, an Iceberg table on SeaweedFS for
-cache://. Each store is a `devkit.conformance.Store`; a case that does not apply to a store is skipped naming the
-capability it lacks. Every run is the dataset program (the model program's default selection would pick files).
+"""One set of behaviours run against every store of the composition root (`initializers.sources.STORES`), each
+against its real server, as rclone's fstests runs one suite against every backend. Each store is a
+`devkit.conformance.Store`, found by its scheme (`devkit.conformance.fixtures`); a case that does not apply to a store
+is skipped naming the capability it lacks. Every run is the dataset program (the model program's default selection
+would pick files).
 
 Runs are bound by events (the relays' counts, the program's log lines); timeouts only guard against a hang.
 """
@@ -12,8 +13,7 @@ import json
 import os
 import signal
 import tempfile
-import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import parse_qsl, quote, quote_plus, urlsplit
 
@@ -21,21 +21,7 @@ import pytest
 from test_reliability import finish, wait_until
 
 from devkit import read_faults
-from devkit.conformance import (
-    TOKEN_PATH,
-    AzureBlocksStore,
-    AzureStore,
-    CacheStore,
-    GcsStore,
-    HubStore,
-    S3Store,
-    Store,
-    credentialed_env,
-    echo_fault,
-    hub_store,
-    manifest_entries,
-    token_endpoint,
-)
+from devkit.conformance import TOKEN_PATH, Store, fixtures, manifest_entries
 from devkit.malformed import CASES, malformed_answers
 from devkit.programs import ProgramResult, run_program, run_until_the_deadline_catches, start_program
 from devkit.read_faults import LISTING, Faults, ReadFault, faults_for
@@ -56,103 +42,40 @@ FILES = {**SMALL, TARGET: os.urandom(256 * 1024)}
 OTHERS_CEILING = 512 * 1024
 
 
-#: What a source does otherwise than a case asks, found by this suite: (case, scheme) -> the finding, and where the
-#: documentation says otherwise. The case runs and is expected to fail (strictly: once the source is fixed, the entry
-#: must go).
-FINDINGS = {
-    ("flip", "cache"): (
-        "a byte flipped in the read a part is copied from lands at the part's final path (its first byte, Parquet's "
-        "PAR1 magic, wrong), exit 0, manifest written: Iceberg records no checksum of a data file and the copy is "
-        "checked by its size only, a limit docs/configuration.md (VERIFY) admits, though docs/cache.md says the part "
-        "is the data file copied byte for byte"
-    ),
-}
-
-
 def known_finding(request: pytest.FixtureRequest, case: str, store: Store) -> None:
-    """Expect the case to fail for `store` when the suite has a finding about it."""
-    if finding := FINDINGS.get((case, store.scheme)):
+    """Expect the case to fail for `store` when the suite has a finding about it (`Store.findings`)."""
+    if finding := store.findings.get(case):
         request.applymarker(pytest.mark.xfail(reason=f"{store.scheme}: {finding}", strict=True))
 
 
-def registered_schemes() -> list[str]:
+def _schemes() -> list[str]:
     """Every store's scheme, in the composition root's order."""
-    from initializers import sources
+    from initializers.sources import STORES
 
-    return [plugin.scheme for plugin in sources.STORES]
-
-
-def _s3(request: pytest.FixtureRequest, _tmp: Path) -> Iterator[Store]:
-    seaweed = request.getfixturevalue("seaweed")
-    with Relay(seaweed.endpoint) as relay:
-        yield S3Store(seaweed, request.getfixturevalue("s3"), request.getfixturevalue("bucket"), relay)
+    return [plugin.scheme for plugin in STORES]
 
 
-def _hf(_request: pytest.FixtureRequest, _tmp: Path) -> Iterator[Store]:
-    with hub_store() as store:
-        yield store
+#: Every store's conformance stores, by the suite's id for each (a scheme, or a variant's own id).
+FIXTURES = {name: store for scheme in _schemes() for name, store in fixtures(scheme).items()}
 
 
-def _gs(request: pytest.FixtureRequest, _tmp: Path) -> Iterator[Store]:
-    gcs = request.getfixturevalue("fake_gcs")
-    with Relay(gcs.endpoint) as relay:
-        yield GcsStore(gcs, f"conformance-{uuid.uuid4().hex[:12]}", relay)
+def test_every_store_has_a_conformance_store():
+    missing = [scheme for scheme in _schemes() if not fixtures(scheme)]
+    assert not missing, f"stores without a conformance module devkit/conformance/<scheme>.py: {missing}"
 
 
-def _az(request: pytest.FixtureRequest, tmp: Path) -> Iterator[Store]:
-    azurite = request.getfixturevalue("azurite")
-    with Relay(azurite.endpoint) as relay:
-        yield AzureStore(azurite, f"conformance-{tmp.name}", relay)
-
-
-def _az_blocks(request: pytest.FixtureRequest, tmp: Path) -> Iterator[Store]:
-    azurite = request.getfixturevalue("azurite")
-    with Relay(azurite.endpoint) as relay:
-        yield AzureBlocksStore(azurite, f"conformance-{tmp.name}", relay)
-
-
-def _cache(request: pytest.FixtureRequest, tmp: Path) -> Iterator[Store]:
-    seaweed = request.getfixturevalue("seaweed")
-    with Relay(seaweed.endpoint) as relay:
-        yield CacheStore(seaweed, request.getfixturevalue("bucket"), relay, tmp)
-
-
-#: Each registered scheme's store: a source registered without one fails `test_every_registered_source_has_a_store`.
-STORES: dict[str, Callable[[pytest.FixtureRequest, Path], Iterator[Store]]] = {
-    S3Store.scheme: _s3,
-    HubStore.scheme: _hf,
-    GcsStore.scheme: _gs,
-    AzureStore.scheme: _az,
-    CacheStore.scheme: _cache,
-}
-#: Stores beside them that read the same scheme another way: Azure blobs committed from blocks, without an MD5.
-VARIANTS: dict[str, Callable[[pytest.FixtureRequest, Path], Iterator[Store]]] = {"az-blocks": _az_blocks}
-
-
-def test_every_registered_source_has_a_store():
-    missing = sorted(set(registered_schemes()) - set(STORES))
-    assert not missing, f"sources without a conformance store in tests/test_conformance.py: {missing}"
-
-
-@pytest.mark.parametrize(
-    "store_class",
-    [S3Store, HubStore, GcsStore, AzureStore, AzureBlocksStore, CacheStore],
-    ids=lambda store_class: store_class.__name__,
-)
+@pytest.mark.parametrize("store_class", FIXTURES.values(), ids=FIXTURES.keys())
 def test_a_store_is_held_to_what_the_source_its_scheme_opens_declares(store_class: type[Store]):
     """The capabilities a case goes by are those of the class the scheme's plug-in opens, not a copy in the suite."""
-    from initializers.sources import DATASET
+    from initializers.sources import STORES
 
-    plug_in = DATASET.plugin(store_class.scheme).open.__module__  # the plug-in package's face
+    (plug_in,) = [plugin.open.__module__ for plugin in STORES if plugin.scheme == store_class.scheme]  # its face
     assert store_class.source.__module__.startswith(f"{plug_in}."), (store_class.source, plug_in)
 
 
-@pytest.fixture(params=[*registered_schemes(), *VARIANTS])
+@pytest.fixture(params=FIXTURES)
 def store(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Store]:
-    stores = {**STORES, **VARIANTS}
-    if request.param not in stores:
-        pytest.fail(f"no conformance store for the registered scheme {request.param}://")
-    yield from stores[request.param](request, tmp_path_factory.mktemp("store"))
+    yield from FIXTURES[request.param].serve(request, tmp_path_factory.mktemp("store"))
 
 
 def fetch(store: Store, output: Path, **extra: str) -> ProgramResult:
@@ -485,16 +408,17 @@ def test_a_server_quoting_each_request_back_never_makes_a_secret_show(
     `.initializer/`, whatever the server quotes back (in every field of its error): the run fails, exit 1."""
     store.put(FILES)
     relay, match = store.relay_for(TARGET) if aim == "a file's bytes" else (store.relays[0], None)
-    if isinstance(store, GcsStore):
-        store.relay.add_fault(token_endpoint(store))  # answered first; the echo takes the others
-    _assert_no_secret_shows(store, tmp_path, relay.add_fault(echo_fault(store, status, match)))
+    if (tokens := store.token_fault()) is not None:
+        store.relays[0].add_fault(tokens)  # answered first; the echo takes the others
+    _assert_no_secret_shows(store, tmp_path, relay.add_fault(store.echo_fault(status, match)))
 
 
-@pytest.mark.parametrize("store", ["gs"], indirect=True)
+@pytest.mark.parametrize("store", [name for name, store in FIXTURES.items() if store.token_endpoint], indirect=True)
 def test_a_token_endpoint_quoting_the_assertion_back_never_makes_it_show(store: Store, tmp_path: Path):
-    """google-auth's signed assertion (and the key it is signed with), quoted back by the token endpoint."""
+    """The signed assertion a library sends for a token (google-auth's, and the key it is signed with), quoted back
+    by the token endpoint."""
     store.put(FILES)
-    _assert_no_secret_shows(store, tmp_path, store.relays[0].add_fault(echo_fault(store, 400, TOKEN_PATH)))
+    _assert_no_secret_shows(store, tmp_path, store.relays[0].add_fault(store.echo_fault(400, TOKEN_PATH)))
 
 
 def _assert_no_secret_shows(store: Store, tmp_path: Path, fault: EchoFault) -> None:
@@ -502,7 +426,7 @@ def _assert_no_secret_shows(store: Store, tmp_path: Path, fault: EchoFault) -> N
     and none of its secrets, nor any credential it sent, shows in any form."""
     output, keys = tmp_path / "out", tmp_path / "keys"
     keys.mkdir()
-    env, secrets = credentialed_env(store, output, keys)
+    env, secrets = store.credentialed_env(output, keys)
     termination = tmp_path / "termination-log"
     termination.write_text("")
     result = run_program(store.kind, {**env, "INITIALIZERS_TERMINATION_LOG": str(termination)},
