@@ -22,7 +22,7 @@ from test_reliability import finish, wait_until
 
 from devkit import read_faults
 from devkit.conformance import TOKEN_PATH, Store, fixtures, manifest_entries
-from devkit.malformed import CASES, malformed_answers
+from devkit.malformed import CASES
 from devkit.programs import ProgramResult, run_program, run_until_the_deadline_catches, start_program
 from devkit.read_faults import LISTING, Faults, ReadFault, faults_for
 from devkit.relay import EchoFault, Relay, ResetFault, StallFault, StatusFault
@@ -448,7 +448,7 @@ def test_an_answer_no_store_promises_fails_naming_the_server(store: Store, tmp_p
     """A listing (or one object's head) of the wrong shape, an entry of the wrong type or without a name, a size
     beyond 2^63 - 1 or below 0, a key outside the prefix, a page token that is none (`devkit.malformed`): exit 1 naming
     the server and what is wrong, nothing landed, never an internal error."""
-    answers = malformed_answers(store)
+    answers = store.malformed_answers()
     if case not in answers:
         why = "its answers cannot carry it" if answers else "pyiceberg reads its listing, in ranges"
         pytest.skip(f"{store.scheme}: no case {case!r}: {why}")

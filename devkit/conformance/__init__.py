@@ -20,6 +20,7 @@ from xml.sax.saxutils import escape
 
 import pytest
 
+from devkit.malformed import MalformedAnswer
 from devkit.relay import CorruptFault, EchoFault, Relay, StatusFault
 from initializers.store.contract import Maker, Source, Storage
 
@@ -156,6 +157,12 @@ class Store(ABC):
     def credentialed_env(self, output: Path, keys: Path) -> tuple[dict[str, str], list[str]]:
         """The store's environment with credentials that travel on the wire (in `keys`: the files they need), and the
         secrets it holds."""
+
+    def malformed_answers(self) -> dict[str, MalformedAnswer]:
+        """The answers no store's documentation promises (`devkit.malformed`) this store's can carry, by case; none
+        here (the cache's listing is a table's metadata and manifests, read by pyiceberg in ranges, which a 200 in
+        the server's place cannot answer)."""
+        return {}
 
     def token_fault(self) -> StatusFault | None:
         """The relay's answer to the token endpoint, which `token_endpoint` says the store asks (None: it asks

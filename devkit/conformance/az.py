@@ -12,6 +12,7 @@ import pytest
 from devkit.azurite import ACCOUNT as AZURE_ACCOUNT
 from devkit.azurite import Azurite, account_sas, connection_string
 from devkit.conformance import Store, xml_error
+from devkit.malformed import HUGE, ONE, OUTSIDE, MalformedAnswer, case_maker
 from devkit.relay import EchoFault, Relay, StatusFault
 from initializers.sources.azure.source import AzureSource
 
@@ -74,6 +75,39 @@ class AzureStore(Store):
         return {**self.env(output), "AZURE_STORAGE_CONNECTION_STRING": connection_string(
             f"{self.relay.endpoint}/{AZURE_ACCOUNT}", key=None), "AZURE_STORAGE_SAS_TOKEN": sas}, [
             unquote(sas.rpartition("sig=")[2])]  # fmt: skip
+
+    def malformed_answers(self) -> dict[str, MalformedAnswer]:
+        """The cases its List Blobs answers (XML) can carry."""
+
+        def page(blobs: str) -> bytes:
+            return (
+                f'<?xml version="1.0" encoding="utf-8"?><EnumerationResults><Blobs>{blobs}</Blobs><NextMarker/>'
+                "</EnumerationResults>"
+            ).encode()
+
+        def blob(name: str, size: object) -> str:
+            return (
+                f"<Blob><Name>{name}</Name><Properties><Content-Length>{size}</Content-Length><Etag>&quot;e&quot;</Etag>"
+                "</Properties></Blob>"
+            )
+
+        case = case_maker(self, bytes, "application/xml")
+
+        prefix = f"{self.prefix}/"
+        return {
+            "shape": case(b"<Error><Code>InternalError</Code></Error>", "not an <EnumerationResults>"),
+            "entry": case(page("<Blob>x</Blob>"), "has no Name or no Properties"),
+            "no-name": case(page(blob("", 1)), "has no Name or no Properties"),
+            "huge-size": case(page(blob(f"{prefix}a", HUGE)), f"is {HUGE} bytes, outside 0 to 2^63 - 1"),
+            "negative-size": case(page(blob(f"{prefix}a", -1)), "not a byte count: '-1'"),
+            "outside-prefix": case(page(blob(OUTSIDE, 1)), f"it lists {OUTSIDE!r}, which is not under the prefix"),
+            "head": case(
+                page(blob(f"{prefix}{ONE}", HUGE)),
+                f"is {HUGE} bytes",
+                match="maxresults=1&",
+                uri=f"az://{self.container}/{prefix}{ONE}",
+            ),
+        }
 
 
 class AzureBlocksStore(AzureStore):

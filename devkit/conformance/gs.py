@@ -6,12 +6,14 @@ import json
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 from urllib.parse import quote
 
 import pytest
 
 from devkit.conformance import ISSUED_TOKEN, TOKEN_PATH, Store
 from devkit.fake_gcs import FakeGCS
+from devkit.malformed import HUGE, ONE, OUTSIDE, MalformedAnswer, as_json, case_maker
 from devkit.relay import EchoFault, Relay, StatusFault
 from initializers.sources.gcs.source import GcsSource
 
@@ -103,6 +105,31 @@ class GcsStore(Store):
         """The relay answering its `TOKEN_PATH` as Google's token endpoint does, with `ISSUED_TOKEN`."""
         answer = json.dumps({"access_token": ISSUED_TOKEN, "expires_in": 3600, "token_type": "Bearer"}).encode()
         return StatusFault(status=200, match=TOKEN_PATH, times=None, body=answer, content_type="application/json")
+
+    def malformed_answers(self) -> dict[str, MalformedAnswer]:
+        """The cases its JSON listing and object heads can carry."""
+        case = case_maker(self, as_json, "application/json")
+
+        def item(name: Any = f"{self.prefix}/a", size: Any = "1") -> dict[str, Any]:
+            return {"name": name, "size": size, "generation": "1", "crc32c": "AAAAAA=="}
+
+        one = f"{self.prefix}/{ONE}"
+        return {
+            "shape": case([], "a page is a list, not an object: []"),
+            "null": case(None, "a page is missing or null"),
+            "entry": case({"items": ["a"]}, "an item of a page is a string, not an object: 'a'"),
+            "no-name": case({"items": [{k: v for k, v in item().items() if k != "name"}]}, "an item's name is missing"),
+            "huge-size": case({"items": [item(size=str(HUGE))]}, f"is {HUGE} bytes, outside 0 to 2^63 - 1"),
+            "negative-size": case({"items": [item(size="-1")]}, "not a byte count: '-1'"),
+            "outside-prefix": case({"items": [item(OUTSIDE)]}, f"it lists {OUTSIDE!r}, which is not under the prefix"),
+            "token": case({"items": [item()], "nextPageToken": ["t"]}, "a page's nextPageToken is a list, not a name"),
+            "head": case(
+                item(one, size=str(HUGE)),
+                f"is {HUGE} bytes",
+                match=f"/o/{quote(one, safe='')}?fields",
+                uri=f"gs://{self.bucket}/{one}",
+            ),
+        }
 
 
 def _gcs_error(status: int) -> Callable[[str], bytes]:

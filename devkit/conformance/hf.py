@@ -5,12 +5,14 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 from urllib.parse import quote, urlencode
 
 import pytest
 
 from devkit.conformance import Store
 from devkit.hubserver import ALL_REPOS, HubServer
+from devkit.malformed import HUGE, OUTSIDE, MalformedAnswer, as_json, case_maker
 from devkit.relay import EchoFault, Relay, StatusFault
 from initializers.sources.hub.source import HfSource
 
@@ -85,6 +87,30 @@ class HubStore(Store):
         """The Hub's token."""
         self.hub.tokens[_HUB_TOKEN] = {ALL_REPOS}
         return {**self.env(output), "ACCESS_TOKEN": _HUB_TOKEN}, [_HUB_TOKEN]
+
+    def malformed_answers(self) -> dict[str, MalformedAnswer]:
+        """The cases the Hub's tree and revision answers (JSON) can carry."""
+
+        def file(path: Any = "a.txt", size: Any = 1) -> dict[str, Any]:
+            return {"type": "file", "path": path, "size": size, "oid": "0" * 40}
+
+        case = case_maker(self, as_json, "application/json")
+
+        wrong = "is not what the Hub's API sends"
+        return {
+            "shape": case({"path": "a.txt"}, wrong),
+            "null": case(None, wrong),
+            "entry": case(["a.txt"], wrong),
+            "no-name": case([{k: v for k, v in file().items() if k != "path"}], wrong),
+            "huge-size": case([file(size=HUGE)], f"is {HUGE} bytes, outside 0 to 2^63 - 1"),
+            "negative-size": case([file(size=-1)], "is -1 bytes, outside 0 to 2^63 - 1"),
+            "outside-prefix": case(
+                [file(OUTSIDE)],
+                f"it lists {OUTSIDE!r}, which is not under the prefix 'small/'",
+                uri=f"hf://datasets/{self.repo}/small",
+            ),
+            "head": case([], wrong, match="/revision/"),
+        }
 
 
 FIXTURES = {HubStore.scheme: HubStore}

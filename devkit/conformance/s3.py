@@ -10,6 +10,7 @@ from urllib.parse import quote
 import pytest
 
 from devkit.conformance import Store
+from devkit.malformed import HUGE, ONE, OUTSIDE, MalformedAnswer, case_maker
 from devkit.relay import Relay
 from devkit.seaweed import SeaweedFS
 from initializers.sources.s3.source import S3Source
@@ -61,6 +62,37 @@ class S3Store(Store):
         """The secret key (its signatures are not secrets)."""
         env = self.env(output)
         return env, [env["SECRET_ACCESS_KEY"]]
+
+    def malformed_answers(self) -> dict[str, MalformedAnswer]:
+        """The cases its ListObjectsV2 answers (XML) can carry."""
+
+        def page(contents: str, more: str = "<IsTruncated>false</IsTruncated>") -> bytes:
+            return (
+                '<?xml version="1.0" encoding="UTF-8"?><ListBucketResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/">'
+                f"{more}{contents}</ListBucketResult>"
+            ).encode()
+
+        def entry(key: str, size: object) -> str:
+            return f"<Contents><Key>{key}</Key><Size>{size}</Size><ETag>&quot;e&quot;</ETag></Contents>"
+
+        case = case_maker(self, bytes, "application/xml")
+
+        prefix = f"{self.prefix}/"
+        return {
+            "shape": case(b"<Error><Code>NoSuchKey</Code></Error>", "not a <ListBucketResult>"),
+            "entry": case(page("<Contents>x</Contents>"), "the Key of an entry is missing"),
+            "no-name": case(page("<Contents><Size>1</Size></Contents>"), "the Key of an entry is missing"),
+            "huge-size": case(page(entry(f"{prefix}a", HUGE)), f"is {HUGE} bytes, outside 0 to 2^63 - 1"),
+            "negative-size": case(page(entry(f"{prefix}a", -1)), "not a byte count: '-1'"),
+            "outside-prefix": case(page(entry(OUTSIDE, 1)), f"it lists {OUTSIDE!r}, which is not under the prefix"),
+            "token": case(page(entry(f"{prefix}a", 1), "<IsTruncated>true</IsTruncated>"), "no NextContinuationToken"),
+            "head": case(
+                page(entry(f"{prefix}{ONE}", HUGE)),
+                f"is {HUGE} bytes",
+                match="max-keys=1&",
+                uri=f"s3://{self.bucket}/{prefix}{ONE}",
+            ),
+        }
 
 
 FIXTURES = {S3Store.scheme: S3Store}
