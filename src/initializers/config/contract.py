@@ -2,10 +2,9 @@
 
 Every setting is a field of `Config` (the settings every source shares), or of an option group a source declares
 beside itself (`registry.SourcePlugin.options`); the programs' `Kind`s carry the stores and so their groups, and
-`Config` holds the groups as parsed (`config.options(AwsOptions)`). Each
-carries its variable name, help text and codec, so parsing (`Config.from_env`), the CLI options and serialisation
-(`Config.to_env`) all come from the same definitions and cannot drift apart. The toolkit they are declared with is
-`settings`.
+`Config` holds the groups as parsed (`config.options(AwsOptions)`). Each carries its variable name, help text and
+codec, so parsing (`Config.from_env`), the CLI options and serialisation (`Config.to_env`) all come from the same
+definitions and cannot drift apart. The toolkit they are declared with is `settings`.
 """
 
 from __future__ import annotations
@@ -119,7 +118,7 @@ def _either(words: list[str]) -> str:
 
 
 def _storage_uri_help(kind: Kind) -> str:
-    """The forms of the URIs the `kind` program takes, as its sources register them."""
+    """The forms of the URIs the `kind` program takes, as its stores declare them."""
     plugins = kind.plugins
     claims = "".join(f"; or {plugin.claim.usage}" for plugin in plugins if plugin.claim)
     return f"Source: {_either([plugin.usage for plugin in plugins])}{claims}."
@@ -239,8 +238,8 @@ class Config:
         LOG_FORMAT,
     )
     log_level: str | None = setting_field("LOG_LEVEL", "debug, info, warning or error [default: info].", LOG_LEVEL)
-    #: The registered sources' option groups as given (`from_env`, `build`: all of them; a source is opened with only
-    #: its own, `for_source`); a group not held reads as its defaults.
+    #: The option groups of the program's stores as given (`from_env`, `build`: all of them; a source is opened with
+    #: only its own, `for_source`); a group not held reads as its defaults.
     source_options: tuple[Any, ...] = field(default=())
 
     def options(self, group: type[G]) -> G:

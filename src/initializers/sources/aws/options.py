@@ -1,5 +1,6 @@
 """How to reach S3, declared beside `access`: the S3 source and the cache source (which reads its table from S3)
-register these settings, and read them as `config.options(AwsOptions)`; and the variables botocore reads itself."""
+count these settings among their option groups, and read them as `config.options(AwsOptions)`; and the variables
+botocore reads itself."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The Hugging Face Hub source's own settings, declared beside it and registered with it
+"""The Hugging Face Hub source's own settings, declared beside it, one of its plug-in's option groups
 (`config.options(HubOptions)`)."""
 
 from __future__ import annotations

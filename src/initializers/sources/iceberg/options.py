@@ -1,5 +1,5 @@
 """The cache:// (Iceberg) source's own settings, as Kubeflow's data cache initializer receives them, declared
-beside it and registered with it. It also reads `AwsOptions`, for the table's storage."""
+beside it, one of its plug-in's option groups. It also reads `AwsOptions`, for the table's storage."""
 
 from __future__ import annotations
 
