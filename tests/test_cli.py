@@ -143,8 +143,9 @@ def test_help_documents_every_variable_of_the_programs_own_sources_and_the_exit_
 def test_each_programs_help_names_only_its_own_sources_folders_and_defaults():
     model, dataset = (" ".join(run_program(kind, {}, "--help").stdout.split()) for kind in ("model", "dataset"))
     # Each names its own sources (as they register their forms), folder and default selection ...
-    assert "Source: hf://OWNER/NAME[@REVISION][/PATH], s3://BUCKET[/PREFIX], gs://BUCKET[/PREFIX] or" in model
-    assert "gs://BUCKET[/PREFIX], az://CONTAINER[/PREFIX] or cache://SCHEMA/TABLE; or a" in dataset
+    for kind, text in ((MODEL, model), (DATASET, dataset)):
+        *usages, last = [plugin.usage for plugin in kind.plugins]
+        assert f"Source: {', '.join(usages)} or {last}; or a" in text
     assert "Destination folder [default: /workspace/model]" in model
     assert "Destination folder [default: /workspace/dataset]" in dataset
     assert "the model default, what a trainer loads, in one weight format" in model
