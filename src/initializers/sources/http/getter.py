@@ -1,8 +1,8 @@
-"""Streaming GETs on our HTTP/1.1 connections, written once for every HTTP store.
+"""Streaming GETs on our HTTP/1.1 connections, written once for the S3 and Hub sources.
 
-Each transfer thread keeps one keep-alive connection per origin (the Hub redirects to a CDN, a bucket has one).
+Each transfer thread keeps one keep-alive connection per origin (the Hub redirects to a CDN, S3 has one).
 A body goes into the engine's sink through a reused per-thread buffer. Transient failures are retried under the
-one retry policy (`retry.py`); reads resume from the bytes their sink already holds (`objects`).
+one retry policy (`retry.py`); callers resume from the bytes their sink already holds.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ _T = TypeVar("_T")
 #: Per thread; a loopback recv rarely returns more. Mapped rather than allocated, so that only the pages bodies
 #: reach are resident: hundreds of threads fetching small files hold a few KiB each, not the whole buffer.
 _BUFFER_SIZE = 256 * 1024
-#: What every HTTP store's requests call themselves.
+#: What both sources' requests call themselves.
 USER_AGENT = f"initializers/{__version__}"
 RETRIABLE_STATUS = frozenset({408, 429, 500, 502, 503, 504})
 THROTTLING_STATUS = frozenset({429, 503})
@@ -52,8 +52,7 @@ class HttpGetter:
         self._clock = clock or SystemClock()
         self._ssl_context = cache(ssl_context)  # loading a trust store is slow: only once https is used
         self._trust = trust
-        #: Seconds a connection waits for a byte (READ_TIMEOUT).
-        self.timeout = timeout
+        self._timeout = timeout
         self._local = threading.local()
         self._connections: set[Connection] = set()
         self._lane_idle: list[Connection] = []  # the lane's connections between requests (`begin`)
@@ -160,7 +159,7 @@ class HttpGetter:
         """A connection to the origin (opened on its first request), through the proxy the environment names, and
         known to `interrupt` and `close`."""
         tls = self._ssl_context() if scheme == "https" else None
-        connection = Connection(scheme, netloc, self.timeout, tls, Proxy.for_origin(scheme, netloc))
+        connection = Connection(scheme, netloc, self._timeout, tls, Proxy.for_origin(scheme, netloc))
         with self._lock:
             self._connections.add(connection)
         return connection

@@ -8,18 +8,14 @@ version, and how to read an answer (its status, headers and errors).
 
 from __future__ import annotations
 
-import re
-from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 from typing import Protocol
 
 from initializers.common.errors import FetchError
-from initializers.common.remote_file import Checksum, RemoteFile
+from initializers.common.remote_file import Checksum
 from initializers.sources.http.getter import HttpGetter, HttpRequestInFlight
 from initializers.sources.http.http1 import ProtocolError, Response
-from initializers.store.contract import MAX_REQUESTS, Advice
-from initializers.store.lane import LaneReads
 from initializers.store.sink import Sink
 
 MAX_REDIRECTS = 10
@@ -85,7 +81,7 @@ class ObjectApi(Protocol):
     def judge(self, read: ObjectRead, answer: Answer, sent: Request, response: Response) -> Request | None:
         """Read the head of the answer to `sent` before its body: raise what a failure means, refuse another version
         than pinned, tell `answer.sink` the checksum the answer vouches for. A redirect the store follows returns the
-        request to send instead; None: the body is read, once the template has checked its range."""
+        request to send instead; None: the body is read (its range checked here first)."""
 
 
 class ObjectReads:
@@ -97,16 +93,6 @@ class ObjectReads:
         self._http = http
         self._api = api
         self._starts_over = starts_over
-
-    def advice(self, read_of: Callable[[RemoteFile, int, int], ObjectRead] | None = None) -> Advice:
-        """What a store reading through the template advises the engine: a `Storage`'s small-file requests, the
-        throttling and round trips its requests share (its listings' too), and the lane, for a store that names its
-        files' reads (`read_of(file, offset, length)`)."""
-        http = self._http
-        lane = None
-        if read_of is not None:
-            lane = LaneReads(lambda file, sink: self.begin(read_of(file, 0, file.size), sink), http.timeout)
-        return Advice(max_requests=MAX_REQUESTS, throttle=http.throttle, round_trips=http.round_trips, lane=lane)
 
     def get(self, read: ObjectRead, sink: Sink) -> None:
         """`read`'s bytes into `sink`, answer after answer, resuming after transient failures from the bytes it
@@ -166,33 +152,30 @@ class ObjectReads:
         self._check_range(read, answer, response)
 
     def _check_range(self, read: ObjectRead, answer: Answer, response: Response) -> None:
-        """Refuse an answer that is not the bytes asked for, before any is written: a range's must say it carries
-        exactly bytes `start`-`end` (a 200 that does is unambiguous too: rclone's S3 server answers so); a whole
-        object's must not announce another size than listed. A resume answered with the whole object starts it over,
-        for a store that allows it."""
-        content_range = response.header("content-range") or ""
-        if self._starts_over and answer.ranged and read.whole and response.status == 200 and not content_range:
+        """Refuse an answer that is not the bytes asked for (`check_range_answer`); a resume answered with the whole
+        object starts it over, for a store that allows it."""
+        whole_again = response.status == 200 and not response.header("content-range")
+        if self._starts_over and answer.ranged and read.whole and whole_again:
             answer.sink.rewind()
             answer.start, answer.ranged = 0, False
-        start, end, length = answer.start, answer.end, response.length
-        if answer.ranged and (
-            not content_range.startswith(f"bytes {start}-{end}/") or length not in (None, end + 1 - start)
-        ):
-            raise FetchError(
-                f"{read.where}: asked for bytes {start}-{end}, the server answered {response.status} "
-                f"{content_range or 'without Content-Range'}{'' if length is None else f' ({length} bytes)'}"
-            )
-        if not answer.ranged and length is not None and length != read.size:
-            raise FetchError(
-                f"{read.where}: the listing said {read.size} bytes, the server sends {length}; the object changed, "
-                "run again"
-            )
+        check_range_answer(response, read.where, answer.start, answer.end, read.size, answer.ranged)
 
 
-def xml_field(body: str, name: str) -> str | None:
-    """The text of the first `<name>` element of an XML error answer (S3's and Azure's Code, Message ...)."""
-    match = re.search(rf"<{name}>(.*?)</{name}>", body, re.S)
-    return match.group(1).strip() if match else None
+def check_range_answer(response: Response, where: str, start: int, end: int, size: int | None, ranged: bool) -> None:
+    """Refuse an answer that is not the bytes asked for, before any is written: a range's must say it carries exactly
+    bytes `start`-`end` (a 200 that does is unambiguous too: rclone's S3 server answers so); a whole object's must not
+    announce another size than the `size` listed."""
+    if ranged:
+        content_range = response.header("content-range") or ""
+        if not content_range.startswith(f"bytes {start}-{end}/") or response.length not in (None, end + 1 - start):
+            raise FetchError(
+                f"{where}: asked for bytes {start}-{end}, the server answered {response.status} "
+                f"{content_range or 'without Content-Range'}"
+            )
+    elif response.length is not None and response.length != size:
+        raise FetchError(
+            f"{where}: the listing said {size} bytes, the server sends {response.length}; the object changed, run again"
+        )
 
 
 class Discard:
