@@ -195,8 +195,7 @@ class Ramp:
         it. A window in which nothing was delivered (the fleet held, a Retry-After of seconds) is not calm: it shows
         nothing of the server's pace."""
         if throughput > 0:  # a window with nothing delivered (a listing, the first bytes) says nothing of the rate
-            per_transfer = int(throughput / self.workers * _PART_SECONDS)
-            self.part_size = min(MAX_PART_SIZE, max(PART_SIZE, per_transfer >> 20 << 20))
+            self.part_size = min(MAX_PART_SIZE, max(PART_SIZE, int(self._range_bytes(throughput)) >> 20 << 20))
         if self.throttle is not None and self.throttle.take_events():
             return self._halve()
         if self._throttled_once:
@@ -275,11 +274,15 @@ class Ramp:
             self.limit, self.requests = min(self.cap, self.limit + 1), min(self.request_cap, self.requests + 1)
         return self.limit
 
+    def _range_bytes(self, throughput: float) -> float:
+        """The bytes one transfer moves in `_PART_SECONDS` at `throughput`: the range its connection calls for."""
+        return throughput / self.workers * _PART_SECONDS
+
     def _ranges_last_a_window(self, throughput: float) -> bool:
         """Whether a transfer moves a range within about a window at the rate measured: fast connections, whose
         bytes keep the CPU busy. Over capped ones a range lasts seconds: halving them would cost that long at half the
         rate before it could be judged, and the network, not the CPU, is their limit."""
-        return throughput / self.workers * _PART_SECONDS >= PART_SIZE
+        return self._range_bytes(throughput) >= PART_SIZE
 
     def _double(self, throughput: float, cpu_share: float) -> int:
         """Try twice the streams while the CPU has room; where it is the limit, try half until half delivers less:
