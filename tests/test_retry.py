@@ -15,7 +15,7 @@ from initializers.common.errors import FetchError
 from initializers.common.remote_file import Checksum
 from initializers.sources.hub.get import HubGetter
 from initializers.store.retry import ATTEMPTS, THROTTLE_BUDGET_SECONDS, Retriable, retrying
-from initializers.store.throttle import FIRST_PAUSE_SECONDS, JITTER, MOST_BETWEEN_PROBES_SECONDS
+from initializers.store.throttle import FIRST_PAUSE_SECONDS, JITTER, MOST_BETWEEN_PROBES_SECONDS, Throttle
 
 
 def failing(times: int | None, error: Callable[[], Exception]) -> tuple[Callable[[], str], list[int]]:
@@ -64,6 +64,18 @@ def test_throttling_gives_up_once_the_budget_would_be_exceeded_saying_what_was_a
         retrying("get", "x", attempt, clock=clock)
     assert len(clock.sleeps) == 3 and sum(clock.sleeps) <= THROTTLE_BUDGET_SECONDS < sum(clock.sleeps) + 100
     assert len(calls) == 4
+
+
+def test_a_request_that_finds_its_source_held_beyond_its_budget_gives_up_at_once_without_waiting() -> None:
+    """Another request of the source was asked to wait an hour: this one neither waits it out (its thread would
+    keep a failing run alive for that hour) nor is sent; it says what the server asked."""
+    clock = DrivenClock()
+    throttle = Throttle(clock)
+    throttle.throttled(retry_after=3600)
+    attempt, calls = failing(0, lambda: AssertionError("never raised"))
+    with pytest.raises(FetchError, match=r"asked to wait 3600 s more after 0 s of waiting, beyond the 330 s"):
+        retrying("get", "x", attempt, clock=clock, throttle=throttle)
+    assert calls == [] and clock.sleeps == []
 
 
 def test_throttling_without_retry_after_backs_off_and_is_budgeted_too() -> None:

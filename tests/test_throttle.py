@@ -65,6 +65,15 @@ def test_answers_to_requests_sent_before_the_hold_do_not_end_it() -> None:
     assert throttle.wait_turn() == wait  # the probe still waits its turn
 
 
+def test_a_turn_further_off_than_a_request_may_wait_is_not_waited_for() -> None:
+    clock = DrivenClock()
+    throttle = Throttle(clock)
+    wait = throttle.throttled(retry_after=3600)
+    assert throttle.wait_turn(most=330) is None and clock.sleeps == []  # told at once, nothing slept
+    assert throttle.asked == 3600
+    assert throttle.wait_turn(most=wait) == wait  # within reach: waited for as before
+
+
 def test_no_probe_goes_before_the_time_the_server_named() -> None:
     clock = DrivenClock()
     throttle = Throttle(clock)

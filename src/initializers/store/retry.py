@@ -99,7 +99,10 @@ def retrying(
     failures = 0
     throttled_for = 0.0
     while True:
-        throttled_for += throttle.wait_turn()
+        waited = throttle.wait_turn(THROTTLE_BUDGET_SECONDS - throttled_for)
+        if waited is None:  # the source's requests are held for longer than this one may still wait
+            raise _beyond_budget(verb, where, throttle.asked, throttled_for, "its source's requests are held")
+        throttled_for += waited
         if interrupted():
             raise FetchError(f"{where}: interrupted")
         sent_at = clock.monotonic()
@@ -118,13 +121,7 @@ def retrying(
             if throttled:
                 wait = throttle.throttled(exc.retry_after, sent_at)
                 if throttled_for + wait > THROTTLE_BUDGET_SECONDS:
-                    asked = (
-                        f"asked to wait {exc.retry_after:.0f} s more" if exc.retry_after is not None else "throttled"
-                    )
-                    raise FetchError(
-                        f"cannot {verb} {where}: the server {asked} after {throttled_for:.0f} s of waiting, beyond "
-                        f"the {THROTTLE_BUDGET_SECONDS:.0f} s a request may wait out throttling: {_reason(exc)}"
-                    ) from None
+                    raise _beyond_budget(verb, where, exc.retry_after, throttled_for, _reason(exc)) from None
             else:
                 failures += 1
                 if failures == ATTEMPTS:
@@ -133,6 +130,16 @@ def retrying(
             _log.info("waiting to retry", request=f"{verb} {where}", reason=_reason(exc), wait_s=round(wait, 2))
             if not throttled:  # the fleet's hold is waited out at the next turn, where a probe may end it
                 clock.sleep(wait)
+
+
+def _beyond_budget(verb: str, where: str, asked: float | None, throttled_for: float, reason: str) -> FetchError:
+    """The failure of a request that gives up on a throttling that would outlast its budget: what the server asked,
+    if it named a wait, and what the request may wait."""
+    said = f"asked to wait {asked:.0f} s more" if asked is not None else "throttled"
+    return FetchError(
+        f"cannot {verb} {where}: the server {said} after {throttled_for:.0f} s of waiting, beyond the "
+        f"{THROTTLE_BUDGET_SECONDS:.0f} s a request may wait out throttling: {reason}"
+    )
 
 
 def _refuse_untrusted(exc: Exception, request: str, trust: str | None) -> None:

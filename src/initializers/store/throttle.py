@@ -15,6 +15,7 @@ sent before the hold began say nothing of either. Waits go through a `Clock`. Th
 
 from __future__ import annotations
 
+import math
 import random
 import threading
 
@@ -41,9 +42,13 @@ class Throttle:
         self._probe_at = 0.0  # when the next probe may go, while held
         self._rounds = 0  # probes throttled in a row, plus one: the backoff's exponent
         self._events = 0  # throttled answers since the ramp last asked
+        #: The wait the server last named (Retry-After) during this hold, for messages; None: it named none.
+        self.asked: float | None = None
 
-    def wait_turn(self) -> float:
-        """Hold a request back while the throttling lasts, unless it goes as the probe; the seconds it waited."""
+    def wait_turn(self, most: float = math.inf) -> float | None:
+        """Hold a request back while the throttling lasts, unless it goes as the probe: the seconds it waited; None,
+        without waiting, once its turn would come more than `most` seconds after it began to wait (the server asked
+        for longer than the request may wait, and no thread sleeps through that while the run fails)."""
         waited = 0.0
         while True:
             with self._lock:
@@ -54,6 +59,8 @@ class Throttle:
                     self._probe_at = now + self._pause()
                     return waited
                 nap = self._probe_at - now
+                if waited + nap > most:
+                    return None
             self._clock.sleep(nap)
             waited += nap
 
@@ -71,6 +78,7 @@ class Throttle:
                 self._rounds += 1
                 self._probe_at = max(self._probe_at, now + self._pause())
             if retry_after is not None:
+                self.asked = retry_after
                 self._probe_at = max(self._probe_at, now + retry_after + random.uniform(0, JITTER))
             return self._probe_at - now
 
@@ -79,7 +87,7 @@ class Throttle:
         request. One sent before it began, or at an unknown time, says nothing of the throttling now."""
         with self._lock:
             if self._held_since is not None and sent_at is not None and sent_at >= self._held_since:
-                self._held_since, self._rounds = None, 0
+                self._held_since, self._rounds, self.asked = None, 0, None
 
     def take_events(self) -> int:
         """Throttled answers since the last call: what the ramp halves the transfers in flight for."""

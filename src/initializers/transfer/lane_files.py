@@ -12,7 +12,7 @@ from initializers.common import logs
 from initializers.common.remote_file import RemoteFile
 from initializers.store.contract import PART_SIZE, Storage
 from initializers.store.lane import RequestInFlight
-from initializers.store.retry import TRANSIENT, Retriable
+from initializers.store.retry import THROTTLE_BUDGET_SECONDS, TRANSIENT, Retriable
 from initializers.store.round_trips import RoundTrips
 from initializers.store.sink import Sink
 from initializers.store.throttle import Throttle
@@ -81,7 +81,9 @@ class LaneWork:
 
     def start(self, item: LaneFile) -> RequestInFlight:
         if self._throttle is not None:
-            self._throttle.wait_turn()  # the fleet's hold keeps the lane's requests back too
+            # The fleet's hold keeps the lane's requests back too. One longer than a request may wait is not waited
+            # out: the request goes, and its answer fails it under the retry policy.
+            self._throttle.wait_turn(THROTTLE_BUDGET_SECONDS)
         context, transfer = self._context, item.transfer
         with transfer.working():
             transfer.open(ranged=False)
