@@ -83,6 +83,17 @@ def first_block(text: str, language: str) -> str:
     return next(block.code for block in blocks(text) if block.language == language)
 
 
+def rows(text: str) -> list[list[str]]:
+    """The cells of every row of the tables in `text`, their header and separator rows left out."""
+    lines = [line for line in text.splitlines() if line.startswith("|")]
+    found = []
+    for index, line in enumerate(lines):
+        following = lines[index + 1] if index + 1 < len(lines) else ""
+        if not line.startswith("|---") and not following.startswith("|---"):
+            found.append([cell.strip() for cell in re.split(r"\s\|(?=\s)", line.strip().strip("|"))])
+    return found
+
+
 def prose(text: str) -> str:
     """`text` without its fenced blocks and its generated figures: what was written by hand."""
     text = _FIGURES.sub("", text)

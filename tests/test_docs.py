@@ -1,16 +1,25 @@
-"""The documentation stays true: its links lead somewhere, its figures are the results', and the front page stays
-a front page. (Its snippets run in test_doc_snippets.py; what it says of the programs, in each program's tests.)"""
+"""The documentation stays true: its links lead somewhere, its figures are the results', the front page stays
+a front page, and each store has its rows in the tables that have one per store. (Its snippets run in
+test_doc_snippets.py; what it says of the programs, in each program's tests.)"""
 
 from __future__ import annotations
 
 import io
 import re
+from collections.abc import Iterable
+from dataclasses import fields
 from pathlib import Path
 
 import pytest
 import yaml
 
 from devkit import docs
+from devkit.conformance import fixtures
+from initializers.config.contract import Config
+from initializers.config.settings import setting_fields, settings_of
+from initializers.config.signing import SigningOptions
+from initializers.kubeflow import sdk
+from initializers.sources import DATASET, MODEL, STORES
 
 FRONT_PAGE_MOST_LINES = 300
 #: A ratio written as a figure (`2.72x`, `26x`), not the `x` of a size (`1000 x 64 KiB`).
@@ -129,3 +138,149 @@ def test_the_live_views_frame_in_the_docs_is_what_the_view_draws() -> None:
     console = Console(width=80, file=io.StringIO(), force_terminal=True, color_system="standard")
     console.print(live_view.frame(run, 80))
     assert re.sub(r"\x1b\[[0-9;]*m", "", console.file.getvalue()) == shown
+
+
+# Each store's rows: a store added to the composition root without its rows in the docs' tables fails here, naming
+# the row it lacks (docs/architecture.md, "Adding a store", lists them).
+
+
+def _scheme_list(schemes: Iterable[str]) -> list[str]:
+    return [f"{scheme}://" for scheme in schemes]
+
+
+def test_the_front_pages_programs_list_each_of_their_stores() -> None:
+    programs = {program.program: program for program in (DATASET, MODEL)}
+    listed = {}
+    for first, _, stores in docs.rows(docs.page("README.md").split("Why use them", 1)[0]):
+        name = next(name for name in programs if f"`{name}`" in first)
+        listed[name] = re.findall(r"`([^`]+)`", stores)
+    for name, program in programs.items():
+        assert listed.get(name) == _scheme_list(program.schemes), (
+            f"README.md: the {name}'s row lists {listed.get(name)}, its stores are {_scheme_list(program.schemes)}"
+        )
+
+
+def test_the_front_page_shows_a_run_from_each_store() -> None:
+    shown = [block.code for block in docs.blocks(docs.section(docs.page("README.md"), "### From each source"))]
+    for plugin in STORES:
+        runs = [
+            code
+            for code in shown
+            if re.search(rf"STORAGE_URI={plugin.scheme}://\S+.*\b({'|'.join(plugin.kinds)})-initializer\b", code)
+        ]
+        assert runs, f"README.md, From each source: no snippet runs STORAGE_URI={plugin.scheme}://..."
+
+
+def _configuration_rows() -> list[tuple[set[str], str]]:
+    """(variables named in its first cell, its `used by` cell) of each row of the configuration page's table."""
+    table = docs.section(docs.page("docs/configuration.md"), "# Configuration").split("\n## ", 1)[0]
+    return [(set(re.findall(r"`([A-Z][A-Z0-9_]*)`", first)), used_by) for first, used_by, *_ in docs.rows(table)]
+
+
+def _used_by(cell: str) -> set[str]:
+    """The schemes a `used by` cell names (`all`: every store), what it says in parentheses left out."""
+    named = {word.strip() for word in re.sub(r"\(.*?\)", "", cell).split(",")}
+    return {plugin.scheme for plugin in STORES} if named == {"all"} else named
+
+
+def test_the_configuration_page_says_which_stores_read_each_setting() -> None:
+    rows = _configuration_rows()
+    schemes = {plugin.scheme for plugin in STORES}
+    strangers = [(names, cell) for names, cell in rows if not _used_by(cell) <= schemes]
+    assert not strangers, f"docs/configuration.md: rows naming no store's scheme in `used by`: {strangers}"
+    shared = dict(Config.shared_settings())
+    readers: dict[str, set[str]] = {}
+    for plugin in STORES:
+        own = [setting.env for group in plugin.options for _, setting in settings_of(group)]
+        for env in own + [setting.env for name, setting in shared.items() if name not in plugin.refuses]:
+            readers.setdefault(env, set()).add(plugin.scheme)
+        for name in plugin.refuses:
+            env = shared[name].env
+            said = [cell for names, cell in rows if env in names]
+            assert any(f"refused for {plugin.scheme}" in cell for cell in said), (
+                f"docs/configuration.md: the {env} row does not say it is refused for {plugin.scheme}"
+            )
+    for env, stores in readers.items():
+        documented = set().union(*[_used_by(cell) for names, cell in rows if env in names])
+        assert stores <= documented, (
+            f"docs/configuration.md: no row says {', '.join(sorted(stores - documented))} read {env}"
+        )
+        assert documented <= stores, (
+            f"docs/configuration.md: a row says {', '.join(sorted(documented - stores))} read {env}, which their "
+            "plug-ins do not declare"
+        )
+
+
+def test_the_configuration_page_gives_each_stores_uris() -> None:
+    uri = next(cell for names, _, cell in docs.rows(docs.page("docs/configuration.md")) if names == "`STORAGE_URI`")
+    spans = re.findall(r"`([^`]+)`", uri)
+    given = list(dict.fromkeys(span for span in spans if span in {plugin.usage for plugin in STORES}))
+    assert given == [plugin.usage for plugin in STORES], (
+        f"docs/configuration.md: the STORAGE_URI row gives {given}, the stores' forms are "
+        f"{[plugin.usage for plugin in STORES]}"
+    )
+
+
+#: A list of schemes in a message: `hf://, s3://` or `hf://..., s3://... or cache://...`.
+_SCHEMES = re.compile(r"[a-z][a-z0-9]*://(?:\.\.\.)?(?:(?:,| or|, or) [a-z][a-z0-9]*://(?:\.\.\.)?)+")
+
+
+def test_the_rejected_input_table_has_each_stores_uris_and_lists_every_store() -> None:
+    table = docs.rows(docs.section(docs.page("docs/behaviour.md"), "## Rejected input"))
+    for plugin in STORES:
+        rows = [given for given, *_ in table if re.search(rf"`(STORAGE_URI=)?{plugin.scheme}://", given)]
+        assert rows, f"docs/behaviour.md, Rejected input: no row refuses a {plugin.scheme}:// URI"
+    programs = [_scheme_list(program.schemes) for program in (DATASET, MODEL)]
+    for given, _, message in table:
+        for found in _SCHEMES.findall(message):
+            listed = re.findall(r"([a-z][a-z0-9]*://)", found)
+            if {scheme[:-3] for scheme in listed} <= {plugin.scheme for plugin in STORES}:
+                assert listed in programs, (
+                    f"docs/behaviour.md, Rejected input: {given} lists {listed}, not a program's stores {programs}"
+                )
+
+
+def test_the_durability_page_says_what_each_store_vouches_for() -> None:
+    table = docs.rows(docs.section(docs.page("docs/durability.md"), "### What each store vouches for"))
+    said = {re.findall(r"`(\w+)://`", source)[0]: algorithms for source, algorithms, _ in table}
+    for plugin in STORES:
+        assert plugin.scheme in said, f"docs/durability.md, What each store vouches for: no row for {plugin.scheme}://"
+        kinds = {kind for store in fixtures(plugin.scheme).values() for kind in store.source.checksum_kinds}
+        written = set(re.findall(r"`([^`]+)`", said[plugin.scheme]))
+        assert written == kinds and (kinds or said[plugin.scheme] == "none"), (
+            f"docs/durability.md: the {plugin.scheme}:// row says {said[plugin.scheme]}, its store declares "
+            f"{sorted(kinds) or 'none'}"
+        )
+
+
+def test_the_kubeflow_page_names_each_stores_sdk_classes_and_their_fields() -> None:
+    table = docs.rows(docs.section(docs.page("docs/kubeflow.md"), "## Without Kubeflow"))
+    said = {re.findall(r"`(\w+)://`", source)[0]: (dataset, model, made) for source, dataset, model, made in table}
+    common = {"storage_uri", "ignore_patterns", "allow_patterns"} | {f.name for f in setting_fields(SigningOptions)}
+    for plugin in STORES:
+        assert plugin.scheme in said, f"docs/kubeflow.md: no row for the SDK classes of {plugin.scheme}://"
+        dataset, model, made = said[plugin.scheme]
+        for program, cell in ((DATASET, dataset), (MODEL, model)):
+            step = next(
+                (step for step in sdk.STEPS if step.kind.name == program.name and step.scheme == plugin.scheme), None
+            )
+            assert cell == (f"`{step.__name__}`" if step else ""), (
+                f"docs/kubeflow.md: the {plugin.scheme}:// row's {program.name} class is {cell!r}, the SDK's is "
+                f"{step and step.__name__}"
+            )
+            if step is not None and step not in sdk._KUBEFLOW:
+                own = [f.name for f in fields(step) if f.name not in common]
+                assert made.startswith("ours: ") and re.findall(r"`(\w+)`", made) == own, (
+                    f"docs/kubeflow.md: the {plugin.scheme}:// row gives the fields {made!r}, {step.__name__} has {own}"
+                )
+            elif step is not None:
+                assert made == "Kubeflow's", f"docs/kubeflow.md: {step.__name__} is Kubeflow's own class"
+
+
+def test_the_architecture_pages_tree_has_each_stores_folder() -> None:
+    tree = docs.first_block(docs.page("docs/architecture.md"), "")
+    for plugin in STORES:
+        folder = plugin.open.__module__.rpartition(".")[2]
+        assert re.search(rf"^ {{4}}{folder}/ ", tree, re.MULTILINE), (
+            f"docs/architecture.md: the tree has no sources/{folder}/ ({plugin.scheme}://)"
+        )
