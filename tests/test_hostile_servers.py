@@ -344,6 +344,27 @@ def test_retry_after_beyond_the_budget_says_what_was_asked_and_allowed(hub: HubP
     assert len(hub.requests("/resolve/")) <= len(FILES)  # one per file at most: the wait is not taken
 
 
+def test_a_retry_that_finds_the_source_held_beyond_the_budget_gives_up_at_once(hub: HubPoser, tmp_path: Path) -> None:
+    """config.json's first answer, a 500, is sent once model.safetensors has been answered a 429 holding the source for
+    an hour: its retry, after the backoff, finds the hold and gives up at once instead of sleeping through it (which
+    kept the failing run's process alive for the hour)."""
+    throttled = threading.Event()
+
+    def model(_seen: Seen) -> Answer:
+        throttled.set()
+        return Answer(429, {"Retry-After": "3600"}, b"slow down")
+
+    def config(seen: Seen) -> Answer | None:
+        if len(hub.requests("/resolve/.*config.json")) > 1:
+            return None  # the retry: answered as the Hub would, if it is ever sent
+        throttled.wait(30)
+        return Answer(500, {}, b"oops")
+
+    hub.answer("/resolve/.*safetensors", model)
+    hub.answer("/resolve/.*config.json", config)
+    assert_failed(run_hub(hub, tmp_path), 1, "asked to wait 3600 s", "beyond the 330 s")
+
+
 # --- what holds today, and must keep holding ------------------------------------------------------------------
 
 
