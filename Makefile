@@ -129,6 +129,10 @@ bench: bench-install
 bench-startup: install
 	$(PY) -m bench.startup
 
+# BENCH_BEFORE=<another checkout>/src, here, in bench-hf, bench-clouds and every table of `make bench`: our program
+# run from that code too (the commit before a change), one more contender, "initializers (before)", in the same
+# rounds, each table giving its row and the ratio of after to before (git worktree add /tmp/before <commit>, then
+# BENCH_BEFORE=/tmp/before/src make bench-s3).
 bench-s3: bench-install
 	$(PY) -m bench.s3
 

@@ -31,7 +31,8 @@ over HTTP/1.1 and many connections as in the plain rows; our program speaks HTTP
 serves HTTP/1.1 alone.
 
 Run with `make bench-clouds` (BENCH_ROUNDS, BENCH_OUT, BENCH_QUICK; BENCH_STORES=gs, az, az-blocks, gs-tls or az-tls,
-BENCH_SETS=N3 or N2 for one set; RCLONE_TRANSFERS to run rclone with other transfers).
+BENCH_SETS=N3 or N2 for one set; RCLONE_TRANSFERS to run rclone with other transfers; BENCH_BEFORE for the code
+before a change beside ours, `harness.with_before`).
 """
 
 from __future__ import annotations
@@ -50,7 +51,7 @@ from pathlib import Path
 from urllib.parse import quote
 
 from bench import network
-from bench.harness import Contender, Result, Sample, measure, run_alone
+from bench.harness import RERUN, Contender, Result, Sample, measure, run_alone
 from bench.s3 import DataSet, MiB
 from devkit.azurite import ACCOUNT, ACCOUNT_KEY, Azurite, connection_string
 from devkit.fake_gcs import FakeGCS
@@ -358,7 +359,7 @@ def suite(rounds: int, out_root: Path, quick: bool) -> list[Result]:
                     most = rounds if set_key == "N3" else min(rounds, network.LARGE_ROUNDS)
                     samples = measure(f"{key} {set_key}", contenders, dataset.total, out_root, most, OURS,
                                       discarding=(CURL_LOOPBACK,), finished=meter.finished)  # fmt: skip
-                    cpu = {name: meter.seconds[name] for name in contenders}
+                    cpu = {name: meter.seconds[name] for name in samples if not name.endswith(RERUN)}
                     results.append(CloudResult(title_of(store, dataset), dataset.total, samples, RCLONE, cpu=cpu))
     return results
 

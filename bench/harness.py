@@ -1,6 +1,7 @@
 """The benchmark harness: contenders run as separate processes, interleaved round by round, medians and ratios.
 
-Machines here are shared and noisy, so only ratios measured side by side in one run mean anything.
+Machines here are shared and noisy, so only ratios measured side by side in one run mean anything: a change is
+measured against the code before it in the same run, by BENCH_BEFORE (`with_before`).
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ import os
 import shutil
 import statistics
 import subprocess
+import sys
 import time
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
@@ -29,6 +31,8 @@ ROUNDS = 3
 _DROP_CACHES = Path("/proc/sys/vm/drop_caches")
 #: A contender: given an empty output folder, the command and environment that fill it.
 Contender = Callable[[Path], tuple[list[str], dict[str, str]]]
+#: What the row of our program run from BENCH_BEFORE's code adds to its name.
+BEFORE = " (before)"
 
 
 @dataclass
@@ -56,6 +60,30 @@ def run_alone(suite: Callable[[int, Path, bool], list[Result]]) -> None:
     print("\n" + "\n".join(result.markdown() for result in results))
     if memory_note:
         print(f"Memory: {memory_note}.")
+
+
+def with_before(contenders: dict[str, Contender], ours: str) -> dict[str, Contender]:
+    """`contenders`, and, when BENCH_BEFORE names the `src` folder of another checkout (the commit before a change),
+    `ours` run from that code too, right after it: the same command and environment, PYTHONPATH pointing there, so
+    that it runs in the same rounds and every table gets its row and the ratio of after to before."""
+    source = os.environ.get("BENCH_BEFORE", "")
+    if not source:
+        return contenders
+    if not (Path(source) / "initializers").is_dir():
+        raise SystemExit(f"BENCH_BEFORE: {source!r} holds no initializers package; name another checkout's src folder")
+    # Compiled now, as this checkout's code is by its earlier runs: else its first run alone would pay for it.
+    subprocess.run([sys.executable, "-m", "compileall", "-q", source], check=True, stdout=subprocess.DEVNULL)
+
+    def before(out: Path) -> tuple[list[str], dict[str, str]]:
+        command, env = contenders[ours](out)
+        return command, {**env, "PYTHONPATH": source}
+
+    made: dict[str, Contender] = {}
+    for name, contender in contenders.items():
+        made[name] = contender
+        if name == ours:
+            made[ours + BEFORE] = before
+    return made
 
 
 def run_once(command: list[str], env: dict[str, str], scratch: Path) -> Sample:
@@ -97,9 +125,10 @@ def measure(
     cold: bool = False,
     finished: Callable[[str, Sample], None] | None = None,
 ) -> dict[str, list[Sample]]:
-    """Every contender once per round, in a rotating order but for `rerun` last in the last round; then `rerun`
-    again on its complete output, and the `timed` commands (a part of the work, such as a listing alone), in turns,
-    for their median seconds.
+    """Every contender once per round, in a rotating order but for `rerun` (our program) last in the last round; then
+    `rerun` again on its complete output, and the `timed` commands (a part of the work, such as a listing alone), in
+    turns, for their median seconds. With BENCH_BEFORE, `rerun` run from that code is one more contender
+    (`with_before`).
 
     `total` is the work in bytes (or another `unit` of a million things, e.g. rows), and `found` counts it in an
     output, so a contender that leaves anything out fails the benchmark instead of looking fast. Contenders in
@@ -108,6 +137,7 @@ def measure(
     (outputs on a disk): the page cache is dropped too, so that each starts from the same cache. `finished` hears of
     every sample as it is taken (a long suite's rows, written as they come).
     """
+    contenders = with_before(contenders, rerun)
     samples: dict[str, list[Sample]] = {name: [] for name in contenders}
     names = list(contenders)
     out = out_root / "out"
@@ -211,6 +241,7 @@ def table(title: str, total: int, samples: dict[str, list[Sample]], peer: str, u
     ]
     reference = statistics.median(total / s.seconds for s in samples[peer])
     digits = 2 if unit != "MB" else 0 if reference >= 10e6 else 1  # tiny files move a few MB/s: their tenths count
+    medians: dict[str, tuple[float, float]] = {}  # rate, CPU per GB (or M rows)
     for name, runs in samples.items():
         if name.endswith(RERUN):
             lines.append(f"| {name} (complete output, nothing to fetch) | {runs[0].seconds:.2f} s | | | |")
@@ -221,9 +252,16 @@ def table(title: str, total: int, samples: dict[str, list[Sample]], peer: str, u
         rates = [total / s.seconds / 1e6 for s in runs]
         cpu = statistics.median(s.cpu for s in runs) / (total / per_amount)
         ratio = statistics.median(rates) * 1e6 / reference
+        medians[name] = (statistics.median(rates), cpu)
         lines.append(
             f"| {name} | {statistics.median(rates):.{digits}f} ({min(rates):.{digits}f}-{max(rates):.{digits}f}) | "
             f"{cpu:.2f} | "
             f"{statistics.median(s.rss_mb for s in runs):.0f}, {max(s.rss_mb for s in runs):.0f} | {ratio:.2f}x |"
         )
-    return "\n".join(lines) + "\n"
+    after_before = [
+        f"\n{after} against {name}: {medians[after][0] / medians[name][0]:.2f}x the rate, "
+        f"{medians[after][1] / medians[name][1]:.2f}x the CPU per {per}.\n"
+        for name in medians
+        if name.endswith(BEFORE) and (after := name.removesuffix(BEFORE)) in medians
+    ]
+    return "\n".join(lines) + "\n" + "".join(after_before)

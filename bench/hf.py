@@ -2,7 +2,8 @@
 
 Both fetch from our local Hub server. Run with `make bench-hf` (BENCH_ROUNDS, BENCH_OUT, BENCH_SETS: M for
 all-MiniLM-L6-v2, L for a repo with one 1 GiB LFS file and 500 small files, T for L over TLS: both of the server's
-origins over HTTPS with a certificate made for the run, trusted through SSL_CERT_FILE as `trust` says).
+origins over HTTPS with a certificate made for the run, trusted through SSL_CERT_FILE as `trust` says; BENCH_BEFORE
+for the code before a change beside ours, `harness.with_before`).
 """
 
 from __future__ import annotations

@@ -11,7 +11,8 @@ and their rank is plain A's), to keep `make bench` within 30 minutes; set A over
 (`taskset -c 0`), to show whether the interpreter's lock caps it with two.
 
 Run with `make bench-s3` (BENCH_ROUNDS, BENCH_OUT to choose the output filesystem, BENCH_SETS to pick sets: A, B, C,
-D, in lower case for the same set over TLS; BENCH_QUICK for smaller sets and one round).
+D, in lower case for the same set over TLS; BENCH_QUICK for smaller sets and one round; BENCH_BEFORE for the code
+before a change beside ours, `harness.with_before`).
 """
 
 from __future__ import annotations
