@@ -277,6 +277,17 @@ def test_the_kubeflow_page_names_each_stores_sdk_classes_and_their_fields() -> N
                 assert made == "Kubeflow's", f"docs/kubeflow.md: {step.__name__} is Kubeflow's own class"
 
 
+def test_the_scaling_page_says_which_stores_split_a_plan_and_which_shard_themselves() -> None:
+    bullets = {
+        line.split("**")[1]: re.findall(r"`(\w+)://`", line.split(")", 1)[0])  # the schemes in its parentheses
+        for line in docs.page("docs/scaling.md").splitlines()
+        if line.startswith("- **")
+    }
+    for title, splits in (("A split plan", True), ("Per-node cache shards", False)):
+        stores = [plugin.scheme for plugin in STORES if plugin.splits_plan is splits]
+        assert bullets[title] == stores, f"docs/scaling.md: {title} names {bullets[title]}, the stores are {stores}"
+
+
 def test_the_architecture_pages_tree_has_each_stores_folder() -> None:
     tree = docs.first_block(docs.page("docs/architecture.md"), "")
     for plugin in STORES:
