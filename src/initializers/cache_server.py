@@ -28,7 +28,7 @@ from initializers.cache.arrow_memory import prefer_system_allocator
 from initializers.cli import EXIT_BAD_CONFIG, EXIT_FETCH_FAILED, EXIT_OK, exit_now, failed, options_for
 from initializers.common.errors import ConfigError, FetchError
 from initializers.config.contract import Config
-from initializers.config.settings import TEXT, Codec, parse_schema, setting_field, setting_fields, settings_of
+from initializers.config.settings import Codec, parse_schema, setting_field, setting_fields, settings_of, whole_number
 from initializers.sources import DATASET
 
 PROGRAM = "cache-server"
@@ -39,14 +39,7 @@ SHUTDOWN_GRACE = 5.0
 _STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
 
-def _parse_port(raw: str) -> int:
-    value = int(raw.strip())
-    if not 1 <= value <= 65535:
-        raise ValueError("not a port")
-    return value
-
-
-PORT_NUMBER: Codec[int] = Codec(_parse_port, str, "a port number, 1 to 65535")
+PORT_NUMBER: Codec[int] = Codec(whole_number(1, 65535), str, "a port number, 1 to 65535")
 
 
 def _the_contracts(name: str) -> Any:
@@ -68,7 +61,7 @@ class ServerConfig:
         "PORT", f"Port to listen on [default: {DEFAULT_PORT}].", PORT_NUMBER, default=DEFAULT_PORT
     )
     bind_address: str = setting_field(
-        "BIND_ADDRESS", "Address to listen on [default: 0.0.0.0, every IPv4 interface].", TEXT, default="0.0.0.0"
+        "BIND_ADDRESS", "Address to listen on [default: 0.0.0.0, every IPv4 interface].", default="0.0.0.0"
     )
     advertise_host: str | None = setting_field(
         "ADVERTISE_HOST",

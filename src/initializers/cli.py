@@ -77,7 +77,7 @@ class _GroupedHelp(click.Command):
 def _sections(kind: Kind) -> list[tuple[str, list[str]]]:
     """The program's options by who reads them: the shared ones, then each option group under the schemes of this
     program's sources that read it (`hf://, s3:// sources`), groups read by the same sources together."""
-    sections = {"Options": [name for name, _ in Config.shared_settings()]}
+    sections = {"Options": [name for name, _ in Config.settings()]}
     for group in option_groups(kind.plugins):
         readers = [f"{plugin.scheme}://" for plugin in kind.plugins if group in plugin.options]
         sections.setdefault(f"{', '.join(readers)} sources", []).extend(name for name, _ in settings_of(group))

@@ -41,11 +41,7 @@ def cut(row_counts: Sequence[int], shards: int) -> list[Piece]:
     reads its rows in table order.
     """
     pieces: list[Piece] = []
-    boundaries: list[tuple[int, int]] = []
-    position = 0
-    for size in shard_sizes(sum(row_counts), shards):
-        boundaries.append((position, position + size))
-        position += size
+    boundaries = [shard_range(sum(row_counts), shards, index) for index in range(shards)]
     shard = 0
     offset = 0  # where the current input starts in the whole sequence
     for index, count in enumerate(row_counts):

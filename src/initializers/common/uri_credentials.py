@@ -93,17 +93,13 @@ def credentials_sent(url: str, body: bytes | str | Mapping[str, str] | None, hea
     return [*credentials_in(url), *credentials_in_body(body), *authorizations]
 
 
-def _fields(value: object) -> list[tuple[str, str]]:
-    """(name, text) of every text field of a JSON value, however deep."""
+def _fields(value: object, name: str | None = None) -> list[tuple[str, str]]:
+    """(name, text) of every text field of a JSON value, however deep (`name`: the field `value` is, if one)."""
     if isinstance(value, dict):
-        return [found for name, item in value.items() for found in _named(str(name), item)]
+        return [found for key, item in value.items() for found in _fields(item, str(key))]
     if isinstance(value, list):
         return [found for item in value for found in _fields(item)]
-    return []
-
-
-def _named(name: str, item: object) -> list[tuple[str, str]]:
-    return [(name, item)] if isinstance(item, str) and item else _fields(item)
+    return [(name, value)] if name is not None and isinstance(value, str) and value else []
 
 
 #: The variables naming a proxy, as urllib, requests, httpx and botocore read them (either case).

@@ -249,7 +249,7 @@ class Config:
     def for_source(self, plugin: SourcePlugin) -> Config:
         """This configuration as `plugin`'s source receives it: the shared settings and its own option groups only;
         a shared setting it refuses is an error naming the variable."""
-        for name, setting in self.shared_settings():
+        for name, setting in self.settings():
             why = plugin.refuses.get(name)
             if why is not None and getattr(self, name):
                 raise ConfigError(f"{setting.env} does not apply to {plugin.scheme}:// sources: {why}")
@@ -289,11 +289,6 @@ class Config:
         notes = [plugin.notes[name] for plugin in plugins if name in plugin.notes]
         notes += [f"Does not apply to {p.scheme}://: {p.refuses[name]}." for p in plugins if name in p.refuses]
         return " ".join([setting.help_for(kind), *notes])
-
-    @staticmethod
-    def shared_settings() -> list[tuple[str, Setting]]:
-        """(field name, setting) for every variable all sources share, in declaration order."""
-        return settings_of(Config)
 
     @staticmethod
     def settings(kind: Kind | None = None) -> list[tuple[str, Setting]]:

@@ -53,18 +53,16 @@ def _parse_text(raw: str) -> str:
     return raw.strip()
 
 
-def _parse_positive_int(raw: str) -> int:
-    value = int(raw.strip())
-    if value < 1:
-        raise ValueError("not positive")
-    return value
+def whole_number(least: int, most: float = float("inf")) -> Callable[[str], int]:
+    """A parser of integers from `least` to `most`."""
 
+    def parse(raw: str) -> int:
+        value = int(raw.strip())
+        if not least <= value <= most:
+            raise ValueError("out of range")
+        return value
 
-def _parse_non_negative_int(raw: str) -> int:
-    value = int(raw.strip())
-    if value < 0:
-        raise ValueError("negative")
-    return value
+    return parse
 
 
 def _parse_positive_float(raw: str) -> float:
@@ -89,14 +87,7 @@ def _parse_bool(raw: str) -> bool:
 
 def bounded_int(most: int) -> Codec[int]:
     """A positive integer up to `most`."""
-
-    def parse(raw: str) -> int:
-        value = _parse_positive_int(raw)
-        if value > most:
-            raise ValueError("too many")
-        return value
-
-    return Codec(parse, str, f"an integer from 1 to {most}")
+    return Codec(whole_number(1, most), str, f"an integer from 1 to {most}")
 
 
 def _patterns(variable: str, empty_means_unset: bool) -> Codec[tuple[str, ...]]:
@@ -148,8 +139,8 @@ def choice(*choices: str) -> Codec[str]:
 
 
 TEXT: Codec[str] = Codec(_parse_text, str, "text")
-POSITIVE_INT: Codec[int] = Codec(_parse_positive_int, str, "a positive integer")
-NON_NEGATIVE_INT: Codec[int] = Codec(_parse_non_negative_int, str, "an integer, 0 or more")
+POSITIVE_INT: Codec[int] = Codec(whole_number(1), str, "a positive integer")
+NON_NEGATIVE_INT: Codec[int] = Codec(whole_number(0), str, "an integer, 0 or more")
 POSITIVE_NUMBER: Codec[float] = Codec(_parse_positive_float, repr, "a positive number")
 BOOL: Codec[bool] = Codec(_parse_bool, lambda value: "true" if value else "false", "true or false")
 BANDWIDTH: Codec[int] = Codec(

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import contextlib
 import signal
-import time
 from collections.abc import Callable, Iterator
 from types import FrameType
 
+from initializers.common.clock import SystemClock
 from initializers.common.errors import Stopped
 from initializers.process import early_stops
 
@@ -62,19 +62,16 @@ class Stop:
             self.check()
 
 
-class StoppingClock:
+class StoppingClock(SystemClock):
     """The system's time, whose sleeps are stop points: a wait through it (for another run's lock) ends in Stopped
     within one sleep of a stop."""
 
     def __init__(self, stop: Stop) -> None:
         self._stop = stop
 
-    def monotonic(self) -> float:
-        return time.monotonic()
-
     def sleep(self, seconds: float) -> None:
         self._stop.check()
-        time.sleep(seconds)
+        super().sleep(seconds)
         self._stop.check()
 
 
