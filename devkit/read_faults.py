@@ -13,7 +13,7 @@ as one raised by its own I/O would (its retries and resumption see it), after th
 - `refuse`: the listing fails, as a store refusing it does.
 
 The program runs with the layer installed (`command`): it wraps the class of the store's source (`Store.source`),
-and reads small files in threads rather than in the lane (`lane_reads` None), so that every read passes a sink of
+and reads small files in threads rather than in the lane (its `Advice` without one), so that every read passes a sink of
 its. Each fault fires `times` times at most; each firing, and each file read, is a line in the `hits` file the test
 reads.
 """
@@ -28,13 +28,13 @@ import subprocess
 import sys
 import threading
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from devkit.programs import ProgramResult, clean_env
 from initializers.common.errors import FetchError
-from initializers.store.contract import Storage
+from initializers.store.contract import Advice, Storage
 from initializers.store.retry import Retriable
 
 #: The variable the program's process reads its faults from (JSON: `Faults.to_json`).
@@ -183,11 +183,10 @@ def _install(faults: Faults) -> None:
     source_class = getattr(importlib.import_module(module), name)
     injector = _Injector(faults)
     read, list_files = getattr(source_class, "read", None), source_class.list_files
-    init, interrupt = source_class.__init__, source_class.interrupt
+    advice, interrupt = source_class.advice, source_class.interrupt
 
-    def faulty_init(self: Any, *args: Any, **kwargs: Any) -> None:
-        init(self, *args, **kwargs)
-        self.lane_reads = None  # every read through `read`, with a sink of ours
+    def faulty_advice(self: Any) -> Advice:
+        return replace(advice(self), lane=None)  # every read through `read`, with a sink of ours
 
     def faulty_read(self: Any, file: Any, offset: int, length: int, sink: Any) -> None:
         injector.note(f"read {file.path}")
@@ -207,7 +206,7 @@ def _install(faults: Faults) -> None:
 
     source_class.list_files, source_class.interrupt = faulty_list_files, faulty_interrupt
     if issubclass(source_class, Storage):  # a Maker's reads are its library's: only its listing is reached
-        source_class.__init__, source_class.read = faulty_init, faulty_read
+        source_class.advice, source_class.read = faulty_advice, faulty_read
 
 
 def main() -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from initializers.common.remote_file import RemoteFile
@@ -27,6 +28,10 @@ Intervals = tuple[tuple[int, int], ...]
 #: Hub's CDN is alike): what a `Storage` advises unless it knows better; the engine grows it on fast connections.
 PART_SIZE = 8 << 20
 
+#: The most small-file requests at once a `Storage` advises when MAX_WORKERS is not set: as many as s5cmd runs by
+#: default.
+MAX_REQUESTS = 256
+
 #: Pages in a row without an entry before a paginated listing is taken to go nowhere, for every store: S3 may send an
 #: empty page with a continuation token (past many deleted keys), a Hub page may hold only folders, but not without end.
 MAX_EMPTY_PAGES = 100
@@ -38,26 +43,35 @@ def comes_whole(size: int, part: int | None) -> bool:
     return not part or size <= 2 * part
 
 
-class Source(ABC):
-    """What every source offers a run: a listing, a description for the manifest, and a way to be stopped."""
+@dataclass(frozen=True)
+class Advice:
+    """What a store advises the engine that moves its files, read by it in one place (`transfer.factories`)."""
 
     #: Parallel transfers at the start; more while more raise throughput (see `concurrency`).
-    default_workers: int = 8
+    workers: int = 8
     #: The most parallel transfers when MAX_WORKERS is not set: enough to fill a link of capped connections, and as
     #: many small-file requests as do well before more threads cost more CPU than the round trips they hide.
     max_workers: int = 64
     #: The most small-file requests at once when MAX_WORKERS is not set (None: `max_workers`): over a long round trip
     #: each waits on the network, not the CPU, and only more of them in flight raise throughput (see `concurrency`).
     max_requests: int | None = None
+    #: The pause its requests share while its server throttles them, which the concurrency ramp follows (None: the
+    #: store reads through a library that paces itself, as pyarrow does).
+    throttle: Throttle | None = None
+    #: The round trips its requests have shown, which the concurrency ramp starts small-file requests from (None: the
+    #: store measures none).
+    round_trips: RoundTrips | None = None
+    #: How a `Storage` reads small files in the lane, many requests kept in flight by one thread; None: each file is
+    #: read in a thread of its own.
+    lane: LaneReads | None = None
+
+
+class Source(ABC):
+    """What every source offers a run: a listing, a description for the manifest, and a way to be stopped."""
+
     #: A glob of top-level folders whose whole content the source defines (the cache source's shards): files
     #: there that the plan no longer lists are stale and get removed. None: files beside the plan are left alone.
     owned_folders: str | None = None
-    #: The pause its requests share while its server throttles them, which the concurrency ramp follows (None: the
-    #: source reads through a library that paces itself, as pyarrow does).
-    throttle: Throttle | None = None
-    #: The round trips its requests have shown, which the concurrency ramp starts small-file requests from (None: the
-    #: source measures none).
-    round_trips: RoundTrips | None = None
 
     # What the store offers, declared by its class and held to by the conformance suite (`tests/test_conformance.py`);
     # whether it reads byte ranges or makes its files is what it is: a `Storage` or a `Maker`.
@@ -81,6 +95,10 @@ class Source(ABC):
         """What the manifest records about the source, free of secrets: its URI and, once `list_files` has run,
         the version it resolved to."""
 
+    def advice(self) -> Advice:
+        """What the store advises the engine: the defaults, unless it knows better."""
+        return Advice()
+
     def interrupt(self) -> None:  # noqa: B027 - optional hook
         """Unblock transfers waiting on the network, from another thread, when the run is being stopped."""
 
@@ -91,10 +109,8 @@ class Source(ABC):
 class Storage(Source):
     """Files stored as they are, read by byte ranges (every object store, the Hub)."""
 
-    max_requests = 256  # as many as s5cmd runs by default
-    #: How small files are read in the lane, many requests kept in flight by one thread; None: the source reads each
-    #: file in a thread of its own.
-    lane_reads: LaneReads | None = None
+    def advice(self) -> Advice:
+        return Advice(max_requests=MAX_REQUESTS)
 
     def resumable(self, file: RemoteFile, kept: Intervals) -> Intervals:
         """Of the intervals (offset, length) of `file` an earlier run kept, those this run may build on: all of them,

@@ -17,6 +17,7 @@ from initializers.common.errors import disk_error
 from initializers.common.remote_file import RemoteFile
 from initializers.destination.stable_storage import start_writeback
 from initializers.store.contract import Storage, comes_whole
+from initializers.store.lane import LaneReads
 from initializers.store.retry import Retriable, retrying
 from initializers.transfer.bandwidth import TokenBucket
 from initializers.transfer.concurrency import Ramp
@@ -31,11 +32,15 @@ class RangeTasks:
     """One task per range of a stored file; the first range to run opens its transfer's temporary, the last finishes
     it."""
 
-    def __init__(self, reader: Storage, ramp: Ramp, bandwidth: TokenBucket | None = None) -> None:
-        """`bandwidth`: the MAX_BANDWIDTH cap every range's bytes are taken from, when there is one."""
+    def __init__(
+        self, reader: Storage, ramp: Ramp, bandwidth: TokenBucket | None = None, lane: LaneReads | None = None
+    ) -> None:
+        """`bandwidth`: the MAX_BANDWIDTH cap every range's bytes are taken from, when there is one; `lane`: how the
+        source reads small files in the lane, if it offers one (`Advice.lane`)."""
         self._reader = reader
         self._ramp = ramp
         self._bandwidth = bandwidth
+        self._lane_reads = lane
 
     def tasks(self, files: Iterable[RemoteFile], context: TransferContext) -> Iterator[Task]:
         lane = self._lane(context)
@@ -75,7 +80,7 @@ class RangeTasks:
 
     def _lane(self, context: TransferContext) -> Lane[LaneFile] | None:
         """The lane small files take, when the source offers one and no MAX_BANDWIDTH cap paces reads."""
-        reads = self._reader.lane_reads
+        reads = self._lane_reads
         if reads is None or self._bandwidth is not None:
             return None
         work = LaneWork(self._reader, reads.begin, context, self._ramp.throttle, partial(self._part_done, context))

@@ -100,9 +100,6 @@ class S3Getter:
         self._signer = GetSigner(access.region)
         self._relocation_lock = threading.Lock()
         self._http = HttpGetter(partial(ssl.create_default_context, cafile=access.ca_bundle), timeout, S3_TRUST)
-        #: The hold its requests share while the server throttles them (`throttle.Throttle`).
-        self.throttle = self._http.throttle
-        self.round_trips = self._http.round_trips  # the ramp's measure of the network's round trip
         self._common = {"user-agent": USER_AGENT}
         if access.requester_pays:
             self._common["x-amz-request-payer"] = "requester"

@@ -44,9 +44,6 @@ class ContainerRequests:
         self._access = access
         self._base = f"{access.endpoint.path}/{quote(location.container, safe='$')}"
         self._http = HttpGetter(ssl.create_default_context, timeout, TRUST)
-        #: The hold its requests share while Azure throttles them, and the round trips they show.
-        self.throttle = self._http.throttle
-        self.round_trips = self._http.round_trips
         #: Its blobs' reads (`ObjectReads`), asked and judged as Azure asks and answers.
         self.objects = ObjectReads(self._http, self)
 

@@ -17,7 +17,7 @@ from initializers.sources.azure.container import ContainerRequests
 from initializers.sources.azure.listing import ListedBlob, ListPage, PageChain, page_query, parse_page
 from initializers.sources.azure.location import AzureLocation
 from initializers.sources.azure.range_md5 import checked_of
-from initializers.store.contract import Intervals, Storage
+from initializers.store.contract import Advice, Intervals, Storage
 from initializers.store.hashers import MD5, kinds
 from initializers.store.lane import LaneReads, RequestInFlight
 from initializers.store.sink import Sink
@@ -33,9 +33,7 @@ class AzureSource(Storage):
         self.location = location
         self._access = access
         self._requests = ContainerRequests(location, access, config.read_timeout)
-        self.throttle = self._requests.throttle  # listing pages and blob GETs pause together
-        self.round_trips = self._requests.round_trips
-        self.lane_reads = LaneReads(self._begin_read, config.read_timeout)
+        self._lane = LaneReads(self._begin_read, config.read_timeout)
 
     @classmethod
     def from_config(cls, uri: str, config: Config) -> AzureSource:
@@ -101,6 +99,9 @@ class AzureSource(Storage):
 
     def _begin_read(self, file: RemoteFile, sink: Sink) -> RequestInFlight:
         return self._requests.objects.begin(self._requests.read_of(file, 0, file.size), sink)
+
+    def advice(self) -> Advice:
+        return self._requests.objects.advice(self._lane)
 
     def interrupt(self) -> None:
         self._requests.interrupt()

@@ -37,9 +37,6 @@ class GcsBucket:
         self._scheme, self._netloc = parts.scheme, parts.netloc
         self._authorization = access.authorization
         self._http = HttpGetter(ssl.create_default_context, timeout, GCS_TRUST)
-        #: The hold its requests share while the server throttles them (`throttle.Throttle`).
-        self.throttle = self._http.throttle
-        self.round_trips = self._http.round_trips  # the ramp's measure of the network's round trip
         self._objects = f"/storage/v1/b/{quote(bucket, safe='')}/o"
         #: Its objects' reads (`ObjectReads`), asked and judged as Cloud Storage asks and answers.
         self.objects = ObjectReads(self._http, self)

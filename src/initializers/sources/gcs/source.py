@@ -17,7 +17,7 @@ from initializers.sources.gcs.bucket import GcsBucket
 from initializers.sources.gcs.crc32c import CRC32C, CRC32C_KIND
 from initializers.sources.gcs.location import GcsLocation
 from initializers.store import answers
-from initializers.store.contract import MAX_EMPTY_PAGES, Storage
+from initializers.store.contract import MAX_EMPTY_PAGES, Advice, Storage
 from initializers.store.hashers import MD5, kinds
 from initializers.store.lane import LaneReads, RequestInFlight
 from initializers.store.sink import Sink
@@ -31,9 +31,7 @@ class GcsSource(Storage):
     def __init__(self, location: GcsLocation, config: Config, access: GcsAccess) -> None:
         self.location = location
         self._bucket = GcsBucket(location.bucket, access, config.read_timeout)
-        self.throttle = self._bucket.throttle  # listing pages and object reads pause together
-        self.round_trips = self._bucket.round_trips  # the listing's pages measure it before the first read
-        self.lane_reads = LaneReads(self._begin_read, config.read_timeout)
+        self._lane = LaneReads(self._begin_read, config.read_timeout)
 
     @classmethod
     def from_config(cls, uri: str, config: Config) -> GcsSource:
@@ -88,6 +86,9 @@ class GcsSource(Storage):
 
     def _begin_read(self, file: RemoteFile, sink: Sink) -> RequestInFlight:
         return self._bucket.objects.begin(self._bucket.read_of(file, 0, file.size), sink)
+
+    def advice(self) -> Advice:
+        return self._bucket.objects.advice(self._lane)
 
     def interrupt(self) -> None:
         self._bucket.interrupt()

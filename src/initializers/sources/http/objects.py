@@ -16,6 +16,8 @@ from initializers.common.errors import FetchError
 from initializers.common.remote_file import Checksum
 from initializers.sources.http.getter import HttpGetter, HttpRequestInFlight
 from initializers.sources.http.http1 import ProtocolError, Response
+from initializers.store.contract import MAX_REQUESTS, Advice
+from initializers.store.lane import LaneReads
 from initializers.store.sink import Sink
 
 MAX_REDIRECTS = 10
@@ -94,6 +96,12 @@ class ObjectReads:
         self._api = api
         self._starts_over = starts_over
 
+    def advice(self, lane: LaneReads | None = None) -> Advice:
+        """What a store reading through the template advises the engine: a `Storage`'s small-file requests, the
+        throttling and round trips its requests share (its listings' too), and its `lane`, if it offers one."""
+        http = self._http
+        return Advice(max_requests=MAX_REQUESTS, throttle=http.throttle, round_trips=http.round_trips, lane=lane)
+
     def get(self, read: ObjectRead, sink: Sink) -> None:
         """`read`'s bytes into `sink`, answer after answer, resuming after transient failures from the bytes it
         holds, under the retry policy."""
@@ -168,9 +176,10 @@ def check_range_answer(response: Response, where: str, start: int, end: int, siz
     if ranged:
         content_range = response.header("content-range") or ""
         if not content_range.startswith(f"bytes {start}-{end}/") or response.length not in (None, end + 1 - start):
+            length = "" if response.length is None else f" ({response.length} bytes)"
             raise FetchError(
                 f"{where}: asked for bytes {start}-{end}, the server answered {response.status} "
-                f"{content_range or 'without Content-Range'}"
+                f"{content_range or 'without Content-Range'}{length}"
             )
     elif response.length is not None and response.length != size:
         raise FetchError(

@@ -62,20 +62,20 @@ class HubGetter:
         self._http = HttpGetter(ssl.create_default_context, timeout, HUB_TRUST, clock)
         #: The hold its requests share while the server throttles them (`throttle.Throttle`).
         self.throttle = self._http.throttle
-        self.round_trips = self._http.round_trips  # the ramp's measure of the network's round trip
         self._headers = {"user-agent": USER_AGENT, "accept-encoding": "identity"}
-        self._objects = ObjectReads(self._http, self, starts_over=True)
+        #: Its files' reads (`ObjectReads`), asked and judged as the Hub and its CDN ask and answer.
+        self.objects = ObjectReads(self._http, self, starts_over=True)
 
     def get(self, url: str, size: int, offset: int, length: int, where: str, sink: Sink) -> None:
         """Bytes [offset, offset + length) of the file at `url` into `sink`, resuming after transient failures."""
-        self._objects.get(ObjectRead(url, None, offset, length, size, where, "download"), sink)
+        self.objects.get(ObjectRead(url, None, offset, length, size, where, "download"), sink)
 
     def takes_ranges(self, url: str, where: str) -> bool:
         """Whether the server behind `url` (after redirects) answers a Range with exactly that range; olah does not."""
         read = ObjectRead(url, None, 0, 1, None, where, "download")
 
         def probe() -> bool:
-            response = self._objects.head(read, Answer(0, 0, True, Discard()))
+            response = self.objects.head(read, Answer(0, 0, True, Discard()))
             if response.status == 206 and (response.header("content-range") or "").startswith("bytes 0-0/"):
                 response.read_all()
                 return True

@@ -27,7 +27,7 @@ from initializers.sources.hub.guard import HubGuard
 from initializers.sources.hub.location import HfLocation
 from initializers.sources.hub.options import HubOptions
 from initializers.store import answers
-from initializers.store.contract import PART_SIZE, Storage, comes_whole
+from initializers.store.contract import PART_SIZE, Advice, Storage, comes_whole
 from initializers.store.hashers import SHA256, Hasher, HashKind, kinds
 from initializers.store.retry import Retriable, retrying, untrusted_certificate
 from initializers.store.sink import Sink
@@ -69,8 +69,6 @@ class HfSource(Storage):
         self._guard = HubGuard(huggingface_hub.constants.ENDPOINT, config.read_timeout)
         self._guard.install(huggingface_hub.get_session())
         self._getter = HubGetter(huggingface_hub.constants.ENDPOINT, token, self._repo, config.read_timeout)
-        self.throttle = self._getter.throttle  # the listing's requests and the downloads are held together
-        self.round_trips = self._getter.round_trips
         self.commit: str | None = None
         #: Whether the server behind the resolve URLs honours Range (the Hub's CDN does, olah does not), once the
         #: first file of over two ranges has asked.
@@ -158,6 +156,9 @@ class HfSource(Storage):
     def _url(self, file: RemoteFile) -> str:
         return self._hub.hf_hub_url(self.location.repo_id, file.locator, repo_type=self.repo_type, revision=self.commit)
 
+    def advice(self) -> Advice:
+        return self._getter.objects.advice()
+
     def interrupt(self) -> None:
         self._getter.interrupt()
 
@@ -175,7 +176,8 @@ class HfSource(Storage):
             with self._translated_errors(what):
                 return call()
 
-        return retrying("list", what, translated, trust=HUB_TRUST, throttle=self.throttle)
+        # the listing's requests and the downloads are held together
+        return retrying("list", what, translated, trust=HUB_TRUST, throttle=self._getter.throttle)
 
     def _uri_of(self, file: RemoteFile) -> str:
         """The URI of a file, as messages name it."""

@@ -27,7 +27,7 @@ from initializers.sources.iceberg.location import CacheLocation
 from initializers.sources.iceberg.options import CacheOptions
 from initializers.sources.iceberg.storage import S3_SCHEMES, TableStorage
 from initializers.store import answers
-from initializers.store.contract import Maker
+from initializers.store.contract import Advice, Maker
 from initializers.store.retry import retrying
 
 if TYPE_CHECKING:  # pyarrow and pyiceberg load only once the configuration is known to be valid
@@ -43,7 +43,6 @@ def shard_folder(index: int) -> str:
 
 
 class IcebergSource(Maker):
-    default_workers = max_workers = 2  # CPU-bound decoding and encoding: about one worker per core
     owned_folders = "shard-*"
     pins_versions = True  # METADATA_LOC or the catalog names one metadata file: one snapshot, whatever comes later
 
@@ -71,6 +70,9 @@ class IcebergSource(Maker):
 
     def describe(self) -> dict[str, Any]:
         return dict(self._description)
+
+    def advice(self) -> Advice:
+        return Advice(workers=2, max_workers=2)  # CPU-bound decoding and encoding: about one worker per core
 
     def list_files(self) -> Iterator[RemoteFile]:
         from initializers.sources.iceberg.parts import Part, PartWriter, kept_rows

@@ -27,7 +27,7 @@ from initializers.sources.s3.listing import (
     parse_page,
 )
 from initializers.sources.s3.location import S3Location
-from initializers.store.contract import Storage
+from initializers.store.contract import Advice, Storage
 from initializers.store.lane import LaneReads, RequestInFlight
 from initializers.store.sink import Sink
 
@@ -47,9 +47,7 @@ class S3Source(Storage):
         self.location = location
         self._endpoint_url = access.endpoint
         self._getter = S3Getter(location.bucket, access, config.read_timeout)
-        self.throttle = self._getter.throttle  # listing pages and object GETs pause together
-        self.round_trips = self._getter.round_trips  # the listing's pages measure it before the first GET
-        self.lane_reads = LaneReads(self._begin_read, config.read_timeout)
+        self._lane = LaneReads(self._begin_read, config.read_timeout)
 
     @property
     def region(self) -> str:
@@ -158,6 +156,9 @@ class S3Source(Storage):
 
     def _begin_read(self, file: RemoteFile, sink: Sink) -> RequestInFlight:
         return self._getter.objects.begin(self._getter.read_of(file, 0, file.size), sink)
+
+    def advice(self) -> Advice:
+        return self._getter.objects.advice(self._lane)
 
     def interrupt(self) -> None:
         self._getter.interrupt()
