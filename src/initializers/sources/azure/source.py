@@ -19,7 +19,6 @@ from initializers.sources.azure.location import AzureLocation
 from initializers.sources.azure.range_md5 import checked_of
 from initializers.store.contract import Advice, Intervals, Storage
 from initializers.store.hashers import MD5, kinds
-from initializers.store.lane import LaneReads, RequestInFlight
 from initializers.store.sink import Sink
 
 
@@ -33,7 +32,6 @@ class AzureSource(Storage):
         self.location = location
         self._access = access
         self._requests = ContainerRequests(location, access, config.read_timeout)
-        self._lane = LaneReads(self._begin_read, config.read_timeout)
 
     @classmethod
     def from_config(cls, uri: str, config: Config) -> AzureSource:
@@ -97,11 +95,8 @@ class AzureSource(Storage):
     def read(self, file: RemoteFile, offset: int, length: int, sink: Sink) -> None:
         self._requests.objects.get(self._requests.read_of(file, offset, length), sink)
 
-    def _begin_read(self, file: RemoteFile, sink: Sink) -> RequestInFlight:
-        return self._requests.objects.begin(self._requests.read_of(file, 0, file.size), sink)
-
     def advice(self) -> Advice:
-        return self._requests.objects.advice(self._lane)
+        return self._requests.objects.advice(self._requests.read_of)
 
     def interrupt(self) -> None:
         self._requests.interrupt()

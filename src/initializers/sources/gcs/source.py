@@ -19,7 +19,6 @@ from initializers.sources.gcs.location import GcsLocation
 from initializers.store import answers
 from initializers.store.contract import MAX_EMPTY_PAGES, Advice, Storage
 from initializers.store.hashers import MD5, kinds
-from initializers.store.lane import LaneReads, RequestInFlight
 from initializers.store.sink import Sink
 
 
@@ -31,7 +30,6 @@ class GcsSource(Storage):
     def __init__(self, location: GcsLocation, config: Config, access: GcsAccess) -> None:
         self.location = location
         self._bucket = GcsBucket(location.bucket, access, config.read_timeout)
-        self._lane = LaneReads(self._begin_read, config.read_timeout)
 
     @classmethod
     def from_config(cls, uri: str, config: Config) -> GcsSource:
@@ -84,11 +82,8 @@ class GcsSource(Storage):
     def read(self, file: RemoteFile, offset: int, length: int, sink: Sink) -> None:
         self._bucket.objects.get(self._bucket.read_of(file, offset, length), sink)
 
-    def _begin_read(self, file: RemoteFile, sink: Sink) -> RequestInFlight:
-        return self._bucket.objects.begin(self._bucket.read_of(file, 0, file.size), sink)
-
     def advice(self) -> Advice:
-        return self._bucket.objects.advice(self._lane)
+        return self._bucket.objects.advice(self._bucket.read_of)
 
     def interrupt(self) -> None:
         self._bucket.interrupt()

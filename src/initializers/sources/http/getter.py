@@ -52,7 +52,8 @@ class HttpGetter:
         self._clock = clock or SystemClock()
         self._ssl_context = cache(ssl_context)  # loading a trust store is slow: only once https is used
         self._trust = trust
-        self._timeout = timeout
+        #: Seconds a connection waits for a byte (READ_TIMEOUT).
+        self.timeout = timeout
         self._local = threading.local()
         self._connections: set[Connection] = set()
         self._lane_idle: list[Connection] = []  # the lane's connections between requests (`begin`)
@@ -159,7 +160,7 @@ class HttpGetter:
         """A connection to the origin (opened on its first request), through the proxy the environment names, and
         known to `interrupt` and `close`."""
         tls = self._ssl_context() if scheme == "https" else None
-        connection = Connection(scheme, netloc, self._timeout, tls, Proxy.for_origin(scheme, netloc))
+        connection = Connection(scheme, netloc, self.timeout, tls, Proxy.for_origin(scheme, netloc))
         with self._lock:
             self._connections.add(connection)
         return connection

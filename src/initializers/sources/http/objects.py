@@ -8,12 +8,13 @@ version, and how to read an answer (its status, headers and errors).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 from typing import Protocol
 
 from initializers.common.errors import FetchError
-from initializers.common.remote_file import Checksum
+from initializers.common.remote_file import Checksum, RemoteFile
 from initializers.sources.http.getter import HttpGetter, HttpRequestInFlight
 from initializers.sources.http.http1 import ProtocolError, Response
 from initializers.store.contract import MAX_REQUESTS, Advice
@@ -96,10 +97,14 @@ class ObjectReads:
         self._api = api
         self._starts_over = starts_over
 
-    def advice(self, lane: LaneReads | None = None) -> Advice:
+    def advice(self, read_of: Callable[[RemoteFile, int, int], ObjectRead] | None = None) -> Advice:
         """What a store reading through the template advises the engine: a `Storage`'s small-file requests, the
-        throttling and round trips its requests share (its listings' too), and its `lane`, if it offers one."""
+        throttling and round trips its requests share (its listings' too), and the lane, for a store that names its
+        files' reads (`read_of(file, offset, length)`)."""
         http = self._http
+        lane = None
+        if read_of is not None:
+            lane = LaneReads(lambda file, sink: self.begin(read_of(file, 0, file.size), sink), http.timeout)
         return Advice(max_requests=MAX_REQUESTS, throttle=http.throttle, round_trips=http.round_trips, lane=lane)
 
     def get(self, read: ObjectRead, sink: Sink) -> None:

@@ -28,7 +28,6 @@ from initializers.sources.s3.listing import (
 )
 from initializers.sources.s3.location import S3Location
 from initializers.store.contract import Advice, Storage
-from initializers.store.lane import LaneReads, RequestInFlight
 from initializers.store.sink import Sink
 
 #: Key ranges listed at once, and how many objects they may list ahead of the reader, together.
@@ -47,7 +46,6 @@ class S3Source(Storage):
         self.location = location
         self._endpoint_url = access.endpoint
         self._getter = S3Getter(location.bucket, access, config.read_timeout)
-        self._lane = LaneReads(self._begin_read, config.read_timeout)
 
     @property
     def region(self) -> str:
@@ -154,11 +152,8 @@ class S3Source(Storage):
     def read(self, file: RemoteFile, offset: int, length: int, sink: Sink) -> None:
         self._getter.objects.get(self._getter.read_of(file, offset, length), sink)
 
-    def _begin_read(self, file: RemoteFile, sink: Sink) -> RequestInFlight:
-        return self._getter.objects.begin(self._getter.read_of(file, 0, file.size), sink)
-
     def advice(self) -> Advice:
-        return self._getter.objects.advice(self._lane)
+        return self._getter.objects.advice(self._getter.read_of)
 
     def interrupt(self) -> None:
         self._getter.interrupt()
