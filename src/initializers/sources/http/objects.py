@@ -84,7 +84,7 @@ class ObjectApi(Protocol):
     def judge(self, read: ObjectRead, answer: Answer, sent: Request, response: Response) -> Request | None:
         """Read the head of the answer to `sent` before its body: raise what a failure means, refuse another version
         than pinned, tell `answer.sink` the checksum the answer vouches for. A redirect the store follows returns the
-        request to send instead; None: the body is read (its range checked here first)."""
+        request to send instead; None: the body is read, once the template has checked its range."""
 
 
 class ObjectReads:
