@@ -30,7 +30,7 @@ from initializers.sources.aws.crc32 import CRC32, CRC32_KIND
 from initializers.sources.aws.sigv4 import GetSigner, SigningCredentials, canonical_query
 from initializers.sources.http.getter import RETRIABLE_STATUS, USER_AGENT, HttpGetter, retriable
 from initializers.sources.http.http1 import Response
-from initializers.sources.http.objects import Answer, Discard, ObjectRead, ObjectReads, Request
+from initializers.sources.http.objects import Answer, Discard, ObjectRead, ObjectReads, Request, xml_field
 from initializers.store.hashers import MD5, SHA1, SHA256, kinds
 from initializers.store.retry import Retriable
 
@@ -197,9 +197,9 @@ class S3Getter:
         """S3's error answer (its Code and Message) as the exception that says what to do; a wrong region is
         corrected here, and retried."""
         body = response.read_all().decode(errors="replace")
-        code = _xml_field(body, "Code") or response.reason
-        message = _xml_field(body, "Message") or ""
-        region = response.header("x-amz-bucket-region") or _xml_field(body, "Region")
+        code = xml_field(body, "Code") or response.reason
+        message = xml_field(body, "Message") or ""
+        region = response.header("x-amz-bucket-region") or xml_field(body, "Region")
         if region and region != self.region and (response.status == 301 or code in _WRONG_REGION):
             self._relocate(region)
             return Retriable(f"{response.status} {code}: the bucket is in {region}")
@@ -311,11 +311,6 @@ def _aws_endpoint(
         raise ConfigError(f"REGION: no S3 endpoint for region {region!r}: {exc}") from None
     client.close()
     return ObjectEndpoint.from_object_url(url)
-
-
-def _xml_field(body: str, name: str) -> str | None:
-    match = re.search(rf"<{name}>(.*?)</{name}>", body, re.S)
-    return match.group(1).strip() if match else None
 
 
 REJECTED_CREDENTIALS = frozenset({"SignatureDoesNotMatch", "InvalidAccessKeyId", "InvalidToken", "ExpiredToken"})

@@ -12,7 +12,6 @@ checked against the MD5 Azure computes of it as it sends it (`range_md5`): that 
 
 from __future__ import annotations
 
-import re
 import ssl
 from functools import partial
 from urllib.parse import quote
@@ -24,7 +23,7 @@ from initializers.sources.azure.location import AzureLocation
 from initializers.sources.azure.range_md5 import ASK_FOR_MD5, MAX_HASHED_RANGE, HashedAnswer
 from initializers.sources.http.getter import RETRIABLE_STATUS, USER_AGENT, HttpGetter, retriable
 from initializers.sources.http.http1 import Response
-from initializers.sources.http.objects import Answer, ObjectRead, ObjectReads, Request
+from initializers.sources.http.objects import Answer, ObjectRead, ObjectReads, Request, xml_field
 
 #: The version of Azure's API every request asks for (bearer tokens need 2017-11-09 or later).
 API_VERSION = "2024-11-04"
@@ -109,8 +108,8 @@ class ContainerRequests:
         """Azure's error answer (x-ms-error-code, else the body's Code, and its Message) as the exception that says
         what to do: a transient one retried, the rest final."""
         body = response.read_all().decode(errors="replace")
-        code = response.header("x-ms-error-code") or _xml_field(body, "Code") or response.reason
-        message = (_xml_field(body, "Message") or "").split("\n", 1)[0]  # then RequestId and Time
+        code = response.header("x-ms-error-code") or xml_field(body, "Code") or response.reason
+        message = (xml_field(body, "Message") or "").split("\n", 1)[0]  # then RequestId and Time
         status = response.status
         if status in RETRIABLE_STATUS or code in _TRANSIENT_CODES:
             return retriable(status, code, response.header("retry-after"), throttled=code == "ServerBusy")
@@ -138,8 +137,3 @@ def azure_error(verb: str, where: str, container: str, answer: tuple[int, str, s
     if status in (401, 403) or code in ("PublicAccessNotPermitted", "ResourceNotFound"):
         return f"Azure denied {verb}ing {where}: {status} {code}; check {check}"
     return f"Azure answered {status} {code} for {where}" + (f": {message}" if message else "")
-
-
-def _xml_field(body: str, name: str) -> str | None:
-    match = re.search(rf"<{name}>(.*?)</{name}>", body, re.S)
-    return match.group(1).strip() if match else None

@@ -1,3 +1,3 @@
-"""The HTTP client the S3 and Hub sources share: HTTP/1.1 connections with proxies and TLS (`http1`), and ranged
-GETs into a sink, retried and timed (`getter`).
+"""The HTTP client every HTTP store shares: HTTP/1.1 connections with proxies and TLS (`http1`, `tls`), GETs into a
+sink, retried and timed (`getter`), and the object-store template their reads go through (`objects`).
 """

@@ -1,8 +1,8 @@
-"""Streaming GETs on our HTTP/1.1 connections, written once for the S3 and Hub sources.
+"""Streaming GETs on our HTTP/1.1 connections, written once for every HTTP store.
 
-Each transfer thread keeps one keep-alive connection per origin (the Hub redirects to a CDN, S3 has one).
+Each transfer thread keeps one keep-alive connection per origin (the Hub redirects to a CDN, a bucket has one).
 A body goes into the engine's sink through a reused per-thread buffer. Transient failures are retried under the
-one retry policy (`retry.py`); callers resume from the bytes their sink already holds.
+one retry policy (`retry.py`); reads resume from the bytes their sink already holds (`objects`).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ _T = TypeVar("_T")
 #: Per thread; a loopback recv rarely returns more. Mapped rather than allocated, so that only the pages bodies
 #: reach are resident: hundreds of threads fetching small files hold a few KiB each, not the whole buffer.
 _BUFFER_SIZE = 256 * 1024
-#: What both sources' requests call themselves.
+#: What every HTTP store's requests call themselves.
 USER_AGENT = f"initializers/{__version__}"
 RETRIABLE_STATUS = frozenset({408, 429, 500, 502, 503, 504})
 THROTTLING_STATUS = frozenset({429, 503})

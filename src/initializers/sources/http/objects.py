@@ -8,6 +8,7 @@ version, and how to read an answer (its status, headers and errors).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
@@ -165,31 +166,33 @@ class ObjectReads:
         self._check_range(read, answer, response)
 
     def _check_range(self, read: ObjectRead, answer: Answer, response: Response) -> None:
-        """Refuse an answer that is not the bytes asked for (`check_range_answer`); a resume answered with the whole
-        object starts it over, for a store that allows it."""
-        whole_again = response.status == 200 and not response.header("content-range")
-        if self._starts_over and answer.ranged and read.whole and whole_again:
+        """Refuse an answer that is not the bytes asked for, before any is written: a range's must say it carries
+        exactly bytes `start`-`end` (a 200 that does is unambiguous too: rclone's S3 server answers so); a whole
+        object's must not announce another size than listed. A resume answered with the whole object starts it over,
+        for a store that allows it."""
+        content_range = response.header("content-range") or ""
+        if self._starts_over and answer.ranged and read.whole and response.status == 200 and not content_range:
             answer.sink.rewind()
             answer.start, answer.ranged = 0, False
-        check_range_answer(response, read.where, answer.start, answer.end, read.size, answer.ranged)
-
-
-def check_range_answer(response: Response, where: str, start: int, end: int, size: int | None, ranged: bool) -> None:
-    """Refuse an answer that is not the bytes asked for, before any is written: a range's must say it carries exactly
-    bytes `start`-`end` (a 200 that does is unambiguous too: rclone's S3 server answers so); a whole object's must not
-    announce another size than the `size` listed."""
-    if ranged:
-        content_range = response.header("content-range") or ""
-        if not content_range.startswith(f"bytes {start}-{end}/") or response.length not in (None, end + 1 - start):
-            length = "" if response.length is None else f" ({response.length} bytes)"
+        start, end, length = answer.start, answer.end, response.length
+        if answer.ranged and (
+            not content_range.startswith(f"bytes {start}-{end}/") or length not in (None, end + 1 - start)
+        ):
             raise FetchError(
-                f"{where}: asked for bytes {start}-{end}, the server answered {response.status} "
-                f"{content_range or 'without Content-Range'}{length}"
+                f"{read.where}: asked for bytes {start}-{end}, the server answered {response.status} "
+                f"{content_range or 'without Content-Range'}{'' if length is None else f' ({length} bytes)'}"
             )
-    elif response.length is not None and response.length != size:
-        raise FetchError(
-            f"{where}: the listing said {size} bytes, the server sends {response.length}; the object changed, run again"
-        )
+        if not answer.ranged and length is not None and length != read.size:
+            raise FetchError(
+                f"{read.where}: the listing said {read.size} bytes, the server sends {length}; the object changed, "
+                "run again"
+            )
+
+
+def xml_field(body: str, name: str) -> str | None:
+    """The text of the first `<name>` element of an XML error answer (S3's and Azure's Code, Message ...)."""
+    match = re.search(rf"<{name}>(.*?)</{name}>", body, re.S)
+    return match.group(1).strip() if match else None
 
 
 class Discard:
