@@ -15,8 +15,8 @@ from initializers.steps.held import settle_another_source
 from initializers.steps.opening import open_source, plan_share
 from initializers.steps.outcome import Outcome, outcome
 from initializers.steps.signing import signing_for
+from initializers.transfer.live_view import reporters
 from initializers.transfer.progress import Progress
-from initializers.transfer.reporting import reporters
 
 __all__ = ["Outcome", "outcome", "perform"]
 

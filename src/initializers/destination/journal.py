@@ -29,15 +29,12 @@ class Journal:
     def __init__(self, destination: Destination, folder: Path) -> None:
         self._destination = destination
         self._folder = folder
+        self.path = folder / JOURNAL
         self._fd = -1
         self._lock = threading.Lock()  # appends, and a checkpoint's reading of how far they reach
         self._unsynced = False  # lines written since the last checkpoint
         #: Files this run recorded (`record_done`): files that landed.
         self.recorded = 0
-
-    @property
-    def path(self) -> Path:
-        return self._folder / JOURNAL
 
     def files(self) -> Iterator[DoneFile]:
         """Files the journal records as finished, oldest first; lines a crash cut short are skipped."""

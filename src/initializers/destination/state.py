@@ -1,7 +1,7 @@
 """The `.initializer/` folder under OUTPUT_PATH: temporaries, the journal of finished files, the lock, the manifest.
 
 It lives on the destination filesystem so that every rename into place is atomic. The parts are each their own
-module (`destination`, `temporaries`, `journal`, `locking`, and `shares` for a split plan); this lays them out
+module (`output_path`, `temporaries`, `journal`, `locking`, and `share_records` for a split plan); this lays them out
 under OUTPUT_PATH and opens and closes them around a run. The manifest is written last, after a final checkpoint,
 atomically, and its presence alone means "complete".
 """
@@ -50,6 +50,9 @@ class StateDir:
         self.journal = Journal(self.destination, self.dir)
         self.lock = RunLock(self.destination, self.shared, share, self.dir, clock)
         self.share_records = ShareRecords(self.destination, self.shared, share) if share else None
+        self.manifest_path = self.shared / MANIFEST
+        #: A manifest withdrawn before its files changed: no claim of completion, still a record of what was done.
+        self.withdrawn_manifest_path = self.shared / WITHDRAWN_MANIFEST
         #: What this run made to hold its state (folders and lock files, OUTPUT_PATH itself maybe), deepest last.
         self._made: list[Path] = []
         #: Whether a journal was there once the lock was held, and whether this run withdrew the manifest.
@@ -145,15 +148,6 @@ class StateDir:
                     os.rmdir(path)  # only if empty
                 else:
                     self.destination.remove_empty_folder(path)
-
-    @property
-    def manifest_path(self) -> Path:
-        return self.shared / MANIFEST
-
-    @property
-    def withdrawn_manifest_path(self) -> Path:
-        """A manifest withdrawn before its files changed: no claim of completion, still a record of what was done."""
-        return self.shared / WITHDRAWN_MANIFEST
 
     def remove_manifest(self) -> None:
         """Withdraw the completion claim before changing anything it describes: one atomic rename, however many

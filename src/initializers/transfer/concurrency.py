@@ -1,33 +1,25 @@
 """How many transfers run at once: start modest, double while doubling pays, never above the cap.
 
-On a real network each connection is capped (S3 and the Hub's CDN serve tens of MB/s per request) and
-every request pays a round trip, so throughput grows with connections until the link, the server or
-our CPU is the limit; on loopback our CPU is the limit from the start. Neither count can be known in
-advance, so the engine measures: every window it reports the bytes delivered, the CPU the process
-used and how long its requests waited for their first byte, and the ramp answers with the number of streams (and
-of small-file requests) for the next window. Where our CPU is the limit, it halves the streams instead, while half
-deliver as much: each thread hands the interpreter's lock to another at every read (over TLS, every 16 KiB record
-decrypted), and on loopback one or two streams move more than eight (bench/results.md, issue 66).
+On a real network each connection is capped (S3 and the Hub's CDN serve tens of MB/s per request) and every request
+pays a round trip, so throughput grows with connections until the link, the server or our CPU is the limit; on
+loopback our CPU is the limit from the start. Neither can be known in advance, so the engine measures: every window
+it reports the bytes delivered, the CPU the process used and how long its requests waited for their first byte, and
+the ramp answers with the number of streams (and of small-file requests) for the next window. Where our CPU is the
+limit, it halves the streams instead, while half deliver as much (`_double`).
 
-A stream is a part's worth of bytes. Tasks smaller than that (small files) are bound by round trips, not
-bytes: as many more of them run at once as would move a part's bytes together, up to `requests`. That ceiling
-starts at `BASE_REQUESTS`, or higher from the first request when the round trips already measured (the listing's,
-then the first GETs') call for more: by Little's law, keeping the CPU's rate of small requests going over a round
-trip takes that rate times the seconds each request spends on the network in flight, up to the cap
-(`follow_round_trip`). It then doubles toward the cap while the requests are latency-bound (waiting for their first
-byte takes most of their time) and the CPU has room: a long round trip leaves each request's connection idle, and
-only more of them in flight raise throughput. A busy server makes requests wait too, and more of them would only
-queue there (costing us threads): that shows as requests taking longer once more are in flight (on a round trip
-they take as long as before). More threads can also cost us more CPU than the waits they hide: that shows as
-throughput falling. Either undoes the doubling, and the ceiling stays. Neither needs any of the new requests to
-have finished, which over a long round trip takes longer than a window (a throughput rise would). Where the CPU is
-the limit (loopback) the ceiling stays put, and so does the round trip's share: a loopback round trip is a fraction
-of a millisecond (a listing page's answer, the server's work included, can look longer; the first GETs correct it).
-Only a cap above `BASE_REQUESTS` lets it grow.
+A stream is a part's worth of bytes. Tasks smaller than that (small files) are bound by round trips, not bytes: as
+many more of them run at once as would move a part's bytes together, up to `requests`. That ceiling starts at
+`BASE_REQUESTS`, or higher as the round trips measured call for (`follow_round_trip`), then doubles toward the cap
+while the requests are latency-bound and the CPU has room: a long round trip leaves each request's connection idle,
+and only more of them in flight raise throughput. A busy server makes requests wait too, and more of them would only
+queue there (costing us threads): that shows as requests taking longer once more are in flight (on a round trip they
+take as long as before). More threads can also cost us more CPU than the waits they hide: that shows as throughput
+falling. Either undoes the doubling, and the ceiling stays; neither needs any of the new requests to have finished,
+which over a long round trip takes longer than a window (a throughput rise would).
 
 The ramp also sizes the ranges of large files from the rate one connection achieved: capped connections get
-`PART_SIZE` ranges, so a file spreads over many of them; fast ones get larger ranges, up to `MAX_PART_SIZE`,
-so that fewer requests carry the same bytes (less CPU for us and for the server).
+`PART_SIZE` ranges, so a file spreads over many of them; fast ones get larger ranges, up to `MAX_PART_SIZE`, so that
+fewer requests carry the same bytes (less CPU for us and for the server).
 """
 
 from __future__ import annotations
@@ -189,11 +181,8 @@ class Ramp:
         transfers running at its end; returns the new limit. A halving is judged by the first window without the
         transfers above it: each finishes the task it holds, and a range over a capped connection lasts seconds, in
         which half the streams would seem to deliver as much as all. Throttled answers in the window halve streams
-        and small-file requests; from then on each calm window doubles them back toward the level they had when the
-        throttling struck, and past it adds one of each (additive increase, multiplicative decrease: the server set
-        the pace). Throttled again on the way back, the level it struck at is too much: the way back stops short of
-        it. A window in which nothing was delivered (the fleet held, a Retry-After of seconds) is not calm: it shows
-        nothing of the server's pace."""
+        and small-file requests (`_halve`); from then on the server sets the pace (`_grow_back`: additive increase,
+        multiplicative decrease)."""
         if throughput > 0:  # a window with nothing delivered (a listing, the first bytes) says nothing of the rate
             self.part_size = min(MAX_PART_SIZE, max(PART_SIZE, int(self._range_bytes(throughput)) >> 20 << 20))
         if self.throttle is not None and self.throttle.take_events():
@@ -259,9 +248,9 @@ class Ramp:
         return self.limit
 
     def _grow_back(self, throughput: float, cpu_share: float) -> int:
-        """After a calm window, one that delivered (a window the fleet's hold kept idle shows nothing of the server's
-        pace): double back toward the level before the throttling, which ran with the CPU it took; past it, one more
-        stream and request, with the CPU to spare, as `_double` needs."""
+        """After a calm window, one that delivered (a window the fleet's hold kept idle, a Retry-After of seconds,
+        shows nothing of the server's pace): double back toward the level before the throttling, which ran with the
+        CPU it took; past it, one more stream and request, with the CPU to spare, as `_double` needs."""
         if throughput <= 0:
             return self.limit
         if self._recovering_to is not None:

@@ -27,7 +27,7 @@ from initializers.destination.temporaries import Temporaries
 from initializers.store.contract import Source
 from initializers.transfer.concurrency import WINDOW_SECONDS, Ramp, RequestTimes
 from initializers.transfer.file_transfer import Cancelled, FileTransfer, Transfers
-from initializers.transfer.progress import InFlight, Progress
+from initializers.transfer.progress import Progress
 
 _STOP_GRACE_SECONDS = 2.0  # how long a stopped run waits for transfer threads to notice before cleaning up
 #: How often what the partials' records say landed is put on stable storage: a node crash loses at most this much
@@ -95,6 +95,8 @@ class Engine:
             temps, self.cancel, self._record_done, lambda count: progress.add_bytes(-count), store
         )
         self.start = self._transfers.start  # `TransferContext.start`
+        #: The files being fetched right now: for the progress shown, and for what a stopped run was waiting for.
+        self.in_flight = self._transfers.in_flight
         progress.watch(self.in_flight)
         #: Threads take turns pulling tasks; nothing else ever waits for it, since its holder may wait on the listing.
         self._next_lock = threading.Lock()
@@ -126,11 +128,6 @@ class Engine:
                 self._checkpoint()
             raise self._error
         self._checkpoint()
-
-    def in_flight(self) -> list[InFlight]:
-        """The files being fetched right now, by path, and how much of each has landed: for the progress shown, and
-        for messages about what a stopped run was waiting for."""
-        return self._transfers.in_flight()
 
     def _record_done(self, transfer: FileTransfer, done: DoneFile) -> None:
         """A file is in place: record it in the journal, and count it."""

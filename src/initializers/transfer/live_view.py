@@ -1,8 +1,9 @@
 """The live view on a terminal: one block, redrawn in place (rich), with the bytes and files done, the rate, the
 ETA and the largest files in flight; the listing's state until its total is known; a summary line that stays.
 
-Only a run whose stderr is a terminal shows it, and rich is imported only then. Its text goes through the logs'
-redaction (a path or a URI may carry a secret), and log lines printed meanwhile go above the block, not through it.
+Only a run whose stderr is a terminal shows it (`reporters`; others log `progress` events), and rich is imported
+only then. Its text goes through the logs' redaction (a path or a URI may carry a secret), and log lines printed
+meanwhile go above the block, not through it.
 """
 
 from __future__ import annotations
@@ -12,7 +13,10 @@ from typing import Any, NamedTuple
 
 from initializers.common import human, terminal
 from initializers.common.logs import redact
-from initializers.transfer.progress import InFlight, Snapshot
+from initializers.transfer.progress import InFlight, ProgressEvents, Reporter, Snapshot
+
+#: Seconds between `progress` events unless PROGRESS_INTERVAL says otherwise.
+PROGRESS_INTERVAL_SECONDS = 5.0
 
 #: Seconds between redraws; the first comes at once, so the view is up within a second of the run's start.
 REDRAW_SECONDS = 0.25
@@ -30,10 +34,14 @@ INDENT = 2
 MIN_PATH_WIDTH = 4
 
 
-def wanted(log_format: str | None) -> bool:
-    """Whether a run shows the live view: stderr is a terminal that can redraw, and JSON logs were not asked for
-    (LOG_FORMAT=json keeps a terminal run as a log collector sees it)."""
-    return log_format != "json" and terminal.redraws(sys.stderr)
+def reporters(log_format: str | None, interval: float | None, log: Any) -> list[Reporter]:
+    """Who hears of a run's progress: the live view when stderr is a terminal that can redraw and JSON logs were not
+    asked for (LOG_FORMAT=json keeps a terminal run as a log collector sees it), else the structured `progress`
+    events every `interval` seconds (None: `PROGRESS_INTERVAL_SECONDS`). Never both: the logs go to that terminal
+    too, where the view says it all."""
+    if log_format != "json" and terminal.redraws(sys.stderr):
+        return [LiveView()]
+    return [ProgressEvents(log, interval or PROGRESS_INTERVAL_SECONDS)]
 
 
 class Part(NamedTuple):
