@@ -1,10 +1,9 @@
 """The journal of finished files, and the checkpoints that say which of them are on stable storage.
 
 Each file is journaled as it reaches its final path; durability is claimed in checkpoints: one syncfs of the
-destination's filesystem (not a sync per file), then a marker saying which journal lines it covers. A re-run
-trusts the lines a marker covers, and the others only on the machine and boot that wrote them (whose page cache
-still holds their bytes): after a node crash, files finished since the last checkpoint are fetched again rather
-than trusted with possibly unwritten blocks.
+destination's filesystem (not a sync per file), then a marker saying which journal lines it covers. After a node
+crash, files finished since the last checkpoint are fetched again rather than trusted with possibly unwritten blocks
+(`stable_storage.trusted_lines`).
 """
 
 from __future__ import annotations

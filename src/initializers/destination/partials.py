@@ -4,9 +4,7 @@ is missing the next time.
 
 The record (`<temporary>.ranges`) is JSON lines, appended: a header naming the file and the boot that wrote it, then
 `[offset, length]` per interval written (a range that landed, or how far one in flight got), and now and then a
-`{"synced": n}` marker after a syncfs, saying its first n bytes stand for bytes on stable storage. As with the
-journal, a re-run trusts every line on the boot that wrote it (the page cache holds the bytes), and after a reboot
-only the lines a marker covers.
+`{"synced": n}` marker after a syncfs; a re-run trusts its lines as the journal's (`stable_storage.trusted_lines`).
 """
 
 from __future__ import annotations

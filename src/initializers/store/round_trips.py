@@ -7,9 +7,8 @@ import threading
 
 
 class RoundTrips:
-    """The shortest round trip a source's requests have shown so far: the network's share of a request's time, which
-    no number of requests in flight shortens. The source's HTTP client adds every request's wait for its answer;
-    the ramp reads it. Thread-safe."""
+    """The shortest round trip a source's requests have shown so far (each request's wait for its answer): the
+    network's share of a request's time, which no number of requests in flight shortens. Thread-safe."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()

@@ -1,11 +1,8 @@
-"""Digests a source vouches for, and how a file is checked against one: the one owner of content verification.
-
-Each file being fetched has a `FileVerifier`: what it must hash to, and what its parts hashed to as they landed.
-Hashers are the store's: the kinds it declares (`Source.checksum_kinds`), which this module never names. A CRC of a
-file fetched as ranges in parallel is combined from the ranges' own CRCs (`combined_crc`), in whatever order they
-landed, so the whole-object checksum is checked without reading the file again; any other digest of a ranged file is
-taken in order as its ranges land (`InOrderDigest`), each read back from the page cache by the thread whose range
-closes the gap before it.
+"""Digests a source vouches for, and how a file is checked against one (`FileVerifier`): the one owner of content
+verification. Hashers are the store's: the kinds it declares (`Source.checksum_kinds`), which this module never names.
+A CRC of a file fetched as ranges in parallel is combined from the ranges' own CRCs (`combined_crc`), in whatever
+order they landed, so the whole-object checksum is checked without reading the file again; any other digest of a
+ranged file is taken in order as its ranges land (`InOrderDigest`).
 """
 
 from __future__ import annotations
@@ -92,10 +89,9 @@ def kind_of(kinds: Mapping[str, HashKind], algorithm: str, where: str) -> HashKi
 
 class InOrderDigest:
     """A digest of a file whose ranges land in any order and from many threads: the bytes are hashed from the
-    start as far as the landed ranges reach, read back by the `read(offset, length)` each call is handed (the digest
-    holds no reference to the file), so the last range finds little or nothing left to hash. Threads never wait for
-    one another here, except `hexdigest` for the thread still hashing.
-    """
+    start as far as the landed ranges reach, read back (from the page cache) by the `read(offset, length)` each call
+    is handed, so the last range finds little or nothing left to hash. Threads never wait for one another here, except
+    `hexdigest` for the thread still hashing."""
 
     def __init__(self, hasher: Any, size: int) -> None:
         self._hasher = hasher
@@ -144,13 +140,11 @@ class FileVerifier:
 
     The file must hash to the listing's checksum, else to the first one the store vouched for as it read, before its
     first byte or, for a store that `vouches_late`, after its last: its parts are then hashed in that kind from the
-    start, so the late word is checked in one pass. Each part feeds the digest it is handed (`part_digest`): any, for
-    the file in one part; a CRC whose ranges combine, for a range. Ranges in another kind are hashed in order once
-    they land, read back by the `read(offset, length)` the caller hands in: the verifier holds no reference to the
-    file it checks, which holds the verifier (a cycle would keep every file's objects alive until the cyclic garbage
+    start, so the late word is checked in one pass. Parts feed the digests `part_digest` hands them, or are hashed in
+    order, read back by the `read(offset, length)` the caller hands in: the verifier holds no reference to the file it
+    checks, which holds the verifier (a cycle would keep every file's objects alive until the cyclic garbage
     collector ran: megabytes on a million small files). Whatever none of these covered is hashed from the file when
-    it is verified: all of a `resumed` file (one that keeps bytes an earlier run wrote), whose ranges then feed no
-    digest.
+    it is verified: all of a `resumed` file (one that keeps bytes an earlier run wrote).
     """
 
     def __init__(

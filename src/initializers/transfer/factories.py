@@ -7,23 +7,12 @@ from __future__ import annotations
 from initializers.destination.journal import Journal
 from initializers.destination.temporaries import Temporaries
 from initializers.store.contract import Maker, Source, Storage
-from initializers.store.lane import LaneReads
 from initializers.transfer.bandwidth import TokenBucket
 from initializers.transfer.concurrency import Ramp
 from initializers.transfer.engine import Engine, TaskFactory
 from initializers.transfer.making import MakeTasks
 from initializers.transfer.progress import Progress
 from initializers.transfer.ranges import RangeTasks
-
-
-def task_factory(source: Source, ramp: Ramp, bandwidth: TokenBucket | None, lane: LaneReads | None) -> TaskFactory:
-    """The engine's tasks for `source`: ranges under the MAX_BANDWIDTH cap, small files through `lane` if it offers
-    one, or groups of made files (the cap does not apply: the cache source refuses MAX_BANDWIDTH)."""
-    if isinstance(source, Storage):
-        return RangeTasks(source, ramp, bandwidth, lane)
-    if isinstance(source, Maker):
-        return MakeTasks(source)
-    raise TypeError(f"{type(source).__name__} is neither a Storage nor a Maker: the engine cannot move its files")
 
 
 def engine_for(
@@ -35,7 +24,8 @@ def engine_for(
     progress: Progress,
 ) -> tuple[Engine, Ramp]:
     """The engine that moves `source`'s files, and the ramp that paces it: MAX_WORKERS (else what the source advises)
-    and MAX_BANDWIDTH, if set."""
+    and MAX_BANDWIDTH, if set. A `Storage`'s tasks are ranges under the cap, small files through its lane if it
+    offers one; a `Maker`'s are groups of made files (the cap does not apply: the cache source refuses it)."""
     advice = source.advice()
     ramp = Ramp(
         advice.workers,
@@ -45,5 +35,11 @@ def engine_for(
         round_trips=advice.round_trips,
     )
     bandwidth = TokenBucket(max_bandwidth) if max_bandwidth else None
-    tasks = task_factory(source, ramp, bandwidth, advice.lane)
+    tasks: TaskFactory
+    if isinstance(source, Storage):
+        tasks = RangeTasks(source, ramp, bandwidth, advice.lane)
+    elif isinstance(source, Maker):
+        tasks = MakeTasks(source)
+    else:
+        raise TypeError(f"{type(source).__name__} is neither a Storage nor a Maker: the engine cannot move its files")
     return Engine(tasks, temps, journal, ramp, progress, type(source)), ramp
