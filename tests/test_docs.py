@@ -188,7 +188,7 @@ def test_the_configuration_page_says_which_stores_read_each_setting() -> None:
     schemes = {plugin.scheme for plugin in STORES}
     strangers = [(names, cell) for names, cell in rows if not _used_by(cell) <= schemes]
     assert not strangers, f"docs/configuration.md: rows naming no store's scheme in `used by`: {strangers}"
-    shared = dict(Config.shared_settings())
+    shared = dict(Config.settings())
     readers: dict[str, set[str]] = {}
     for plugin in STORES:
         own = [setting.env for group in plugin.options for _, setting in settings_of(group)]
