@@ -99,9 +99,7 @@ def exit_code(options: Mapping[str, str | None]) -> int:
         return failed(logs.get_logger(PROGRAM), str(exc), EXIT_BAD_CONFIG)
     logs.configure(config.log_format, config.log_level, secrets=())
     log = logs.get_logger(PROGRAM)
-    switched, _ = workspace_owner.adopt(config.output_path)  # in the image, started as root: read as its owner
-    if switched:
-        log.info("running as the workspace's user", uid=switched.uid, gid=switched.gid, groups=list(switched.groups))
+    workspace_owner.adopt(config.output_path, log)  # in the image, started as root: read as its owner
     prefer_system_allocator()
     try:
         from initializers.cache.flight import CacheFlightServer

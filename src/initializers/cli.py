@@ -143,10 +143,7 @@ def exit_code(kind: Kind, options: dict[str, Any], words: list[str]) -> int:
     log = logs.get_logger(kind.program)
     for readers, variables in Config.not_read(os.environ, kind).items():
         log.warning("ignored", variables=variables, reason=f"they apply to {readers} sources, not the {kind.program}'s")
-    switched, stayed_root_because = workspace_owner.adopt(config.output_dir(kind))
-    if switched:
-        log.info("running as the workspace's user", uid=switched.uid, gid=switched.gid, groups=list(switched.groups))
-    elif stayed_root_because:
+    if stayed_root_because := workspace_owner.adopt(config.output_dir(kind), log):
         log.warning("running as root", reason=stayed_root_because)
     # What the imports made lives as long as the process: the cyclic collector, which a listing's allocations
     # run again and again, need not walk it every time. Nor need it run as often as Python's default has it: a
@@ -248,16 +245,14 @@ def positional_words(kind: Kind, words: list[str]) -> ConfigError:
     for secret in (secret for word in words for secret in credentials_in(word)):
         logs.hide(secret)
     words = [masked(word) for word in words]
+    refused = f"the {kind.program} takes no positional arguments (got {' '.join(map(shlex.quote, words))})"
     uri, *rest = words
     if "://" in uri and len(rest) <= 1:
         named = [("STORAGE_URI", uri), *([("OUTPUT_PATH", rest[0])] if rest else [])]
         variables = " ".join(f"{name}={shlex.quote(value)}" for name, value in named)
         options = " ".join(f"--{name.lower().replace('_', '-')} {shlex.quote(value)}" for name, value in named)
-        return ConfigError(
-            f"the {kind.program} takes no positional arguments (got {' '.join(map(shlex.quote, words))}): "
-            f"set {variables}, or give {options}"
-        )
+        return ConfigError(f"{refused}: set {variables}, or give {options}")
     return ConfigError(
-        f"the {kind.program} takes no positional arguments (got {' '.join(map(shlex.quote, words))}): give the "
-        "source as STORAGE_URI=... (or --storage-uri ...) and the destination as OUTPUT_PATH=... (or --output-path)"
+        f"{refused}: give the source as STORAGE_URI=... (or --storage-uri ...) and the destination as OUTPUT_PATH=... "
+        "(or --output-path)"
     )

@@ -23,6 +23,9 @@ from rich.live import Live  # noqa: E402
 from rich.live_render import LiveRender  # noqa: E402
 from rich.segment import ControlType  # noqa: E402
 
+#: A row up, erased.
+_UP_AND_ERASE = ((ControlType.CURSOR_UP, 1), (ControlType.ERASE_IN_LINE, 2))
+
 
 class RewrappingRender(LiveRender):
     """A LiveRender that keeps the width of each line it rendered, and erases by the rows they take now."""
@@ -51,16 +54,13 @@ class RewrappingRender(LiveRender):
         """To the first row of the last frame, erasing each row on the way (from the last, where the cursor is)."""
         if self._shape is None:
             return Control()
-        up_and_erase = ((ControlType.CURSOR_UP, 1), (ControlType.ERASE_IN_LINE, 2))
-        return Control(ControlType.CARRIAGE_RETURN, (ControlType.ERASE_IN_LINE, 2), *up_and_erase * (self.rows() - 1))
+        return Control(ControlType.CARRIAGE_RETURN, (ControlType.ERASE_IN_LINE, 2), *_UP_AND_ERASE * (self.rows() - 1))
 
     def restore_cursor(self) -> Control:
         """Every row of the last frame erased, from the row below it (where the cursor is once the block stops)."""
         if self._shape is None:
             return Control()
-        return Control(
-            ControlType.CARRIAGE_RETURN, *((ControlType.CURSOR_UP, 1), (ControlType.ERASE_IN_LINE, 2)) * self.rows()
-        )
+        return Control(ControlType.CARRIAGE_RETURN, *_UP_AND_ERASE * self.rows())
 
 
 def rewrapping_live(console: Console, **options: Any) -> Live:

@@ -49,10 +49,6 @@ def checked_value(raw: str, variable: str, secret: bool = False) -> str:
     return text
 
 
-def _parse_text(raw: str) -> str:
-    return raw.strip()
-
-
 def whole_number(least: int, most: float = float("inf")) -> Callable[[str], int]:
     """A parser of integers from `least` to `most`."""
 
@@ -138,7 +134,7 @@ def choice(*choices: str) -> Codec[str]:
     return Codec(parse, str, "one of " + ", ".join(choices))
 
 
-TEXT: Codec[str] = Codec(_parse_text, str, "text")
+TEXT: Codec[str] = Codec(str.strip, str, "text")
 POSITIVE_INT: Codec[int] = Codec(whole_number(1), str, "a positive integer")
 NON_NEGATIVE_INT: Codec[int] = Codec(whole_number(0), str, "an integer, 0 or more")
 POSITIVE_NUMBER: Codec[float] = Codec(_parse_positive_float, repr, "a positive number")

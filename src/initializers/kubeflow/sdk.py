@@ -123,20 +123,16 @@ class DataCacheInitializer(_InitializerConfig, kind=DATASET, scheme="cache"):
         return {**super()._values(), "cluster_size": self.num_data_nodes + 1, "num_data_nodes": None}
 
 
-def _default_model_patterns() -> list[str]:
-    return list(MODEL.default_ignore_patterns)
-
-
 @dataclass
 class HuggingFaceModelInitializer(_InitializerConfig, _Signing, kind=MODEL, scheme="hf"):
-    ignore_patterns: list[str] | None = field(default_factory=_default_model_patterns)
+    ignore_patterns: list[str] | None = field(default_factory=partial(list, MODEL.default_ignore_patterns))
     access_token: str | None = None
     allow_patterns: list[str] | None = field(default=None, kw_only=True)  # replaces the model default's allow list
 
 
 @dataclass
 class S3ModelInitializer(_InitializerConfig, _Signing, kind=MODEL, scheme="s3"):
-    ignore_patterns: list[str] | None = field(default_factory=_default_model_patterns)
+    ignore_patterns: list[str] | None = field(default_factory=partial(list, MODEL.default_ignore_patterns))
     endpoint: str | None = None
     access_key_id: str | None = None
     secret_access_key: str | None = None

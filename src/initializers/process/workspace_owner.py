@@ -24,6 +24,7 @@ import os
 import stat
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 ENABLE = "INITIALIZERS_ADOPT_WORKSPACE_OWNER"
 IMAGE_USER = (10001, 0)
@@ -45,11 +46,11 @@ class Identity:
     groups: tuple[int, ...]  # supplementary
 
 
-def adopt(output_path: str) -> tuple[Identity | None, str | None]:
-    """Switch to the user chosen from OUTPUT_PATH's nearest existing folder. Returns the identity switched to, or
-    None and, when a switch was wanted but would lock a credential file away, why the program stays root."""
+def adopt(output_path: str, log: Any) -> str | None:
+    """Switch to the user chosen from OUTPUT_PATH's nearest existing folder, and log it. Returns, when a switch was
+    wanted but would lock a credential file away, why the program stays root."""
     if os.environ.get(ENABLE) != "1" or os.geteuid() != 0:
-        return None, None
+        return None
     folder = _nearest_existing(Path(output_path).absolute())
     info = folder.stat()
     if info.st_uid != 0:
@@ -57,19 +58,20 @@ def adopt(output_path: str) -> tuple[Identity | None, str | None]:
     elif info.st_mode & (stat.S_IWGRP | stat.S_IWOTH) and (info.st_gid == 0 or info.st_mode & stat.S_IWOTH):
         uid, gid = IMAGE_USER
     else:
-        return None, None
+        return None
     target = Identity(uid, gid, tuple(sorted({g for g in os.getgroups() if g not in (0, gid)})))
     for variable in CREDENTIAL_FILE_VARIABLES:
         path = os.environ.get(variable)
         if path and os.path.isfile(path) and not _readable_by(path, target):
-            return None, (
+            return (
                 f"{variable} ({path}) would be unreadable as uid {uid} gid {gid} groups {list(target.groups)}: "
                 "staying root; make it readable by the pod's fsGroup to run unprivileged"
             )
     os.setgroups(list(target.groups))
     os.setgid(gid)
     os.setuid(uid)  # last: after it, nothing above is permitted any more
-    return target, None
+    log.info("running as the workspace's user", uid=uid, gid=gid, groups=list(target.groups))
+    return None
 
 
 def _readable_by(path: str, who: Identity) -> bool:
