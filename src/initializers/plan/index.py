@@ -14,7 +14,7 @@ import os
 import sqlite3
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from initializers.common.errors import FetchError, disk_error
 from initializers.common.remote_file import Checksum, RemoteFile
@@ -84,13 +84,10 @@ class PlanIndex:
         and version are what the source offers now."""
         offered = {file.path: file for file in files}
         found = {}
-        for paths in _chunks(list(offered)):
-            for *record, in_manifest in self._db.execute(
-                f"SELECT * FROM finished WHERE path IN ({_marks(paths)})", paths
-            ):
-                done = DoneFile(*record)
-                if offered[done.path].matches(done.size, done.version):
-                    found[done.path] = (done, bool(in_manifest))
+        for *record, in_manifest in self._at_paths("SELECT * FROM finished", list(offered)):
+            done = DoneFile(*record)
+            if offered[done.path].matches(done.size, done.version):
+                found[done.path] = (done, bool(in_manifest))
         return found
 
     # -- the plan -----------------------------------------------------------------------------------------
@@ -121,10 +118,14 @@ class PlanIndex:
             self._refuse_collision(files)
         folders = _folders(files)
         self._db.executemany("INSERT OR IGNORE INTO folders VALUES (?)", ((folder,) for folder in folders))
-        for paths in _chunks([file.path for file in files]):
-            self._refuse_clash(self._db.execute(f"SELECT path FROM folders WHERE path IN ({_marks(paths)})", paths))
-        for paths in _chunks(folders):
-            self._refuse_clash(self._db.execute(f"SELECT path FROM planned WHERE path IN ({_marks(paths)})", paths))
+        self._refuse_clash(self._at_paths("SELECT path FROM folders", [file.path for file in files]))
+        self._refuse_clash(self._at_paths("SELECT path FROM planned", folders))
+
+    def _at_paths(self, select: str, paths: list[str]) -> Iterator[tuple[Any, ...]]:
+        """The rows `select` finds at `paths`, asked `_MOST_VALUES` paths at a time."""
+        for start in range(0, len(paths), _MOST_VALUES):
+            chunk = paths[start : start + _MOST_VALUES]
+            yield from self._db.execute(f"{select} WHERE path IN ({','.join('?' * len(chunk))})", chunk)
 
     def _refuse_collision(self, files: list[RemoteFile]) -> NoReturn:
         for file in files:
@@ -136,9 +137,9 @@ class PlanIndex:
                 )
         raise FetchError(f"the source lists a file twice, among {files[0].locator!r} .. {files[-1].locator!r}")
 
-    def _refuse_clash(self, found: sqlite3.Cursor) -> None:
+    def _refuse_clash(self, found: Iterator[tuple[Any, ...]]) -> None:
         """Refuse the plan if `found` names a path that is both a planned file and the folder of another."""
-        row = found.fetchone()
+        row = next(found, None)
         if row is None:
             return
         (folder,) = row
@@ -215,15 +216,6 @@ class PlanIndex:
             "SELECT count(*), total(f.size) FROM planned p LEFT JOIN finished f ON f.path = p.path"
         ).fetchone()
         return count, int(size)
-
-
-def _chunks(values: list[str]) -> Iterator[list[str]]:
-    for start in range(0, len(values), _MOST_VALUES):
-        yield values[start : start + _MOST_VALUES]
-
-
-def _marks(values: list[str]) -> str:
-    return ",".join("?" * len(values))
 
 
 def _folders(files: list[RemoteFile]) -> list[str]:
