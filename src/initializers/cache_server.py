@@ -1,6 +1,6 @@
 """`cache-server` / `python -m initializers.cache_server`: a completed cache:// materialisation served over Arrow
 Flight, as Kubeflow's data cache serves a table, so training code written for its `DataCacheDataset` reads the
-shards in OUTPUT_PATH unchanged (the protocol: `cache_flight`).
+shards in OUTPUT_PATH unchanged (the protocol: `cache.flight`).
 
 A program of its own beside the two initializers, with a small schema of its own: PORT, BIND_ADDRESS and
 ADVERTISE_HOST mean nothing to them, so they are not part of the initializers' contract (`contract.Config`); they

@@ -16,14 +16,12 @@ from initializers.common.errors import ConfigError, InitializerError, Stopped
 from initializers.common.uri_credentials import credentials_in, masked
 from initializers.config.contract import Config, Kind
 from initializers.config.registry import option_groups
-from initializers.config.settings import BOOL, Setting, settings_of
+from initializers.config.settings import BOOL, FALSE_WORDS, TRUE_WORDS, Setting, settings_of
 
 if TYPE_CHECKING:
     from initializers.run import Outcome
 
 EXIT_OK, EXIT_FETCH_FAILED, EXIT_BAD_CONFIG = 0, 1, 2
-#: The values a true-or-false option takes after it (as the BOOL codec reads them).
-_BOOLEAN_WORDS = {"1", "0", "true", "false", "yes", "no", "on", "off"}
 #: Read by every source's HTTP client, as boto3 and huggingface_hub read them.
 _PROXY_VARIABLES = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY")
 #: Allocations between two runs of the cyclic collector over the youngest objects (Python's default: 700).
@@ -233,7 +231,7 @@ def _options_only(argv: list[str], flags: set[str]) -> tuple[list[str], list[str
 def _takes_value(option: str, word: str, flags: set[str]) -> bool:
     if not option.startswith("--") or "=" in option or option in ("--help", "--version"):
         return False
-    return option not in flags or word.strip().lower() in _BOOLEAN_WORDS
+    return option not in flags or word.strip().lower() in TRUE_WORDS | FALSE_WORDS
 
 
 def positional_words(kind: Kind, words: list[str]) -> ConfigError:

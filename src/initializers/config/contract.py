@@ -387,16 +387,12 @@ def _settings(plugins: tuple[SourcePlugin, ...]) -> list[tuple[str, Setting]]:
 
 
 def _check_unique(settings: list[tuple[str, Setting]]) -> None:
-    fields: set[str] = set()
-    variables: set[str] = set()
-    for name, setting in settings:
-        for variable in (setting.env, *setting.fallback_env):
-            if variable in variables:
-                raise RuntimeError(f"the variable {variable} is declared by two settings")
-            variables.add(variable)
-        if name in fields:
-            raise RuntimeError(f"the setting field {name!r} is declared twice: values are built by field name")
-        fields.add(name)
+    variables = [variable for _, setting in settings for variable in (setting.env, *setting.fallback_env)]
+    if twice := [variable for variable in variables if variables.count(variable) > 1]:
+        raise RuntimeError(f"the variable {twice[0]} is declared by two settings")
+    names = [name for name, _ in settings]
+    if twice := [name for name in names if names.count(name) > 1]:
+        raise RuntimeError(f"the setting field {twice[0]!r} is declared twice: values are built by field name")
 
 
 def _variables(settings: list[tuple[str, Setting]]) -> set[str]:

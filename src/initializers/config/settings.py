@@ -68,15 +68,15 @@ def _parse_positive_float(raw: str) -> float:
     return value
 
 
-_TRUE = {"1", "true", "yes", "on"}
-_FALSE = {"0", "false", "no", "off", ""}
+#: The words a true-or-false value is written in, any case (empty is false too).
+TRUE_WORDS, FALSE_WORDS = frozenset({"1", "true", "yes", "on"}), frozenset({"0", "false", "no", "off"})
 
 
 def _parse_bool(raw: str) -> bool:
     value = raw.strip().lower()
-    if value in _TRUE:
+    if value in TRUE_WORDS:
         return True
-    if value in _FALSE:
+    if value in FALSE_WORDS or not value:
         return False
     raise ValueError("not a boolean")
 

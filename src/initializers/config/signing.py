@@ -60,14 +60,9 @@ class SigningOptions:
     def trust(self) -> tuple[str, str]:
         """(method, path of the trust file): exactly one of the key and the chain, readable; ConfigError naming the
         variable otherwise."""
-        given = [
-            (method, variable, path)
-            for method, variable, path in (
-                ("key", "SIGNATURE_PUBLIC_KEY", self.signature_public_key),
-                ("certificate", "SIGNATURE_CERTIFICATE_CHAIN", self.signature_certificate_chain),
-            )
-            if path
-        ]
+        key = ("key", "SIGNATURE_PUBLIC_KEY", self.signature_public_key)
+        chain = ("certificate", "SIGNATURE_CERTIFICATE_CHAIN", self.signature_certificate_chain)
+        given = [trust for trust in (key, chain) if trust[2]]
         if len(given) != 1:
             raise ConfigError(
                 f"SIGNATURE={self.signature} needs exactly one of SIGNATURE_PUBLIC_KEY and SIGNATURE_CERTIFICATE_CHAIN "

@@ -14,7 +14,7 @@ import itertools
 import os
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, replace
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -36,7 +36,7 @@ class Verdict:
     signer: str | None = None
     reason: str | None = None
     #: Signed files the user's patterns left out: reported, not failed.
-    not_fetched: tuple[str, ...] = field(default=())
+    not_fetched: tuple[str, ...] = ()
 
     @property
     def verified(self) -> bool:
@@ -77,22 +77,23 @@ def check(
     verdict = Verdict(options.signature, method, signature_path)
     digests = dict(landed)
     if signature_path not in digests:
-        return _failed(verdict, None, f"the model is unsigned: the source has no {signature_path} (SIGNATURE_PATH)")
+        return replace(verdict, reason=f"the model is unsigned: the source has no {signature_path} (SIGNATURE_PATH)")
     del digests[signature_path]
     from initializers.adapters.model_signing import SignatureInvalid, verified
 
     try:
         signed = verified(root / signature_path, method, Path(trust))
     except SignatureInvalid as exc:
-        return _failed(verdict, None, f"{signature_path}: {exc}")
+        return replace(verdict, reason=f"{signature_path}: {exc}")
+    verdict = replace(verdict, signer=signed.signer)
     by_file = _by_file(signed.resources)
     algorithm = signed.hash_type
     if algorithm not in hashlib.algorithms_available:
-        return _failed(verdict, signed.signer, f"{signature_path} hashes files with {signed.hash_type}, not supported")
+        return replace(verdict, reason=f"{signature_path} hashes files with {signed.hash_type}, not supported")
     ignored = [PurePosixPath(path) for path in signed.ignore_paths]
     for path in sorted(digests):
         if path not in by_file and not any(PurePosixPath(path).is_relative_to(rule) for rule in ignored):
-            return _failed(verdict, signed.signer, f"file added: {path} is not in the signature")
+            return replace(verdict, reason=f"file added: {path} is not in the signature")
     both = sorted(path for path in by_file if path in digests)
     with ThreadPoolExecutor(os.cpu_count() or 1) as pool:  # hashlib lets go of the GIL: files hash side by side
         found = pool.map(lambda path: _matches(root / path, by_file[path], algorithm, digests[path], check_stop), both)
@@ -101,16 +102,12 @@ def check(
     for path in sorted(by_file):
         if path in digests:
             if not matches[path]:
-                return _failed(verdict, signed.signer, f"digest mismatch: {path} is not the file the publisher signed")
+                return replace(verdict, reason=f"digest mismatch: {path} is not the file the publisher signed")
         elif path in left_out:
             not_fetched.append(path)
         else:
-            return _failed(verdict, signed.signer, f"file missing: {path} is signed but not in the source")
-    return Verdict(options.signature, method, signature_path, signed.signer, None, tuple(not_fetched))
-
-
-def _failed(verdict: Verdict, signer: str | None, reason: str) -> Verdict:
-    return Verdict(verdict.mode, verdict.method, verdict.signature_path, signer, reason)
+            return replace(verdict, reason=f"file missing: {path} is signed but not in the source")
+    return replace(verdict, not_fetched=tuple(not_fetched))
 
 
 def _by_file(resources: dict[str, str]) -> dict[str, dict[tuple[int, int] | None, str]]:
