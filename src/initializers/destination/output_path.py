@@ -89,10 +89,6 @@ class Destination:
         self.replace(temp, path)
         self.fsync_folder(path.parent)
 
-    def remove_empty_folder(self, path: Path) -> None:
-        """Remove the folder `path` under OUTPUT_PATH if it is empty (else OSError), from its parent's descriptor."""
-        self.folders.remove_empty(self.relative(path))
-
     def fsync_folder(self, path: Path) -> None:
         with self.folder(path) as folder:
             os.fsync(folder)

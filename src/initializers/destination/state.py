@@ -147,7 +147,7 @@ class StateDir:
                     self.destination.close_folders()
                     os.rmdir(path)  # only if empty
                 else:
-                    self.destination.remove_empty_folder(path)
+                    self.destination.folders.remove_empty(self.destination.relative(path))
 
     def remove_manifest(self) -> None:
         """Withdraw the completion claim before changing anything it describes: one atomic rename, however many

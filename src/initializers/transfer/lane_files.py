@@ -19,7 +19,7 @@ from initializers.store.throttle import Throttle
 from initializers.transfer.engine import Task, TransferContext
 from initializers.transfer.file_transfer import FileTransfer
 from initializers.transfer.lane import Lane
-from initializers.transfer.part_sink import PartSink, range_landed
+from initializers.transfer.part_sink import PartSink
 
 _log = logs.get_logger("initializers.transfer.engine")
 
@@ -55,7 +55,6 @@ class LaneFile:
 
     transfer: FileTransfer
     sink: PartSink | None = None
-    started: float = 0.0  # when its request was sent (clock.monotonic)
     throttled: int = 0  # its requests throttled so far
 
 
@@ -88,7 +87,6 @@ class LaneWork:
         with transfer.working():
             transfer.open(ranged=False)
         item.sink = PartSink(transfer, 0, transfer.file.size, context.progress, context.clock)
-        item.started = context.clock.monotonic()
         return self._begin(transfer.file, item.sink)
 
     def done(self, item: LaneFile, request: RequestInFlight) -> None:
@@ -98,7 +96,7 @@ class LaneWork:
             self.failed(item, ConnectionError(f"the body ended {size - sink.written} bytes early"))
             return
         if self._throttle is not None:
-            self._throttle.answered(item.started)  # a probe of the fleet's hold, if sent during one: it ends the hold
+            self._throttle.answered(sink.started)  # a probe of the fleet's hold, if sent during one: it ends the hold
         self._landed(item, sink)
 
     def failed(self, item: LaneFile, error: Exception) -> bool:
@@ -115,7 +113,7 @@ class LaneWork:
         if not isinstance(error, TRANSIENT) or item.transfer.cancelled or sink is None:
             raise error  # final (a refused answer, the disk's failure, a stop), or the temporary could not be opened
         if isinstance(error, Retriable) and error.throttled and self._throttle is not None:
-            self._throttle.throttled(error.retry_after, item.started)  # the fleet is held, the lane's width halved
+            self._throttle.throttled(error.retry_after, sink.started)  # the fleet is held, the lane's width halved
             item.throttled += 1
             if item.throttled <= _LANE_THROTTLED_TIMES and sink.written == 0:
                 return True
@@ -126,5 +124,5 @@ class LaneWork:
 
     def _landed(self, item: LaneFile, sink: PartSink) -> None:
         with item.transfer.working():
-            range_landed(self._context, item.transfer, sink, 0, item.transfer.file.size, item.started)
+            sink.landed(self._context.request_times)
             self._part_done(item.transfer)

@@ -1,6 +1,6 @@
 """Where the bytes of one range of a stored file go (`PartSink`): written through its file's transfer at their offset,
 through the digest its verifier hands them, with progress counted, a record of how far they got, and the transfer's
-cancellation noticed; and a range handed to the verifier once all of it is in (`range_landed`)."""
+cancellation noticed; and a range handed to the verifier once all of it is in (`PartSink.landed`)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import contextlib
 from initializers.common.clock import Clock
 from initializers.common.errors import FetchError, disk_error
 from initializers.common.remote_file import Checksum
-from initializers.transfer.engine import TransferContext
+from initializers.transfer.concurrency import RequestTimes
 from initializers.transfer.file_transfer import Cancelled, FileTransfer
 from initializers.transfer.progress import Progress
 
@@ -19,7 +19,7 @@ _RECORD_SECONDS = 1.0
 
 class PartSink:
     """Writes one range at its offset through its file's transfer, through the digest the file's verifier hands it,
-    and records how far it got; counts progress; notices cancellation."""
+    and records how far it got; counts progress; notices cancellation. Made as its range's request is sent."""
 
     def __init__(self, transfer: FileTransfer, offset: int, length: int, progress: Progress, clock: Clock) -> None:
         self._transfer = transfer
@@ -28,6 +28,7 @@ class PartSink:
         self._progress = progress
         self._clock = clock
         self.written = 0
+        self.started = clock.monotonic()  # when its range's request was sent
         self.first_byte: float | None = None  # when the first byte arrived (clock.monotonic)
         self._recorded_at = 0.0  # when the record last heard how far this range got (clock.monotonic)
         self._digest = transfer.verifier.part_digest(length)
@@ -47,6 +48,18 @@ class PartSink:
             self._record()
         except OSError as exc:  # reading it back to hash it in order, or recording it
             raise disk_error(exc, self._transfer.file.path) from None
+
+    def landed(self, request_times: RequestTimes) -> None:
+        """All of the range is in (FetchError when the source sent less): hand it to the verifier, and record its
+        request's times."""
+        if self.written != self._length:
+            raise FetchError(
+                f"{self._transfer.file.locator}: received {self.written} bytes of range {self._offset}+{self._length}; "
+                "the source ended early"
+            )
+        self.part_complete()
+        if self.first_byte is not None:
+            request_times.add(self.first_byte - self.started, self._clock.monotonic() - self.started)
 
     def _record(self) -> None:
         """Record the bytes written so far."""
@@ -78,17 +91,3 @@ class PartSink:
         self._transfer.unwrite(self.written)
         self.written = 0
         self._digest = self._transfer.verifier.part_digest(self._length)
-
-
-def range_landed(
-    context: TransferContext, transfer: FileTransfer, sink: PartSink, offset: int, length: int, started: float
-) -> None:
-    """All of a range is in `sink` (FetchError when the source sent less): hand it to the verifier, and record its
-    request's times (`started`: when it was sent)."""
-    if sink.written != length:
-        raise FetchError(
-            f"{transfer.file.locator}: received {sink.written} bytes of range {offset}+{length}; the source ended early"
-        )
-    sink.part_complete()
-    if sink.first_byte is not None:
-        context.request_times.add(sink.first_byte - started, context.clock.monotonic() - started)

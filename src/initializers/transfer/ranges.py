@@ -25,7 +25,7 @@ from initializers.transfer.engine import Task, TransferContext
 from initializers.transfer.file_transfer import FileTransfer
 from initializers.transfer.lane import Lane
 from initializers.transfer.lane_files import LANE_BATCH, LaneFile, LaneWork, for_lane, lane_task
-from initializers.transfer.part_sink import PartSink, range_landed
+from initializers.transfer.part_sink import PartSink
 
 
 class RangeTasks:
@@ -117,10 +117,9 @@ class RangeTasks:
             self._finish_or_fetch_again(context, transfer)
 
     def _read_range(self, context: TransferContext, transfer: FileTransfer, offset: int, length: int) -> None:
-        started = context.clock.monotonic()
         sink = PartSink(transfer, offset, length, context.progress, context.clock)
         self._reader.read(transfer.file, offset, length, self._bandwidth.metered(sink) if self._bandwidth else sink)
-        range_landed(context, transfer, sink, offset, length, started)
+        sink.landed(context.request_times)
 
     def _finish_or_fetch_again(self, context: TransferContext, transfer: FileTransfer) -> None:
         """Finish the file; bytes that miss its checksum (corrupted on the way) are fetched again, whole, in this
