@@ -18,7 +18,7 @@ from initializers.store.contract import Maker, Storage
 from initializers.store.sink import Sink
 from initializers.transfer.concurrency import Ramp
 from initializers.transfer.engine import Engine, Task, TransferContext
-from initializers.transfer.file_transfer import FileTransfer, Status
+from initializers.transfer.file_transfer import FileTransfer
 from initializers.transfer.making import MakeTasks
 from initializers.transfer.progress import Progress
 from initializers.transfer.ranges import RangeTasks
@@ -179,10 +179,6 @@ def test_a_failing_task_cancels_the_others_and_their_temporaries_are_removed(tmp
         run(tmp_path, gate, files)
     assert gate.saw_cancel.is_set(), "the waiting task saw the run cancelled"
     assert not gate.interrupted, "a task's failure cancels through the event; only a stop interrupts the source"
-    waiting, failing = gate.transfers
-    assert waiting.status is failing.status is Status.FAILED
-    assert waiting.exception is None, "cancelled by another file's failure: not its own"
-    assert isinstance(failing.exception, FetchError) and str(failing.exception) == "the second file failed"
     # No file landed: the session leaves OUTPUT_PATH as found, its temporaries and journal gone with .initializer/.
     assert not state.tmp.exists() and not (tmp_path / "out" / "slow.bin").exists()
     assert list(state.journal.files()) == []

