@@ -13,12 +13,12 @@ from initializers.steps.dry_run import dry_run
 from initializers.steps.fetching import list_and_fetch
 from initializers.steps.held import settle_another_source
 from initializers.steps.opening import open_source, plan_share
-from initializers.steps.outcome import Outcome, outcome
+from initializers.steps.outcome import Outcome
 from initializers.steps.signing import signing_for
 from initializers.transfer.live_view import reporters
 from initializers.transfer.progress import Progress
 
-__all__ = ["Outcome", "outcome", "perform"]
+__all__ = ["Outcome", "perform"]
 
 
 def perform(config: Config, kind: Kind, log: Any) -> Outcome:

@@ -18,13 +18,9 @@ class _Stream(Protocol):
     def isatty(self) -> bool: ...
 
 
-def _dumb() -> bool:
-    return os.environ.get("TERM") == "dumb"
-
-
 def redraws(stream: _Stream) -> bool:
     """Whether `stream` is a terminal that can redraw in place: any but a dumb one."""
-    return stream.isatty() and not _dumb()
+    return stream.isatty() and os.environ.get("TERM") != "dumb"
 
 
 def colours(stream: _Stream) -> bool:

@@ -153,9 +153,7 @@ def _wait(children: list[_Child], timeout: float, on_line: LineSink) -> dict[str
             on_line(name, line)
 
     readers = [
-        threading.Thread(
-            target=_read, args=(child.name, child.process, results[child.name], one_at_a_time), daemon=True
-        )
+        threading.Thread(target=_read, args=(child.process, results[child.name], one_at_a_time), daemon=True)
         for child in children
     ]
     for reader in readers:
@@ -199,9 +197,9 @@ def _popen(command: list[str], env: Mapping[str, str]) -> subprocess.Popen[str]:
     )
 
 
-def _read(name: str, process: subprocess.Popen[str], result: StepResult, on_line: LineSink) -> None:
+def _read(process: subprocess.Popen[str], result: StepResult, on_line: LineSink) -> None:
     assert process.stdout is not None
     for raw in process.stdout:
         line = raw.rstrip("\n")
         result.logs.append(line)
-        on_line(name, line)
+        on_line(result.step, line)
