@@ -32,16 +32,8 @@ def outcome(
     totals: tuple[int, int], fetched: Fetched, started_at: datetime, ended_at: datetime, output_path: str
 ) -> Outcome:
     """A run's outcome: `totals` as (files, bytes), and what this run `fetched`."""
-    return Outcome(
-        files=totals[0],
-        bytes=totals[1],
-        fetched_files=fetched.files,
-        fetched_bytes=fetched.bytes,
-        seconds=(ended_at - started_at).total_seconds(),
-        output_path=output_path,
-        resumed_files=fetched.resumed_files,
-        kept_bytes=fetched.kept_bytes,
-    )
+    seconds = (ended_at - started_at).total_seconds()
+    return Outcome(*totals, seconds=seconds, output_path=output_path, **this_run(fetched))
 
 
 def outcome_of(index: PlanIndex, progress: Progress | None, started_at: datetime, output_path: str) -> Outcome:
