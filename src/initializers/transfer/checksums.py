@@ -214,20 +214,16 @@ class FileVerifier:
         size = self._file.size
         if digest is None:
             if length < size and not self._resumed and (kind := self._kind()) is not None:
-                self._hash_in_order(kind, offset, length, read)
+                with self._lock:
+                    if self._in_order is None:
+                        self._in_order = InOrderDigest(kind.new(size), size)
+                    in_order = self._in_order
+                in_order.part_complete(offset, length, read)
         elif length == size:
             self._streamed = digest.hexdigest()
         else:
             with self._lock:
                 self._range_crcs[offset] = (length, int(digest.hexdigest(), 16))
-
-    def _hash_in_order(self, kind: HashKind, offset: int, length: int, read: Callable[[int, int], bytes]) -> None:
-        with self._lock:
-            if self._in_order is None:
-                size = self._file.size
-                self._in_order = InOrderDigest(kind.new(size), size)
-            in_order = self._in_order
-        in_order.part_complete(offset, length, read)
 
     def finish_hashing(self, read: Callable[[int, int], bytes]) -> None:
         """Take the digest of the ranges hashed in order (the rest read back by `read`), waiting for a thread still at

@@ -106,21 +106,18 @@ class LaneWork:
         and throttling beyond that, are asked again the threads' way, for the rest of the file after what the lane
         received, under the retry policy: a failure that persists fails the run, as a thread's would."""
         with item.transfer.working():
-            return self._ask_again(item, error)
-
-    def _ask_again(self, item: LaneFile, error: Exception) -> bool:
-        sink, file = item.sink, item.transfer.file
-        if not isinstance(error, TRANSIENT) or item.transfer.cancelled or sink is None:
-            raise error  # final (a refused answer, the disk's failure, a stop), or the temporary could not be opened
-        if isinstance(error, Retriable) and error.throttled and self._throttle is not None:
-            self._throttle.throttled(error.retry_after, sink.started)  # the fleet is held, the lane's width halved
-            item.throttled += 1
-            if item.throttled <= _LANE_THROTTLED_TIMES and sink.written == 0:
-                return True
-        _log.debug("a request in the lane failed: asking again", path=file.path, error=str(error))
-        self._reader.read(file, 0, file.size, sink)
-        self._landed(item, sink)
-        return False
+            sink, file = item.sink, item.transfer.file
+            if not isinstance(error, TRANSIENT) or item.transfer.cancelled or sink is None:
+                raise error  # final (a refused answer, the disk's failure, a stop), or its temporary did not open
+            if isinstance(error, Retriable) and error.throttled and self._throttle is not None:
+                self._throttle.throttled(error.retry_after, sink.started)  # the fleet is held, the lane's width halved
+                item.throttled += 1
+                if item.throttled <= _LANE_THROTTLED_TIMES and sink.written == 0:
+                    return True
+            _log.debug("a request in the lane failed: asking again", path=file.path, error=str(error))
+            self._reader.read(file, 0, file.size, sink)
+            self._landed(item, sink)
+            return False
 
     def _landed(self, item: LaneFile, sink: PartSink) -> None:
         with item.transfer.working():
