@@ -150,7 +150,6 @@ def _allow_patterns_help(kind: Kind) -> str:
 
 
 MAX_WORKERS_LIMIT = 256
-WORKERS = bounded_int(MAX_WORKERS_LIMIT)
 LOG_FORMAT = choice("json", "console")
 LOG_LEVEL = choice("debug", "info", "warning", "error")
 #: Seconds without a byte before a request is abandoned and retried, for every source.
@@ -173,7 +172,7 @@ class Config:
         "MAX_WORKERS",
         "Most parallel transfers, at most 256 [default: per source, stored files: 64 streams, from 8 up while it "
         "pays, and 256 small-file requests: 64 at once, more from the first over a long round trip].",
-        WORKERS,
+        bounded_int(MAX_WORKERS_LIMIT),
     )
     read_timeout: float = setting_field(
         "READ_TIMEOUT",
