@@ -3,5 +3,5 @@
 processes or images (`runner`).
 
 May import every floor below; it never imports what runs inside the programs (`run`, the transfer), only the
-schema and the sources' registrations.
+schema and the composition root's stores (`initializers.sources`).
 """
