@@ -2,10 +2,8 @@
 
 Work is a lazy stream of tasks pulled by threads whose number `concurrency.Ramp` decides as the run goes, so memory
 stays flat whatever the number or size of files. What a task is comes from a `TaskFactory` picked by what the source
-is (`factories`): ranges of a stored file (`ranges`) or a group of made files (`making`). Each file's way to its final
-path is one object, its `FileTransfer`, which the tasks carry: it reaches its final path only after its last part has
-landed and its size and checksum are verified. Factories see the engine through `TransferContext`: the transfers to
-start, and the run's shared signals and measures.
+is (`factories`): ranges of a stored file (`ranges`) or a group of made files (`making`), each carrying its file's
+`FileTransfer`, which reaches its final path only once its last part has landed and its size and checksum are verified.
 """
 
 from __future__ import annotations

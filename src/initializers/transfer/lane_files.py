@@ -59,8 +59,7 @@ class LaneFile:
 
 
 class LaneWork:
-    """What the lane does with a small file: one request for all of it, and the file finished as a range's last
-    part would finish it; a failed request is made again the threads' way, under the retry policy."""
+    """What the lane does with each small file (`lane.LaneWork`), as the module's docstring says."""
 
     def __init__(
         self,

@@ -1,6 +1,5 @@
-"""Where the bytes of one range of a stored file go (`PartSink`): written through its file's transfer at their offset,
-through the digest its verifier hands them, with progress counted, a record of how far they got, and the transfer's
-cancellation noticed; and a range handed to the verifier once all of it is in (`PartSink.landed`)."""
+"""Where the bytes of one range of a stored file go (`PartSink`), and how the range is handed to its file's verifier
+once all of it is in (`PartSink.landed`)."""
 
 from __future__ import annotations
 
