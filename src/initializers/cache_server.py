@@ -1,13 +1,12 @@
 """`cache-server` / `python -m initializers.cache_server`: a completed cache:// materialisation served over Arrow
-Flight, as Kubeflow's data cache serves a table, so training code written for its `DataCacheDataset` reads the
-shards in OUTPUT_PATH unchanged (the protocol: `cache.flight`).
+Flight, as Kubeflow's data cache serves a table, so training code written for its `DataCacheDataset` reads the shards in
+OUTPUT_PATH unchanged (the protocol: `cache.flight`).
 
-A program of its own beside the two initializers, with a small schema of its own: PORT, BIND_ADDRESS and
-ADVERTISE_HOST mean nothing to them, so they are not part of the initializers' contract (`contract.Config`); they
-are declared and parsed the same way, with the same codecs, and LOG_FORMAT / LOG_LEVEL are the contract's own.
-It refuses to start (exit 1) on a folder without a complete materialisation, and stops on SIGTERM or SIGINT
-(exit 0): open streams end with an error at their next batch, and the process exits within `SHUTDOWN_GRACE`
-seconds even when a reader has stopped reading.
+A program of its own beside the two initializers: PORT, BIND_ADDRESS and ADVERTISE_HOST mean nothing to them, so they
+are not part of the initializers' contract (`contract.Config`) but declared and parsed the same way, with the same
+codecs; LOG_FORMAT / LOG_LEVEL are the contract's own. It refuses to start (exit 1) on a folder without a complete
+materialisation, and stops on SIGTERM or SIGINT (exit 0): open streams end with an error at their next batch, and the
+process exits within `SHUTDOWN_GRACE` seconds even when a reader has stopped reading.
 """
 
 from __future__ import annotations

@@ -1,11 +1,10 @@
 """The Arrow Flight service of `cache-server`: Kubeflow's data-cache protocol over a materialised table.
 
-`get_flight_info(FlightDescriptor.for_path(str(index), str(total)))` answers partition `index` of `total`: rows
-[start, stop) of the table in table order (`shards`), as `sharding.shard_range` cuts them, so every split
-covers each row exactly once, contiguously, with sizes within one row; with `total` equal to the data nodes, partition
-i is exactly `shard-i`. Its one endpoint carries an opaque ticket for that partition and the advertised location;
-`do_get(ticket)` streams the rows, data columns only, a batch at a time. A bad descriptor or ticket is answered
-with a Flight error naming what is wrong, and the server goes on serving.
+`get_flight_info(FlightDescriptor.for_path(str(index), str(total)))` answers partition `index` of `total`: rows [start,
+stop) in table order (`shards`), cut by `sharding.shard_range`, so every split covers each row once, contiguously, with
+sizes within one row; with `total` equal to the data nodes, partition i is `shard-i`. Its one endpoint carries an opaque
+ticket for that partition and the advertised location; `do_get(ticket)` streams the rows, data columns only, a batch at
+a time. A bad descriptor or ticket gets a Flight error naming what is wrong; the server goes on serving.
 """
 
 from __future__ import annotations

@@ -1,10 +1,9 @@
 """A completed `cache://` materialisation read back as one table, for serving row ranges of it.
 
-Table order is the manifest's shard order (`shard-0`, `shard-1`, ...), then each shard's parts in part order, then
-the rows within each part: the order in which the cache source laid the Iceberg table out. Rows [a, b) in that
-order are read a row group and a batch at a time from the parts that hold them, so memory stays near one batch per
-reader whatever the table's size. Opening reads the manifest and the parts' footers only, and refuses a folder that
-is not the complete materialisation of a whole table.
+Table order is the manifest's shard order (`shard-0`, `shard-1`, ...), then each shard's parts, then each part's rows:
+the order the cache source laid the Iceberg table out in. Rows [a, b) are read a row group and a batch at a time from
+the parts that hold them, so memory stays near one batch per reader whatever the table's size. Opening reads the
+manifest and the parts' footers only, and refuses a folder that is not the complete materialisation of a whole table.
 """
 
 from __future__ import annotations

@@ -1,10 +1,9 @@
 """The environment contract: one typed schema read by the programs and written by the SDK-side builder.
 
-Every setting is a field of `Config` (the settings every source shares), or of an option group a source declares
-beside itself (`registry.SourcePlugin.options`); the programs' `Kind`s carry the stores and so their groups, and
-`Config` holds the groups as parsed (`config.options(AwsOptions)`). Each carries its variable name, help text and
-codec, so parsing (`Config.from_env`), the CLI options and serialisation (`Config.to_env`) all come from the same
-definitions and cannot drift apart. The toolkit they are declared with is `settings`.
+Every setting is a field of `Config` (the settings every source shares) or of an option group a source declares
+beside itself (`registry.SourcePlugin.options`), held as parsed (`config.options(AwsOptions)`). Each carries its
+variable name, help text and codec (the toolkit: `settings`), so parsing (`Config.from_env`), the CLI options and
+serialisation (`Config.to_env`) come from the same definitions and cannot drift apart.
 """
 
 from __future__ import annotations
@@ -256,9 +255,8 @@ class Config:
 
     @staticmethod
     def refuse_misspellings(env: Mapping[str, str], kind: Kind) -> None:
-        """A ConfigError naming each variable of `env` that is a near miss of one the `kind` program reads
-        (`misspellings`: `OUTPUT_PAHT`), and the one it was meant to be. Another program's own variables are never
-        taken for a near miss: they are ignored (`not_read`)."""
+        """A ConfigError naming each near miss in `env` of a variable the `kind` program reads (`OUTPUT_PAHT`) and the
+        one meant; another program's own variables are ignored (`not_read`), never near misses."""
         contract = _variables(_settings(kind.stores))
         others = [name for name in env if name not in contract]
         own = Config.settings(kind)
@@ -307,9 +305,8 @@ class Config:
 
     @classmethod
     def build(cls, values: Mapping[str, Any], kind: Kind | None = None) -> Config:
-        """A configuration of the `kind` program (None: of the shared settings alone) from {field name: value} over
-        its settings, shared or a group's (names are unique: `programs` checks them); settings not given keep their
-        defaults."""
+        """The `kind` program's configuration (None: the shared settings alone) from {field name: value}, shared or a
+        group's (names are unique: `programs` checks them); settings not given keep their defaults."""
         groups = option_groups(kind.plugins if kind else ())
         unknown = set(values) - {name for name, _ in cls.settings(kind)}
         if unknown:

@@ -1,17 +1,16 @@
 """Near misses of the contract's variable names (`OUTPUT_PAHT` for `OUTPUT_PATH`), told apart from the many other
 variables a pod's environment holds.
 
-A variable counts as a misspelling of one of ours only when it has our names' shape and differs from one of them in a
-single word, by a slip of the keys: the same words in the same order, one of them one letter added, dropped, changed or
-two swapped (two such slips in a word of 8 letters or more). In a word of 3 letters, an abbreviation, the slip must keep
-the first letter: `STORAGE_URL` is a slip of `STORAGE_URI`, but `HEAD_GPU` is another resource than `HEAD_CPU`. The same
-letters as one of ours with a `_` missing, added or moved are one too (`DRYRUN`, `OUTPUTPATH`, `DRY__RUN`, `_DRY_RUN`),
-except `LOGLEVEL`, which torchrun and many Python programs read. Case does not matter: `storage_uri`, `Output_Path` and
-`STORAGE_URl` are ours (or a slip of one) written in the wrong case, and Linux reads variables case-sensitively, so each
-would be ignored. Another tool's name for one of our settings that users set by habit (`ACCESS_KEY`, `SECRET_KEY`,
-`HF_HUB_TOKEN`: each setting names its own, `Setting.habits`) is one too. Never one of another tool (`AWS_*`, `HF_*`,
-... in any case), nor the lower-case names other tools own (`http_proxy`, `no_proxy`, ...), nor the variables Kubernetes
-sets for each service in the namespace (`FOO_SERVICE_HOST`, `FOO_PORT_443_TCP`, ...).
+A variable is a misspelling of one of ours when it has our names' shape and differs from one in a single word by a slip
+of the keys: one letter added, dropped, changed, or two swapped (two slips in a word of 8 letters or more). In a word of
+3 letters, an abbreviation, the slip keeps the first letter: `STORAGE_URL` is a slip of `STORAGE_URI`, but `HEAD_GPU` is
+another resource than `HEAD_CPU`. So are our letters with a `_` missing, added or moved (`DRYRUN`, `OUTPUTPATH`,
+`DRY__RUN`, `_DRY_RUN`), except `LOGLEVEL`, which torchrun and many Python programs read; ours (or a slip of one) in the
+wrong case (`storage_uri`, `Output_Path`), which Linux, reading variables case-sensitively, would ignore; and another
+tool's name for one of our settings that users set by habit (`ACCESS_KEY`, `SECRET_KEY`, `HF_HUB_TOKEN`:
+`Setting.habits`). Never one of another tool (`AWS_*`, `HF_*`, ... in any case), nor the lower-case names other tools
+own (`http_proxy`, `no_proxy`, ...), nor the variables Kubernetes sets for each service in the namespace
+(`FOO_SERVICE_HOST`, `FOO_PORT_443_TCP`, ...).
 """
 
 from __future__ import annotations
@@ -24,9 +23,8 @@ FOREIGN_PREFIXES = ("AWS_", "HF_", "HUGGINGFACE_", "KUBERNETES_", "PYTHON", "LC_
 #: What Kubernetes sets for every service of the namespace: FOO_SERVICE_HOST, FOO_SERVICE_PORT[_NAME], FOO_PORT,
 #: FOO_PORT_443_TCP[_PROTO|_PORT|_ADDR].
 _SERVICE_VARIABLE = re.compile(r"\w+_(?:SERVICE_HOST|SERVICE_PORT(?:_\w+)?|PORT(?:_\d+_(?:TCP|UDP|SCTP)(?:_\w+)?)?)")
-#: Lower-case names other tools own (curl, wget, requests and Go read the proxies in lower case too): whatever our names
-#: become, these are never a slip of one. None of our names is a lower-case variable of note elsewhere (no `home` or
-#: `path` among them), so no other is exempt.
+#: Lower-case names other tools own (curl, wget, requests and Go read the proxies in lower case): never a slip of ours.
+#: No other is exempt: none of ours is a lower-case variable of note elsewhere (no `home`, `path`).
 _OTHERS_LOWER_CASE = frozenset({"http_proxy", "https_proxy", "ftp_proxy", "all_proxy", "no_proxy"})
 #: Names of other tools' that differ from one of ours only in their `_`s: never a slip of ours.
 _OTHERS_JOINED = frozenset({"LOGLEVEL"})

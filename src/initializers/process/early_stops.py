@@ -1,12 +1,10 @@
 """Stops that arrive before the run's own handler is in: from the program's first line until `stopping.stoppable`.
 
-Without a handler of ours, SIGTERM kills the process silently and SIGINT raises KeyboardInterrupt wherever the
-imports happen to be (a traceback) or inside click (`Aborted!`). So each program's first line catches both, before
-its heavy imports, and only records the first; the command line reads it before the run (`stopped by SIGINT
-before the run began`) and `stoppable` takes it over, so a stop reads as a stop from the first milliseconds.
-
-Imports only `_signal`, the C module under `signal`: `signal` itself imports `enum`, which would cost most of this
-module's time before the handler is in.
+Without a handler of ours, SIGTERM kills the process silently and SIGINT raises KeyboardInterrupt wherever the imports
+happen to be (a traceback) or inside click (`Aborted!`). So each program's first line catches both, before its heavy
+imports, and records the first; the command line reads it before the run (`stopped by SIGINT before the run began`) and
+`stoppable` takes it over, so a stop reads as a stop from the first milliseconds. Imports only `_signal`, the C module
+under `signal`: `signal` itself imports `enum`, which would cost most of this module's time before the handler is in.
 """
 
 from __future__ import annotations

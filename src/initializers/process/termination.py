@@ -1,11 +1,10 @@
 """The termination message: a run's outcome where Kubernetes shows it (`kubectl describe pod`, the pod's status).
 
-Kubernetes mounts a file at the container's `terminationMessagePath` (by default /dev/termination-log) and
-reports what the container left there when it exits; for a failed init container that is the first thing a
-user sees. Written only where that file exists, so a run outside Kubernetes leaves nothing behind. It is one line,
-shown as the console logs and the live view show text (`terminal.printable`): a control character from a source's
-name (ESC, BEL, a newline) is written as its escape, since `kubectl describe` and the terminal showing it would
-obey it; none of our own messages spans lines.
+Kubernetes reports what a container left at its `terminationMessagePath` (by default /dev/termination-log) when it
+exits; for a failed init container that is the first thing a user sees. Written only where that file exists, so a run
+outside Kubernetes leaves nothing behind. It is one line, shown as the console logs and the live view show text
+(`terminal.printable`): a control character from a source's name (ESC, BEL, a newline) is written as its escape, since
+`kubectl describe` and the terminal showing it would obey it; none of our own messages spans lines.
 """
 
 from __future__ import annotations

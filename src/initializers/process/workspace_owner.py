@@ -1,21 +1,18 @@
 """Running as the owner of the mounted workspace: the images start as root only to drop to the right user.
 
-The Kubeflow SDK's container backend bind-mounts a folder it created with `os.makedirs` (mode 0755, owned by
-whoever runs the SDK); a fixed non-root UID cannot write there, and the original images, which run as root,
-leave files the trainer's user cannot clean up. So, in the images (where INITIALIZERS_ADOPT_WORKSPACE_OWNER=1),
-a program started as root picks its user from the workspace before it opens any file or connection:
+The Kubeflow SDK's container backend bind-mounts a folder it created with `os.makedirs` (mode 0755, owned by whoever
+runs the SDK); a fixed non-root UID cannot write there, and the original images, which run as root, leave files the
+trainer's user cannot clean up. So, in the images (where INITIALIZERS_ADOPT_WORKSPACE_OWNER=1), a program started as
+root picks its user from the workspace before it opens any file or connection:
 
 - the folder belongs to someone other than root: become that user and group (a workstation's SDK user);
-- it belongs to root but group 0 or everyone may write: become the image's own user, 10001:0 (an emptyDir,
-  a prepared folder);
+- it belongs to root but group 0 or everyone may write: become 10001:0, the image's user (an emptyDir, a prepared dir);
 - it belongs to root and only root may write: stay root (rootless podman, where root is the invoking user).
 
-Started as any other user (Kubernetes `runAsUser`, `docker run --user`, OpenShift) nothing changes.
-
-The switch keeps the supplementary groups the pod gave the process (`fsGroup`, `supplementalGroups`, podman's
-`--group-add`), but not root's own group 0: Secret volumes readable through them stay readable. Credential
-files are read again later (a web identity token at every refresh), so if one that a variable names would be
-unreadable as the new user, the program stays root instead, and says why.
+Started as another user (Kubernetes `runAsUser`, `docker run --user`, OpenShift), nothing changes. The switch keeps the
+supplementary groups the pod gave the process (`fsGroup`, `supplementalGroups`, podman's `--group-add`), but not root's
+group 0: Secret volumes readable through them stay readable. Credential files are read again (a web identity token at
+every refresh), so if one a variable names would be unreadable as the new user, the program stays root and says why.
 """
 
 from __future__ import annotations
