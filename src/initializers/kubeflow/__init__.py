@@ -2,6 +2,6 @@
 (`specs`: docker/podman arguments, Kubernetes init containers) and a local runner that starts both programs, as
 processes or images (`runner`).
 
-May import every floor below; it never imports what runs inside the programs (`run`, the transfer), only the
-schema and the composition root's stores (`initializers.sources`).
+May import every floor below; never what runs inside the programs (`run`, the transfer), only the schema and the
+composition root's stores (`initializers.sources`).
 """

@@ -75,14 +75,11 @@ def run(
     shards: int = 1,
 ) -> dict[str, StepResult]:
     """Run the configured initializers in parallel into `workspace`; raise InitializerFailed if any step fails.
-    `on_line(step, line)` gets every line they print, one line at a time.
-
-    With `shards` > 1, each step runs as that many initializers splitting its plan (SHARD_INDEX / SHARD_COUNT),
-    named `<program>-<index>`, all writing the step's folder; a cache step is refused, since its shards belong
-    on the nodes that read them. With an image backend the workspace is made group-writable for group 0, so that
-    a runner started as root gets the files from the images' own user (10001:0) rather than from root (see
-    workspace_owner.py).
-    """
+    `on_line(step, line)` gets every line they print, one at a time. With `shards` > 1, each step runs as that many
+    initializers splitting its plan (SHARD_INDEX / SHARD_COUNT), named `<program>-<index>`, all writing the step's
+    folder; a cache step is refused, since its shards belong on the nodes that read them. With an image backend the
+    workspace is made group-writable for group 0, so a runner started as root gets the files from the images' own user
+    (10001:0) rather than from root (see workspace_owner.py)."""
     config = config or ContainerBackendConfig()
     steps = [step for step in (initializer.dataset, initializer.model) if step is not None]
     Path(workspace).mkdir(parents=True, exist_ok=True)

@@ -1,11 +1,11 @@
 """The SDK side: Kubeflow-compatible initializer configurations, turned into exactly the env the Kubeflow SDK builds.
 
 The Kubeflow SDK's five classes keep its names, fields and defaults (0.5.0), plus `allow_patterns` (ALLOW_PATTERNS,
-which the Kubeflow SDK lacks) and SIGNATURE's settings where their store reads them (taken from its schema); for every
-other store, and program, the class is ours alone, made from the store's plug-in (`STEPS`). They convert to the
-programs' own `Config`, so the variables they produce are written by the same schema the programs read: the two
-sides cannot drift apart. They validate more than the Kubeflow SDK does, with the programs' own parsers, so a URI
-the programs would reject fails here, early, with the same message."""
+which it lacks) and SIGNATURE's settings where their store reads them; every other store's class, for either program, is
+ours alone, made from the store's plug-in (`STEPS`). They convert to the programs' own `Config`, so the variables they
+produce are written by the schema the programs read: the two sides cannot drift apart. They validate with the programs'
+own parsers, more than the Kubeflow SDK does, so a URI the programs would reject fails here, early, with the same
+message."""
 
 from __future__ import annotations
 
@@ -30,10 +30,9 @@ WORKSPACE = "/workspace"
 
 @dataclass
 class _InitializerConfig:
-    """What every initializer configuration shares: its kind, scheme and the way to the programs' `Config`.
-
-    Each class has the Kubeflow SDK's fields first, in its order; fields it lacks (`allow_patterns`) come after them,
-    keyword-only, so that positional arguments written for the Kubeflow SDK land in the same fields here."""
+    """What every initializer configuration shares: its kind, scheme and the way to the programs' `Config`. Each class
+    has the Kubeflow SDK's fields first, in its order; fields it lacks (`allow_patterns`) come after them, keyword-only,
+    so positional arguments written for the Kubeflow SDK land in the same fields here."""
 
     storage_uri: str
     kind: ClassVar[Kind]
@@ -224,8 +223,7 @@ def kubernetes_env(initializer: DatasetInitializer | ModelInitializer) -> dict[s
 
 
 def shard_variables(index: int, count: int) -> dict[str, str]:
-    """SHARD_INDEX and SHARD_COUNT of share `index` of a plan split over `count` initializers (hf://, s3://), written
-    and checked by the programs' own schema."""
+    """SHARD_INDEX and SHARD_COUNT for share `index` of `count`, written and checked by the programs' own schema."""
     config = Config(shard_index=index, shard_count=count)
     config.shard()
     return config.to_env()

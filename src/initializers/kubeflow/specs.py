@@ -19,12 +19,9 @@ Step = Literal["dataset", "model"]
 def one_step(
     initializer: Initializer | DatasetInitializer | ModelInitializer, step: Step | None
 ) -> DatasetInitializer | ModelInitializer:
-    """The one step a container runs: `initializer` itself, or the step an `Initializer` holds (`step` names which
-    when it holds both).
-
-    Calling it in a way that names no single step is a TypeError, as a missing argument is: the configuration
-    itself is valid (a ConfigError, exit 2 in the programs, says a value is wrong), only the call is ambiguous.
-    """
+    """The one step a container runs: `initializer` itself, or the step an `Initializer` holds (`step` names which when
+    it holds both). A call that names no single step is a TypeError, as a missing argument is: the configuration itself
+    is valid (a ConfigError, exit 2 in the programs, says a value is wrong), only the call is ambiguous."""
     if step is not None and step not in get_args(Step):
         raise ValueError(f"step: expected 'dataset' or 'model', got {step!r}")
     if isinstance(initializer, Initializer):
@@ -59,13 +56,11 @@ def docker_run_args(
     *,
     step: Step | None = None,
 ) -> tuple[list[str], dict[str, str]]:
-    """`docker run` / `podman run` for one step (see `one_step`), plus `options` (e.g. `--network host`) and
-    variables beyond the contract (`extra_env`, e.g. HF_ENDPOINT).
-
-    Returns (argv, env): run argv with env added to the process environment (`subprocess.run(argv,
-    env={**os.environ, **env})`); secret values are only in env. The argument list names each variable (`-e NAME`,
-    no value) for docker to take from its own environment: any user of the machine can read an argument list.
-    """
+    """`docker run` / `podman run` for one step (see `one_step`), plus `options` (e.g. `--network host`) and variables
+    beyond the contract (`extra_env`, e.g. HF_ENDPOINT). Returns (argv, env): run argv with env added to the process
+    environment (`subprocess.run(argv, env={**os.environ, **env})`); secret values are only in env. The argument list
+    names each variable (`-e NAME`, no value) for docker to take from its own environment: any user of the machine can
+    read an argument list."""
     env = {**program_env(one_step(initializer, step)), **(extra_env or {})}
     argv = [runtime, "run", "--rm", "-v", f"{Path(workspace).absolute()}:{WORKSPACE}", *options]
     if name:
@@ -84,10 +79,8 @@ def init_container(
     step: Step | None = None,
 ) -> dict[str, object]:
     """A Kubernetes init-container spec (a plain dict) for one step (see `one_step`), writing into the volume the
-    trainer mounts at /workspace.
-
-    With `secret`, secret variables (SECRET_ACCESS_KEY, ACCESS_TOKEN) come from that Secret, keyed by their names.
-    """
+    trainer mounts at /workspace. With `secret`, secret variables (SECRET_ACCESS_KEY, ACCESS_TOKEN) come from that
+    Secret, keyed by their names."""
     initializer = one_step(initializer, step)
     secret_names = {s.env for _, s in Config.settings(initializer.kind) if s.secret}
     env: list[dict[str, object]] = []
@@ -108,13 +101,10 @@ def trainjob_env(
     template_env: Sequence[Mapping[str, object]], storage_uri: str | None, env: Sequence[Mapping[str, object]]
 ) -> list[dict[str, object]]:
     """The env Kubeflow's controller gives an initializer container from a TrainJob's `initializer.dataset` (or
-    `.model`): the runtime template's env, then STORAGE_URI from `storageUri`, then the TrainJob's `env`, each
-    replacing a variable of the same name where it stands (so `$(STORAGE_URI)` in `env` expands).
-
-    `storageUri` wins (kubeflow/trainer#3958; on master 8c0f505 a STORAGE_URI in `env` silently replaced it,
-    #3955): a STORAGE_URI in `env` is refused beside `storageUri`, as that change refuses it at admission, and
-    used without it.
-    """
+    `.model`): the runtime template's env, then STORAGE_URI from `storageUri`, then the TrainJob's `env`, each replacing
+    a variable of the same name where it stands (so `$(STORAGE_URI)` in `env` expands). `storageUri` wins
+    (kubeflow/trainer#3958; on master 8c0f505 a STORAGE_URI in `env` silently replaced it, #3955): a STORAGE_URI in
+    `env` is refused beside `storageUri`, as that change refuses it at admission, and used without it."""
     names = [str(variable["name"]) for variable in env]
     if storage_uri is not None and "STORAGE_URI" in names:
         raise ConfigError(
