@@ -9,8 +9,7 @@ from initializers.common.remote_file import Checksum, RemoteFile
 
 
 class DoneFile(NamedTuple):
-    """A file at its final path, as we left it: valid while its size and mtime are unchanged (a tuple, as
-    `RemoteFile` is: one is made per file a re-run finds)."""
+    """Valid while its size and mtime are unchanged; a tuple, as `RemoteFile`: one is made per file a re-run finds."""
 
     path: str
     size: int
@@ -21,9 +20,8 @@ class DoneFile(NamedTuple):
     hexdigest: str | None = None
 
     def verified_against(self, file: RemoteFile) -> Checksum | None:
-        """The checksum its bytes were verified against when fetched: the recorded one, else the listing's, which a
-        fetch checks before any other (for a record an earlier format wrote without one). None: only the size and
-        version were checked (an S3 object whose ETag is not its MD5), and nothing later can check more."""
+        """The recorded checksum, else the listing's, which a fetch checks first (a record of an earlier format has
+        none). None: only size and version were checked (an S3 ETag not an MD5), and nothing later can check more."""
         if self.algorithm is not None and self.hexdigest is not None:
             return Checksum(self.algorithm, self.hexdigest)
         return file.checksum
@@ -41,8 +39,7 @@ class DoneFile(NamedTuple):
         return done if all(type(getattr(done, name)) in types for name, types in _FIELD_TYPES.items()) else None
 
     def to_json(self) -> str:
-        """The journal's line, as `json.dumps` writes the record, by hand: it is written once for every file, and
-        json.dumps costs three times as much."""
+        """The journal's line as `json.dumps` writes it, by hand: written for every file, at a third of the cost."""
         line = (
             f'{{"path": {_json_string(self.path)}, "size": {self.size:d}, "version": {_json_string(self.version)}, '
             f'"mtime_ns": {self.mtime_ns:d}'

@@ -48,11 +48,9 @@ class RunLock:
         self.paths = [shared / LOCK, *([share_folder / LOCK] if share is not None else [])]
 
     def take(self, waiting: Callable[[str, float], None]) -> None:
-        """One run at a time per destination; a run that finds another one writing waits for it to end
-        (`waiting(holder, seconds)` is called now and then), then carries on as any run does: up to date if it
-        completed, finishing the job if it died. The shares of a split plan run together (each holds the
-        destination's lock shared, and its share's exclusively); a second run of the same share is refused.
-        """
+        """Wait for a run already writing to end (`waiting(holder, seconds)` now and then), then carry on as any run
+        does: up to date if it completed, finishing the job if it died. The shares of a split plan run together (each
+        holds the destination's lock shared, its share's exclusively); a second run of the same share is refused."""
         try:
             self._fds.append(self._wait_for(self._shared / LOCK, self._share is None, waiting))
             if self._share is not None:

@@ -1,8 +1,7 @@
 """The completion manifest: what was fetched, from which version, how verified. Its presence means complete.
 
-It is one JSON document, so any JSON reader takes it whole. It is also laid out to be written and read as a
-stream, whatever the number of files: the first line holds everything but the file entries and ends by
-opening the `files` array; then one entry per line, in path order; the last line closes the document.
+One JSON document (any JSON reader takes it whole), laid out to be streamed whatever the number of files: the first
+line holds all but the file entries and opens the `files` array, then one entry a line in path order, then `]}`.
 """
 
 from __future__ import annotations
@@ -67,8 +66,7 @@ def lines(
 
 
 def _public(source: dict[str, Any]) -> dict[str, Any]:
-    """The source's description as the manifest records it: its URIs masked as every URI shown is (`masked`), and any
-    secret it may hold (an endpoint's user information, say) hidden, as in the logs."""
+    """The source as the manifest records it: URIs masked (`masked`), secrets (an endpoint's user info) redacted."""
     shown = {name: masked(value) if isinstance(value, str) else value for name, value in source.items()}
     return json.loads(redact(json.dumps(shown)))  # type: ignore[no-any-return]
 

@@ -106,15 +106,13 @@ class Destination:
         return stat.S_ISREG(st.st_mode) and st.st_size == done.size and st.st_mtime_ns == done.mtime_ns
 
     def remove_stale(self, folder_glob: str, keep: set[str]) -> list[str]:
-        """Delete files under the top-level folders matching `folder_glob` that `keep` (relative paths) does not
-        list, and folders left empty, so that a folder a reader consumes whole holds exactly the new content."""
+        """`Tree.remove_unlisted`: a folder a reader consumes whole then holds exactly the new content."""
         removed = self.folders.remove_unlisted(folder_glob, keep)
         self.removed_any = self.removed_any or bool(removed)
         return removed
 
     def remove_files(self, paths: Iterable[str]) -> int:
-        """Delete the files at `paths` (relative to OUTPUT_PATH; links as names, never followed) and the folders
-        they leave empty; returns how many were removed."""
+        """`Tree.remove_files`, noted in `removed_any`."""
         removed = self.folders.remove_files(paths)
         self.removed_any = self.removed_any or bool(removed)
         return removed

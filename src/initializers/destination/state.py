@@ -1,9 +1,8 @@
 """The `.initializer/` folder under OUTPUT_PATH: temporaries, the journal of finished files, the lock, the manifest.
 
-It lives on the destination filesystem so that every rename into place is atomic. The parts are each their own
-module (`output_path`, `temporaries`, `journal`, `locking`, and `share_records` for a split plan); this lays them out
-under OUTPUT_PATH and opens and closes them around a run. The manifest is written last, after a final checkpoint,
-atomically, and its presence alone means "complete".
+On the destination filesystem, so that every rename into place is atomic. This lays out the parts (`output_path`,
+`temporaries`, `journal`, `locking`, `share_records`) and opens and closes them around a run. The manifest is
+written last, after a final checkpoint, atomically, and its presence alone means "complete".
 """
 
 from __future__ import annotations
@@ -60,13 +59,10 @@ class StateDir:
 
     @contextlib.contextmanager
     def session(self, waiting: Callable[[str, float], None]) -> Iterator[None]:
-        """The destination, made ready and locked for one run; on the way out its temporaries go, but for the
-        partials a re-run can resume when the run did not complete, then the lock. A run that did not complete and
-        landed no file leaves OUTPUT_PATH as it found it (`_leave_as_found`).
-
-        While another run holds the lock, this one waits (`waiting(holder, seconds)` is called now and then);
-        stopping it then (a signal, TIMEOUT) leaves everything as it is: the other run owns those temporaries.
-        """
+        """The destination, made ready and locked for one run; on the way out its temporaries go (but for the partials
+        a re-run can resume, when the run did not complete), then the lock; a run that did not complete and landed no
+        file leaves OUTPUT_PATH as it found it (`_leave_as_found`). Stopped (a signal, TIMEOUT) while it waits for
+        another run's lock (`waiting`), it leaves everything as it is: the other run owns those temporaries."""
         try:
             self._prepare(waiting)
         except BaseException:
@@ -119,12 +115,10 @@ class StateDir:
         raise FetchError(f"OUTPUT_PATH {str(self.root)!r} keeps changing under this run: its state folder was removed")
 
     def _leave_as_found(self) -> None:
-        """After a run that did not complete and landed no file (none finished, none removed as stale): the
-        manifest it withdrew back in place, its journal gone unless one was there, and the folders and lock files it
-        made removed, OUTPUT_PATH itself too if the run made it, so that a failure before the first file (a repo not
-        found, a refused connection) leaves no `.initializer/` behind. Only while no other run holds the destination
-        (a share of a split plan asks); a folder goes only when empty, so partials kept for a re-run keep theirs.
-        Best effort: a failure here must not mask the error that ended the run."""
+        """Landed no file (none finished, none removed as stale): the withdrawn manifest back, its journal gone unless
+        one was there, the folders and lock files it made (OUTPUT_PATH too) removed, so that a failure before the first
+        file (a repo not found) leaves no `.initializer/`. Only while no other run holds the destination (a share
+        asks); a folder goes only when empty, so kept partials keep theirs. Best effort: never masks the run's error."""
         if self.journal.recorded or self.destination.removed_any or not self.lock.alone():
             return
         with contextlib.suppress(OSError):
