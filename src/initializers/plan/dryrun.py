@@ -60,11 +60,10 @@ class _JsonLines:
 
 
 class _Table:
-    """The plan for people: a table of sizes and paths and a total, printed whole once the plan is complete, so that
-    what is logged meanwhile (the listing, a wait, the selection's `skipped`) comes before it, never between its
-    lines. Its rows wait in `spool`, a temporary file beyond `_SPOOL_BYTES` (memory stays flat for a million
-    files), and are then written `_ROWS_AT_ONCE` at a time as plain lines (rich only styles the header and the
-    total: laying out a million rows as tables would take minutes)."""
+    """The plan for people, printed whole once the plan is complete, so what is logged meanwhile (the listing, a wait,
+    the selection's `skipped`) comes before it, never between its lines. Its rows wait in `spool`, a temporary file
+    beyond `_SPOOL_BYTES` (memory stays flat for a million files), then are written `_ROWS_AT_ONCE` at a time as plain
+    lines (rich only styles the header and the total: laying out a million rows as tables would take minutes)."""
 
     def __init__(self, out: TextIO, spool: TextIO) -> None:
         self._out = out
@@ -95,9 +94,8 @@ class _Table:
 
 
 def _row(size_text: str, text: str, width: int) -> list[str]:
-    """A row's lines in `width` columns: the size right-aligned in `_SIZE_WIDTH`, then the text whole, as it is (a
-    path is never markup; control characters shown as escapes, `terminal.printable`), folded under itself at the
-    edge."""
+    """A row's lines in `width` columns: the size right-aligned in `_SIZE_WIDTH`, then the text whole, as it is (a path
+    is never markup; control characters shown as escapes, `terminal.printable`), folded under itself at the edge."""
     from rich.cells import chop_cells
 
     indent = _SIZE_WIDTH + _GAP

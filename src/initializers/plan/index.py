@@ -1,9 +1,8 @@
 """The run's plan on disk: every planned file once, and what earlier runs finished, so memory stays flat.
 
-A bucket may hold millions of objects; holding each as a Python object costs kilobytes. This keeps them in
-SQLite (the standard library's) under `.initializer/`, where a path lookup is an index probe: collisions and
-file/folder clashes are refused as files are listed, a file finished by an earlier run is recognised, and
-the manifest is written from it in path order at the end.
+A bucket may hold millions of objects, each costing kilobytes as a Python object. SQLite (the standard library's) keeps
+them under `.initializer/`, where a path lookup is an index probe: collisions and file/folder clashes are refused as
+listed, a file finished by an earlier run is recognised, and the manifest is written from it in path order.
 """
 
 from __future__ import annotations
@@ -39,10 +38,8 @@ FILE_NAME = "index.sqlite"
 
 
 class PlanIndex:
-    """One run's index, rebuilt from scratch each run (it is a cache of the manifest, the journal and the listing).
-
-    Used by one thread at a time: the listing thread while files are listed, then the main thread.
-    """
+    """One run's index, rebuilt from scratch each run (it is a cache of the manifest, the journal and the listing); used
+    by one thread at a time: the listing thread while files are listed, then the main thread."""
 
     def __init__(self, path: Path) -> None:
         """The file is made here first, so a volume that refuses it says why (a full disk, naming the file), where
@@ -94,10 +91,8 @@ class PlanIndex:
 
     def plan(self, files: list[RemoteFile]) -> None:
         """Add files to the plan, or refuse them when a path is taken twice, or would be both a file and a folder.
-
-        Checked a batch at a time, in a few statements, since a listing may hold millions of files: the folders
-        of every planned file are kept too, so a clash is a path found among the other kind.
-        """
+        Checked a batch at a time, in a few statements, since a listing may hold millions of files: the folders of every
+        planned file are kept too, so a clash is a path found among the other kind."""
         try:
             self._db.executemany(
                 "INSERT INTO planned VALUES (?, ?, ?, ?, ?, ?, ?, NULL)",

@@ -1,10 +1,10 @@
 """Which listed files a run fetches: ALLOW_PATTERNS, IGNORE_PATTERNS, and the kind's default selection.
 
-A file is fetched when the allow side matches it (an empty allow side matches every file) and the ignore side
-does not. While IGNORE_PATTERNS is unset, or exactly the list the Kubeflow SDK sends by default, the kind's default
-applies: for models, what a trainer loads (`Kind.default_allow`): its allow side, ALLOW_PATTERNS when given; its ignore
-side, other runtimes' copies; and of the weight formats, only the first the source has. Any other IGNORE_PATTERNS
-replaces the whole default. What is skipped, and its bytes, is logged by reason and returned at the listing's end.
+A file is fetched when the allow side matches it (an empty allow side matches every file) and the ignore side does not.
+While IGNORE_PATTERNS is unset, or exactly the list the Kubeflow SDK sends by default, the kind's default applies: for
+models, what a trainer loads (`Kind.default_allow`): its allow side, ALLOW_PATTERNS when given; its ignore side, other
+runtimes' copies; and of the weight formats, only the first the source has. Any other IGNORE_PATTERNS replaces the whole
+default. What is skipped, and its bytes, is logged by reason and returned at the listing's end.
 """
 
 from __future__ import annotations
@@ -81,9 +81,8 @@ class Selection:
         self._left_out: set[str] | None = set() if keep is not None else None
 
     def filter(self, files: Iterable[RemoteFile]) -> Generator[RemoteFile, None, Selected]:
-        """The files to fetch, as they are listed (weights of a format a better one may replace are held back until
-        the listing shows whether it does); returns what was skipped, which it logs. Raises when every listed file
-        was skipped."""
+        """The files to fetch, as they are listed (weights of a format a better one may replace are held back until the
+        listing shows whether it does); returns what was skipped, which it logs. Raises when every file was skipped."""
         by_patterns = KeepsReturnValue(self._by_patterns(files))
         by_format = KeepsReturnValue(self._one_weight_format(iter(by_patterns)))
         kept = 0

@@ -1,5 +1,5 @@
-"""Which planned files still need a transfer: a file an earlier run finished, at the size and version the source
-offers and untouched on disk (with VERIFY, still hashing to the checksum it was verified against then), is skipped.
+"""Which planned files still need a transfer: a file an earlier run finished, at the size and version the source offers
+and untouched on disk (with VERIFY, still hashing to the checksum it was verified against then), is skipped.
 
 `still_to_fetch` runs on the listing's thread, a stream the transfers consume as it goes: it yields `Fetching` once,
 before the first file to fetch (the caller withdraws the manifest there), then the files, and returns what it counted
@@ -59,9 +59,8 @@ def verdict(file: RemoteFile, done: DoneFile, digest: Callable[[Checksum], str])
 
 
 def take_stock(index: PlanIndex, state: StateDir, log: Any) -> dict[str, Any] | None:
-    """What earlier runs finished, into the plan: the manifests' files and the journal's; the partial downloads a
-    re-run can resume are kept, the other temporaries go. Returns the head of the manifest found, before this run
-    touches it."""
+    """What earlier runs finished, into the plan: the manifests' files and the journal's; the partial downloads a re-run
+    can resume are kept, the other temporaries go. Returns the manifest's head as found, before this run touches it."""
     previous = manifest.read_head(state.manifest_path)
     index.add_finished(manifest.read_files(state.withdrawn_manifest_path), in_manifest=False)
     index.add_finished(manifest.read_files(state.manifest_path), in_manifest=True)
