@@ -10,9 +10,8 @@ class InitializerError(Exception):
 
 
 class ConfigError(InitializerError, ValueError):
-    """Bad configuration: a missing or invalid variable, an unsupported scheme. Exit code 2.
-
-    Also a ValueError, as the Kubeflow SDK raises for invalid initializer configurations (`kubeflow.sdk`)."""
+    """Bad configuration: a missing or invalid variable, an unsupported scheme. Exit code 2. Also a ValueError, as the
+    Kubeflow SDK raises for invalid initializer configurations (`kubeflow.sdk`)."""
 
     exit_code = 2
 
@@ -24,10 +23,8 @@ class FetchError(InitializerError):
 
 
 class Stopped(BaseException):
-    """The run was stopped before it completed (a signal or the deadline). Exit code 1.
-
-    A BaseException, as KeyboardInterrupt is: a library's `except Exception` around the code it interrupts must
-    not swallow it."""
+    """The run was stopped before it completed (a signal or the deadline). Exit code 1. A BaseException, as
+    KeyboardInterrupt is: a library's `except Exception` around the code it interrupts must not swallow it."""
 
     exit_code = 1
 

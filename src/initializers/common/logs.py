@@ -21,8 +21,7 @@ from initializers.common import terminal, uri_credentials
 
 def _structlog_without_rich() -> ModuleType:
     """structlog imports `rich` whenever it is installed (pyiceberg brings it), only for pretty tracebacks that our
-    renderers never use, at a cost to every start-up. Hide it during that one import; later imports still find it.
-    """
+    renderers never use, at a cost to every start-up. Hide it during that one import; later imports still find it."""
     if "rich" in sys.modules:
         import structlog
     else:

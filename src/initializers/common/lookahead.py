@@ -17,11 +17,9 @@ _END = object()
 
 
 class Lookahead(Generic[_T]):
-    """Items travel in batches: a queue operation per item would cost more lock traffic than the item's work.
-
-    Each iterator runs in a thread of its own, all at once, into the one bounded queue: with several, their items
-    come in the order they are ready, so no iterator waits for another to be consumed first.
-    """
+    """Items travel in batches: a queue operation per item would cost more lock traffic than the item's work. Each
+    iterator runs in a thread of its own, all at once, into the one bounded queue: with several, their items come in the
+    order they are ready, so no iterator waits for another to be consumed first."""
 
     def __init__(
         self,
@@ -101,8 +99,8 @@ class Lookahead(Generic[_T]):
                     self._returned[index] = end.value
                     break
                 batch.append(item)
-                # A batch goes when full, or at once while the consumer has nothing to do: the first file starts as
-                # soon as it is listed.
+                # A batch goes when full, or at once while the consumer has nothing to do (the first file starts as soon
+                # as listed).
                 if len(batch) == self._batch or self._queue.empty():
                     if not self._put(batch):
                         return

@@ -1,9 +1,6 @@
 """The credentials a URI may carry, and the URI as it may be shown: the one rule for any URI a message, a log line or
-the manifest prints. A signed URL's signature (Azure's SAS `sig`, Google's `X-Goog-Signature` and
-`X-Goog-Credential`, S3's `X-Amz-Signature`, `X-Amz-Credential` and `X-Amz-Security-Token`, and other `token`,
-`key`, `secret` or `assertion` parameters) and a password in the user information are credentials; the rest of a URI
-is not.
-"""
+the manifest prints. A signed URL's signature parameters (`_CREDENTIAL`: Azure's SAS `sig`, Google's `X-Goog-Signature`,
+S3's `X-Amz-Signature`...) and a password in the user information are credentials; the rest is not."""
 
 from __future__ import annotations
 
