@@ -214,13 +214,10 @@ _APPENDED_COMMANDS = frozenset({"sh", "bash", "dash", "python", "python3"})
 
 def _options_only(argv: list[str], flags: set[str]) -> tuple[list[str], list[str]]:
     """(the options, the positional words) of `argv`, less a command a runtime appended to an exec-form entrypoint
-    (`bash -c "python -m pkg.initializers.dataset"`), which is dropped.
-
-    The programs take no positional arguments, so the first word that is not an option or an option's value starts
-    either such a command (its first word a shell or python) or words given by mistake, which the run refuses
-    (`positional_words`). A true-or-false option (`flags`) takes the next word as its value only when it is one
-    (`--dry-run true`); alone it is a flag.
-    """
+    (`bash -c "python -m pkg.initializers.dataset"`), which is dropped. The programs take no positional arguments, so
+    the first word that is not an option or an option's value starts either such a command (its first word a shell or
+    python) or words given by mistake, which the run refuses (`positional_words`). A true-or-false option (`flags`)
+    takes the next word as its value only when it is one (`--dry-run true`); alone it is a flag."""
     for index, word in enumerate(argv):
         if not word.startswith("-") and (index == 0 or not _takes_value(argv[index - 1], word, flags)):
             appended = os.path.basename(word) in _APPENDED_COMMANDS

@@ -1,8 +1,7 @@
 """model_signing's verifiers, called below its public `verifying.Config.verify`: that one re-hashes the whole model,
 while a run already holds a verified digest of every file; so the envelope is checked here with the library's own
-verifiers, and what it signed is handed back as plain data for the run to compare. Read against 1.1; imported only
-when SIGNATURE is not off.
-"""
+verifiers, and what it signed is handed back as plain data for the run to compare. Read against 1.1; imported only when
+SIGNATURE is not off."""
 
 from __future__ import annotations
 

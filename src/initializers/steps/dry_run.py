@@ -16,9 +16,8 @@ from initializers.steps.signing import signing_for
 
 
 def dry_run(context: RunContext) -> Outcome:
-    """The plan index lives in a temporary folder elsewhere, so nothing is written under OUTPUT_PATH, not even a
-    folder. The main thread lists itself, through the source's library, so a stop interrupts the listing wherever it
-    is."""
+    """The plan index lives in a temporary folder elsewhere, so nothing is written under OUTPUT_PATH, not even a folder.
+    The main thread lists itself, through the source's library, so a stop interrupts the listing wherever it is."""
     config, kind, log = context.config, context.kind, context.log
     started_at = datetime.now(UTC)
     output_path = str(Path(config.output_dir(kind)).absolute())

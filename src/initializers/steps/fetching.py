@@ -27,9 +27,9 @@ def list_and_fetch(
     context: RunContext, source: Source, state: StateDir, progress: Progress, signing: SigningOptions | None
 ) -> Outcome:
     """The listing thread plans into the index, whose connection is closed only once that thread has ended: one that
-    outlives its grace (a listing that does not answer) leaves it to the process's exit, which comes next; its file
-    goes either way, before the state folder is left as found. With `signing`,
-    the publisher's signature is checked before the manifest is written, and every run writes it anew."""
+    outlives its grace (a listing that does not answer) leaves it to the process's exit, which comes next; its file goes
+    either way, before the state folder is left as found. With `signing`, the publisher's signature is checked before
+    the manifest is written, and every run writes it anew."""
     started_at = datetime.now(UTC)
     index = PlanIndex(state.dir / FILE_NAME)
     listing_ended = True
