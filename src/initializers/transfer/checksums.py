@@ -88,10 +88,9 @@ def kind_of(kinds: Mapping[str, HashKind], algorithm: str, where: str) -> HashKi
 
 
 class InOrderDigest:
-    """A digest of a file whose ranges land in any order and from many threads: the bytes are hashed from the
-    start as far as the landed ranges reach, read back (from the page cache) by the `read(offset, length)` each call
-    is handed, so the last range finds little or nothing left to hash. Threads never wait for one another here, except
-    `hexdigest` for the thread still hashing."""
+    """A digest of a file whose ranges land in any order, from many threads: hashed from the start as far as landed
+    ranges reach, read back (from the page cache) by each call's `read(offset, length)`, so the last range finds
+    little left to hash. No thread waits for another here, but `hexdigest` for the one still hashing."""
 
     def __init__(self, hasher: Any, size: int) -> None:
         self._hasher = hasher
@@ -138,14 +137,12 @@ class InOrderDigest:
 class FileVerifier:
     """What one file must hash to, and what its parts hashed to as they landed, from many threads.
 
-    The file must hash to the listing's checksum, else to the first one the store vouched for as it read, before its
-    first byte or, for a store that `vouches_late`, after its last: its parts are then hashed in that kind from the
-    start, so the late word is checked in one pass. Parts feed the digests `part_digest` hands them, or are hashed in
-    order, read back by the `read(offset, length)` the caller hands in: the verifier holds no reference to the file it
-    checks, which holds the verifier (a cycle would keep every file's objects alive until the cyclic garbage
-    collector ran: megabytes on a million small files). Whatever none of these covered is hashed from the file when
-    it is verified: all of a `resumed` file (one that keeps bytes an earlier run wrote).
-    """
+    The file must hash to the listing's checksum, else to the first one the store vouched for as it read (before its
+    first byte or, if it `vouches_late`, after its last: its parts are then hashed in that kind, for one pass). Parts
+    feed the digests `part_digest` hands them, or are hashed in order, read back by the caller's `read(offset,
+    length)`: the verifier holds no reference to its file, which holds it (a cycle would keep every file's objects
+    alive until the cyclic collector ran: megabytes on a million small files). What none covered is hashed from the
+    file when it is verified: all of a `resumed` file (one that keeps bytes an earlier run wrote)."""
 
     def __init__(
         self, file: RemoteFile, kinds: Mapping[str, HashKind], late: str | None, resumed: bool = False

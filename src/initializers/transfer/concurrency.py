@@ -1,25 +1,22 @@
 """How many transfers run at once: start modest, double while doubling pays, never above the cap.
 
 On a real network each connection is capped (S3 and the Hub's CDN serve tens of MB/s per request) and every request
-pays a round trip, so throughput grows with connections until the link, the server or our CPU is the limit; on
-loopback our CPU is the limit from the start. Neither can be known in advance, so the engine measures: every window
-it reports the bytes delivered, the CPU the process used and how long its requests waited for their first byte, and
-the ramp answers with the number of streams (and of small-file requests) for the next window. Where our CPU is the
-limit, it halves the streams instead, while half deliver as much (`_double`).
+pays a round trip, so throughput grows with connections until the link, the server or our CPU is the limit (on
+loopback, our CPU from the start). Neither is known in advance: every window the engine reports the bytes delivered,
+the CPU used and how long requests waited for their first byte, and the ramp answers with the streams (and small-file
+requests) for the next; where our CPU is the limit it halves them instead, while half deliver as much (`_double`).
 
-A stream is a part's worth of bytes. Tasks smaller than that (small files) are bound by round trips, not bytes: as
-many more of them run at once as would move a part's bytes together, up to `requests`. That ceiling starts at
-`BASE_REQUESTS`, or higher as the round trips measured call for (`follow_round_trip`), then doubles toward the cap
-while the requests are latency-bound and the CPU has room: a long round trip leaves each request's connection idle,
-and only more of them in flight raise throughput. A busy server makes requests wait too, and more of them would only
-queue there (costing us threads): that shows as requests taking longer once more are in flight (on a round trip they
-take as long as before). More threads can also cost us more CPU than the waits they hide: that shows as throughput
-falling. Either undoes the doubling, and the ceiling stays; neither needs any of the new requests to have finished,
-which over a long round trip takes longer than a window (a throughput rise would).
+A stream is a part's worth of bytes. Smaller tasks (small files) are bound by round trips, not bytes: as many more
+run at once as would move a part's bytes together, up to `requests`. That ceiling starts at `BASE_REQUESTS`, or as
+high as measured round trips call for (`follow_round_trip`), then doubles toward the cap while requests are
+latency-bound and the CPU has room: over a long round trip only more requests in flight raise throughput. A busy
+server makes requests wait too, where more would only queue (costing us threads): they then take longer (over a round
+trip, as long as before). More threads can also cost more CPU than the waits they hide: throughput falls. Either
+undoes the doubling and the ceiling stays; neither needs a new request to have finished, which over a long round trip
+takes longer than a window (a throughput rise would).
 
-The ramp also sizes the ranges of large files from the rate one connection achieved: capped connections get
-`PART_SIZE` ranges, so a file spreads over many of them; fast ones get larger ranges, up to `MAX_PART_SIZE`, so that
-fewer requests carry the same bytes (less CPU for us and for the server).
+Ranges of large files are sized from one connection's rate: `PART_SIZE` over capped connections, so a file spreads
+over many; up to `MAX_PART_SIZE` over fast ones, so fewer requests carry the bytes (less CPU for us and the server).
 """
 
 from __future__ import annotations
@@ -156,12 +153,11 @@ class Ramp:
         return max(self.limit, min(self.limit * self._per_stream, self.requests))
 
     def follow_round_trip(self) -> int:
-        """Raise `requests` to as many as keep `REQUESTS_PER_SECOND` going over the shortest round trip measured so
-        far, each request on a new connection (Little's law), within the cap; returns `requests`. Called before the
-        first request and every window: the listing's round trips size the first wave, and the first GETs' correct
-        it, down too while nothing else has changed it (a listing page's answer includes the server's work on it,
-        which a loaded loopback server can make look like a round trip). Never after throttling, or once a doubling
-        showed requests queueing: the server set the pace."""
+        """Raise `requests` (within the cap) to as many as keep `REQUESTS_PER_SECOND` going over the shortest round trip
+        so far, each on a new connection (Little's law). Called before the first request and every window: the
+        listing's round trips size the first wave, the first GETs' correct it, down too while nothing else changed it
+        (a listing page's answer includes the server's work, which a loaded loopback server makes look like a round
+        trip). Never after throttling, or once a doubling showed requests queueing: the server set the pace."""
         shortest = self.round_trips.shortest if self.round_trips is not None else None
         if shortest is None or self._throttled_once or self._requests_settled:
             return self.requests
@@ -177,12 +173,11 @@ class Ramp:
         self._per_stream = max(1, round(PART_SIZE / max(self._task_bytes or PART_SIZE, 1.0)))
 
     def observe(self, throughput: float, cpu_share: float, latency: Latency = NO_REQUESTS, running: int = 0) -> int:
-        """Throughput (bytes per second), CPU share (cores), the requests' latency in the window just ended and the
-        transfers running at its end; returns the new limit. A halving is judged by the first window without the
-        transfers above it: each finishes the task it holds, and a range over a capped connection lasts seconds, in
-        which half the streams would seem to deliver as much as all. Throttled answers in the window halve streams
-        and small-file requests (`_halve`); from then on the server sets the pace (`_grow_back`: additive increase,
-        multiplicative decrease)."""
+        """The window just ended (throughput in bytes/s, CPU in cores, `running`: transfers at its end); the new limit.
+        A halving is judged by the first window without the transfers above it: each finishes its task, and a range
+        over a capped connection lasts seconds, in which half the streams would seem to deliver as much as all.
+        Throttled answers halve streams and small-file requests (`_halve`); from then on the server sets the pace
+        (`_grow_back`: additive increase, multiplicative decrease)."""
         if throughput > 0:  # a window with nothing delivered (a listing, the first bytes) says nothing of the rate
             self.part_size = min(MAX_PART_SIZE, max(PART_SIZE, int(self._range_bytes(throughput)) >> 20 << 20))
         if self.throttle is not None and self.throttle.take_events():
@@ -248,9 +243,9 @@ class Ramp:
         return self.limit
 
     def _grow_back(self, throughput: float, cpu_share: float) -> int:
-        """After a calm window, one that delivered (a window the fleet's hold kept idle, a Retry-After of seconds,
-        shows nothing of the server's pace): double back toward the level before the throttling, which ran with the
-        CPU it took; past it, one more stream and request, with the CPU to spare, as `_double` needs."""
+        """After a calm window that delivered (one the fleet's hold kept idle, a Retry-After of seconds, shows nothing
+        of the server's pace): double back toward the level before the throttling, which ran with the CPU it took;
+        past it, one more stream and request, with CPU to spare, as `_double` needs."""
         if throughput <= 0:
             return self.limit
         if self._recovering_to is not None:
@@ -268,9 +263,9 @@ class Ramp:
         return throughput / self.workers * _PART_SECONDS
 
     def _ranges_last_a_window(self, throughput: float) -> bool:
-        """Whether a transfer moves a range within about a window at the rate measured: fast connections, whose
-        bytes keep the CPU busy. Over capped ones a range lasts seconds: halving them would cost that long at half the
-        rate before it could be judged, and the network, not the CPU, is their limit."""
+        """Whether a range takes about a window at the rate measured (fast connections, whose bytes keep the CPU busy).
+        Over capped ones a range lasts seconds: a halving would cost that long at half the rate before it could be
+        judged, and the network, not the CPU, is their limit."""
         return self._range_bytes(throughput) >= PART_SIZE
 
     def _double(self, throughput: float, cpu_share: float) -> int:

@@ -42,8 +42,7 @@ class Task(NamedTuple):
 
 
 class TransferContext(Protocol):
-    """What task factories see of the engine: the file transfers to start, and the run's shared signals and
-    measures."""
+    """What task factories see of the engine: the file transfers to start, the run's shared signals and measures."""
 
     progress: Progress
     cancel: threading.Event  # set once the run fails or is being stopped
@@ -65,8 +64,7 @@ class TaskFactory(Protocol):
 
 
 class Engine:
-    """Parallel tasks from a factory, each carrying a file's transfer, which whichever task completes it finishes.
-    The `TransferContext` its factories work with."""
+    """Parallel tasks from a factory, each carrying a file's transfer; the `TransferContext` its factories see."""
 
     def __init__(
         self,

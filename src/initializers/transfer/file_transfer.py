@@ -2,8 +2,8 @@
 
 A `FileTransfer` owns everything about one file on its way: its temporary and descriptor, what an earlier run kept
 of it and the record of what lands, its verifier, the parts handed out, its checks and cancellation, and what is done
-once it is in place (the journal, the progress). The tasks that move its bytes
-(`ranges`, `lane_files`, `making`) only call it; whichever completes its last part finishes it.
+once it is in place (the journal, the progress). The tasks that move its bytes (`ranges`, `lane_files`, `making`)
+only call it; whichever completes its last part finishes it.
 
 `Transfers` makes them (resuming what an earlier run kept), knows those under way (the live view, a stop's message),
 and fences them off once the run fails: from then on none opens a temporary or is renamed into place, and those left

@@ -1,11 +1,10 @@
 """The lane: small whole files, many requests in flight from one thread, its answers read as they arrive.
 
-A thread per request costs more CPU than the request: every answer wakes its thread, which then waits its turn for
-the interpreter lock, and the kernel's scheduling of those hand-offs took most of the kernel's share of a run's CPU
-on small files. One thread that sends requests on many connections and reads whichever answers (a selector) spends
-far less CPU per file (bench/results.md). The lane takes the files the tasks hand it (`take`), and one of the
-threads handing files in drives it while it has work; the others return for more tasks, or wait while it holds its
-fill (`_MOST_WAITING` files).
+A thread per request costs more CPU than the request: every answer wakes its thread, which waits for the interpreter
+lock, and scheduling those hand-offs took most of the kernel's share of a run's CPU on small files. One thread that
+sends on many connections and reads whichever answers (a selector) spends far less per file (bench/results.md). One
+of the threads handing files in (`take`) drives the lane while it has work; the others return for more tasks, or
+wait while it holds its fill (`_MOST_WAITING` files).
 
 Opening a connection blocks the lane, so it is for short round trips only (`ranges` decides), where that costs
 microseconds, and where the client's CPU, not the network, sets the pace.

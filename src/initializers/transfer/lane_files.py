@@ -99,11 +99,10 @@ class LaneWork:
         self._landed(item, sink)
 
     def failed(self, item: LaneFile, error: Exception) -> bool:
-        """A throttled request is asked again in the lane (True), once the fleet's hold lets it, up to
-        `_LANE_THROTTLED_TIMES` times: retried here, in the lane's own thread, each would hold every other request of
-        the lane until it is answered, for as long as the throttling lasts and one at a time after it. Other failures,
-        and throttling beyond that, are asked again the threads' way, for the rest of the file after what the lane
-        received, under the retry policy: a failure that persists fails the run, as a thread's would."""
+        """A throttled request goes back to the lane (True) once the fleet's hold lets it, `_LANE_THROTTLED_TIMES` at
+        most: retried here, in the lane's thread, it would hold every other request of the lane for as long as the
+        throttling lasts, and one at a time after. Other failures, and throttling beyond that, are asked again the
+        threads' way, under the retry policy, for the rest of the file: one persisting fails the run, as a thread's."""
         with item.transfer.working():
             sink, file = item.sink, item.transfer.file
             if not isinstance(error, TRANSIENT) or item.transfer.cancelled or sink is None:

@@ -35,10 +35,9 @@ MIN_PATH_WIDTH = 4
 
 
 def reporters(log_format: str | None, interval: float | None, log: Any) -> list[Reporter]:
-    """Who hears of a run's progress: the live view when stderr is a terminal that can redraw and JSON logs were not
-    asked for (LOG_FORMAT=json keeps a terminal run as a log collector sees it), else the structured `progress`
-    events every `interval` seconds (None: `PROGRESS_INTERVAL_SECONDS`). Never both: the logs go to that terminal
-    too, where the view says it all."""
+    """The live view when stderr is a terminal that can redraw and LOG_FORMAT is not json (which keeps a terminal run
+    as a log collector sees it), else `progress` events every `interval` seconds (None: `PROGRESS_INTERVAL_SECONDS`).
+    Never both: the logs go to that terminal too, where the view says it all."""
     if log_format != "json" and terminal.redraws(sys.stderr):
         return [LiveView()]
     return [ProgressEvents(log, interval or PROGRESS_INTERVAL_SECONDS)]
@@ -154,8 +153,7 @@ def summary(snapshot: Snapshot, failed: bool) -> str:
 
 
 class LiveView:
-    """A progress reporter drawing `frame` on stderr (or on `console`, a rich Console), redrawn every
-    `REDRAW_SECONDS`."""
+    """A progress reporter redrawing `frame` on stderr (or `console`, a rich Console) every `REDRAW_SECONDS`."""
 
     interval = REDRAW_SECONDS
     first = 0.0
@@ -194,8 +192,7 @@ class LiveView:
 
 
 def frame(snapshot: Snapshot, width: int) -> Any:
-    """The block for a terminal of `width` columns: the first line (`head`: the bar and `status`), then
-    `file_lines`."""
+    """The block for `width` columns: the first line (`head`: the bar and `status`), then `file_lines`."""
     from rich.console import Group
     from rich.progress_bar import ProgressBar
     from rich.table import Table

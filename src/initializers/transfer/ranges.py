@@ -29,8 +29,7 @@ from initializers.transfer.part_sink import PartSink
 
 
 class RangeTasks:
-    """One task per range of a stored file; the first range to run opens its transfer's temporary, the last finishes
-    it."""
+    """One task per range of a stored file; the first to run opens its transfer's temporary, the last finishes it."""
 
     def __init__(
         self, reader: Storage, ramp: Ramp, bandwidth: TokenBucket | None = None, lane: LaneReads | None = None
