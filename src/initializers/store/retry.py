@@ -90,11 +90,10 @@ def retrying(
 ) -> _T:
     """`attempt()`, again after transient failures (`before_retry` first: e.g. drop connections in an unknown state);
     FetchError saying why once the failure is permanent or the attempts or the budget are used up. Once
-    `interrupted()`, no attempt starts: a listing that pages for ever stops at its next page. The waits between
-    attempts are `clock.sleep`s. `trust`: the variable naming the CA certificates this path reads, for the hint
-    when a certificate does not verify. `transient`: the failures worth another attempt, when an attempt does more
-    than ask a server (an OSError of the local disk is not one). `throttle`: the hold this request shares with the
-    others of its source (none: its own)."""
+    `interrupted()`, no attempt starts: a listing that pages for ever stops at its next page. `trust`: the variable
+    naming this path's CA certificates, for the hint when one does not verify. `transient`: the failures worth
+    another attempt, when an attempt does more than ask a server (a local disk's OSError is not one). `throttle`: the
+    hold this request shares with its source's others (none: its own)."""
     throttle = throttle or Throttle(clock)
     failures = 0
     throttled_for = 0.0

@@ -6,11 +6,10 @@ while the hold lasts), and the concurrency ramp reads how many answers were thro
 (`concurrency.Ramp`).
 
 The hold ends only when the server takes a request again. While it lasts, one request at a time goes ahead as a
-probe: the first after `FIRST_PAUSE_SECONDS`, then after twice as long for each probe throttled again, with up to half
-again of jitter, never more than `MOST_BETWEEN_PROBES_SECONDS` apart; after a `Retry-After`, not before the time the
-server named. A probe answered ends the hold for every request. So a storm costs one probe at a time for as long as it
-lasts, however many requests wait, and the fleet is back within two probe intervals of its end; answers to requests
-sent before the hold began say nothing of either. Waits go through a `Clock`. Thread-safe.
+probe, backing off as the constants below say, not before the time a `Retry-After` named; a probe answered ends the
+hold for every request. So a storm costs one probe at a time however many requests wait, and the fleet is back within
+two probe intervals of its end; answers to requests sent before the hold began say nothing of either. Waits go
+through a `Clock`. Thread-safe.
 """
 
 from __future__ import annotations
@@ -21,7 +20,7 @@ import threading
 
 from initializers.common.clock import Clock, SystemClock
 
-#: The first wait for a probe, doubled for each probe throttled again.
+#: The first wait for a probe, doubled for each probe throttled again (with up to `JITTER` more).
 FIRST_PAUSE_SECONDS = 0.2
 #: The longest wait between two probes without a Retry-After: the fleet is back within twice this (and its jitter)
 #: of a storm's end, at the cost to the server of one request this often while the storm lasts.
