@@ -73,7 +73,6 @@ class Journal:
             os.write(self._fd, marker)
 
     def _synced_marker(self) -> bytes:
-        """A line saying that the journal's first `n` bytes (those written so far) describe synced files."""
         return synced_marker(os.fstat(self._fd).st_size)
 
     def remove(self) -> None:

@@ -94,7 +94,6 @@ class Temporaries:
         return list(self._partials.values())
 
     def remove(self, temp: str) -> None:
-        """Remove the temporary `temp` and its record."""
         self._destination.unlink(Path(temp))
         self._destination.unlink(Path(temp + RECORD_SUFFIX))
 

@@ -2,9 +2,8 @@
 attempt, how long to wait, when to give up.
 
 - Throttling (429, 503, S3's SlowDown) is the service asking for patience: every request of the source is held with
-  the one throttled until a probe is answered (`throttle.Throttle`: probes back off, with jitter, and honour a
-  `Retry-After`), and each request's waits add up to a budget that outlasts the Hub's rate-limit window (5 minutes),
-  however many attempts that takes.
+  the one throttled until a probe is answered (`throttle`), and each request's waits add up to a budget that outlasts
+  the Hub's rate-limit window (5 minutes), however many attempts that takes.
 - Other transient failures (resets, timeouts, 5xx) get a few attempts with exponential backoff and jitter.
 - Permanent failures (a TLS certificate that does not verify) fail at once: no retry can fix them. The message names
   the variable the failing path reads its CA certificates from (`trust`), so that the hint is one that works.
@@ -132,8 +131,7 @@ def retrying(
 
 
 def _beyond_budget(verb: str, where: str, asked: float | None, throttled_for: float, reason: str) -> FetchError:
-    """The failure of a request that gives up on a throttling that would outlast its budget: what the server asked,
-    if it named a wait, and what the request may wait."""
+    """A request giving up on a throttling that would outlast its budget."""
     said = f"asked to wait {asked:.0f} s more" if asked is not None else "throttled"
     return FetchError(
         f"cannot {verb} {where}: the server {said} after {throttled_for:.0f} s of waiting, beyond the "

@@ -249,7 +249,6 @@ class FileVerifier:
 
 
 def file_hexdigest(path: str, hasher: Hasher) -> str:
-    """The digest of the file at `path` by `hasher`, read from disk."""
     with open(path, "rb") as handle:
         while block := handle.read(_BLOCK_BYTES):
             hasher.update(block)

@@ -132,9 +132,8 @@ class Ramp:
     throttle: Throttle | None = None
     #: Since then the server sets the pace: growth is back to a level it allowed, then one step per calm window.
     _throttled_once: bool = False
-    #: The level (streams, small-file requests) that ran before throttling struck, to double back to once answers are
-    #: clean: a storm passes (a prefix being scaled up), and the fleet is back within a few windows. None: not
-    #: recovering.
+    #: The level (streams, small-file requests) before throttling struck, doubled back to once answers are clean: a
+    #: storm passes (a prefix being scaled up), and the fleet is back within a few windows. None: not recovering.
     _recovering_to: tuple[int, int] | None = None
     _grew_since_halving: bool = False  # a calm window doubled toward `_recovering_to` since the last halving
     #: The source's round trips as measured so far (None: the source measures none), which `requests` starts from.

@@ -126,7 +126,6 @@ class Engine:
         self._checkpoint()
 
     def _record_done(self, transfer: FileTransfer, done: DoneFile) -> None:
-        """A file is in place: record it in the journal, and count it."""
         self._journal.record_done(done)
         self.progress.file_done(done.size, kept=sum(length for _offset, length in transfer.kept))
 

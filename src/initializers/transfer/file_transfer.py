@@ -163,7 +163,6 @@ class FileTransfer:
         return os.pread(self.fd, length, offset)
 
     def close(self) -> None:
-        """Close the temporary's descriptor and its record, if open."""
         if self.record is not None:
             self.record.close()
         if self.fd >= 0:

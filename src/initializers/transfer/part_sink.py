@@ -61,7 +61,6 @@ class PartSink:
             request_times.add(self.first_byte - self.started, self._clock.monotonic() - self.started)
 
     def _record(self) -> None:
-        """Record the bytes written so far."""
         if self.written:
             self._transfer.recorded(self._offset, self.written)
 

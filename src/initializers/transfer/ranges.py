@@ -111,7 +111,6 @@ class RangeTasks:
             self._part_done(context, transfer)
 
     def _part_done(self, context: TransferContext, transfer: FileTransfer) -> None:
-        """A part of `transfer` is done: the file is finished if it was the last."""
         if transfer.part_done():
             self._finish_or_fetch_again(context, transfer)
 
