@@ -51,9 +51,8 @@ class Lookahead(Generic[_T]):
         return self
 
     def __next__(self) -> _T:
-        """The next item; StopIteration at the end, or within a poll once closed (the consumer is going away, and
-        a producer may be waiting on a listing that never answers); a producer's exception, raised here, as soon as
-        it failed."""
+        """The next item; StopIteration at the end, or within a poll once closed (the consumer is going away, and a
+        producer may wait on a listing that never answers); a producer's exception, raised as soon as it failed."""
         for item in self._current:
             return item
         while self._running and not self._closed.is_set():
@@ -99,8 +98,7 @@ class Lookahead(Generic[_T]):
                     self._returned[index] = end.value
                     break
                 batch.append(item)
-                # A batch goes when full, or at once while the consumer has nothing to do (the first file starts as soon
-                # as listed).
+                # A batch goes when full, or at once while the consumer waits: the first file starts as soon as listed.
                 if len(batch) == self._batch or self._queue.empty():
                     if not self._put(batch):
                         return

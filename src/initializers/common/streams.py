@@ -15,8 +15,7 @@ _R = TypeVar("_R")
 
 
 class KeepsReturnValue(Generic[_T, _R]):
-    """Iterates `items` and keeps the return value a plain `for` drops: `value`, once they ended (None for an
-    iterator not a generator)."""
+    """Iterates `items`, keeping the return value a plain `for` drops: `value`, once ended (None if not a generator)."""
 
     def __init__(self, items: Iterable[_T]) -> None:
         self._items = items

@@ -82,8 +82,7 @@ def _one_word_slipped(words: list[str], ours: list[str]) -> bool:
 
 
 def _slips(a: str, b: str) -> int:
-    """Letters added, dropped or changed, and neighbours swapped, that turn `a` into `b` (optimal string alignment
-    distance)."""
+    """Letters added, dropped, changed or swapped with a neighbour turning `a` into `b` (optimal string alignment)."""
     previous2: list[int] = []
     previous = list(range(len(b) + 1))
     for i in range(1, len(a) + 1):

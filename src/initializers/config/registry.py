@@ -1,12 +1,11 @@
-"""Store plug-ins as data: what a store declares of itself (`SourcePlugin`: its scheme and the form of its URIs, the
-programs that accept it, its option groups, how its URI is checked, how it is opened) and the URIs of other schemes it
-takes as its own (`Claim`). Each store's face makes its plug-in; the composition root (`initializers.sources.STORES`)
-lists them in the programs' order and makes the programs of them (`contract.programs`), so the contract, the command
-line and the SDK builder are handed the stores and never name one. Opening a store imports its modules only then, so
-a model download never loads the cache source's pyarrow.
+"""Store plug-ins as data: what a store declares of itself (`SourcePlugin`) and the URIs of other schemes it takes as
+its own (`Claim`). Each store's face makes its plug-in; the composition root (`initializers.sources.STORES`) lists them
+in the programs' order and makes the programs of them (`contract.programs`), so the contract, the command line and the
+SDK builder are handed the stores and never name one. Opening a store imports its modules only then, so a model download
+never loads the cache source's pyarrow.
 
-Which store takes a URI (`uris.scheme_of`): claims come first. A URI of a scheme some accepted store claims URIs of
-(or of no scheme) goes to the first such store, in the programs' order, that takes it (the Hub: its pages,
+Which store takes a URI (`uris.scheme_of`): claims come first. A URI of a scheme some accepted store claims URIs of (or
+of no scheme) goes to the first such store, in the programs' order, that takes it (the Hub: its pages,
 `https://huggingface.co/...`; Azure: its blob addresses, `https://ACCOUNT.blob.core.windows.net/...`); any other URI
 goes to the store of its scheme. So a store of scheme https:// takes only the https:// URIs no claim takes.
 """
@@ -57,8 +56,8 @@ class SourcePlugin:
     also_reads: tuple[str, ...] = ()
     #: URIs of another scheme it takes as its own.
     claim: Claim | None = None
-    #: What the SDK's classes for it are called, where the Kubeflow SDK has none (`Gcs`: GcsDatasetInitializer)
-    #: [default: the scheme, capitalized].
+    #: Its SDK classes' name where Kubeflow's SDK has none (`Gcs`: GcsDatasetInitializer) [default: the scheme
+    #: capitalized].
     sdk_name: str = ""
 
     def claims(self, uri: str) -> bool:
@@ -70,6 +69,5 @@ class SourcePlugin:
 
 
 def option_groups(plugins: Iterable[SourcePlugin]) -> tuple[type, ...]:
-    """The option groups `plugins` read, each once, in their order (a group two sources read, such as S3 access,
-    appears once)."""
+    """The option groups `plugins` read, in their order, each once (S3 access, which two sources read)."""
     return tuple(dict.fromkeys(group for plugin in plugins for group in plugin.options))

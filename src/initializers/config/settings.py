@@ -189,8 +189,7 @@ def setting_field(env: str, help: HelpText, codec: Codec[Any] = TEXT, default: A
 
 
 def patterns_field(env: str, help: HelpText, *, empty_means_unset: bool = True) -> Any:
-    """A field of comma-separated globs read from `env`, whose messages name it; `empty_means_unset=False` makes an
-    empty value the empty list."""
+    """Comma-separated globs read from `env` (messages name it); `empty_means_unset=False`: empty is the empty list."""
     return setting_field(env, help, _patterns(env, empty_means_unset))
 
 

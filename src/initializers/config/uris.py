@@ -8,10 +8,9 @@ from initializers.config.contract import Kind
 
 
 def scheme_of(uri: str, kind: Kind) -> str:
-    """The scheme of the source that takes the URI: that of an accepted source that claims it (the Hub's pages),
-    else its own, if this kind of program accepts it (claims first: `registry` states the rule); otherwise a
-    ConfigError naming the accepted ones, and what a source takes of the URI's scheme when one claims some of its
-    URIs (`https://`: a Hub page's address)."""
+    """The scheme of the source that takes the URI: an accepted source's that claims it (the Hub's pages), else its own
+    if this program accepts it (claims first: `registry` states the rule); otherwise a ConfigError naming the accepted
+    schemes, and what a source takes of the URI's scheme when one claims some (`https://`: a Hub page's address)."""
     accepted = ", ".join(f"{s}://" for s in kind.schemes)
     if names := credential_names(uri):
         raise ConfigError(

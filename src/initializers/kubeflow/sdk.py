@@ -1,11 +1,10 @@
 """The SDK side: Kubeflow-compatible initializer configurations, turned into exactly the env the Kubeflow SDK builds.
 
 The Kubeflow SDK's five classes keep its names, fields and defaults (0.5.0), plus `allow_patterns` (ALLOW_PATTERNS,
-which it lacks) and SIGNATURE's settings where their store reads them; every other store's class, for either program, is
-ours alone, made from the store's plug-in (`STEPS`). They convert to the programs' own `Config`, so the variables they
-produce are written by the schema the programs read: the two sides cannot drift apart. They validate with the programs'
-own parsers, more than the Kubeflow SDK does, so a URI the programs would reject fails here, early, with the same
-message."""
+which it lacks) and SIGNATURE's settings where their store reads them; every other store's class is ours alone, made
+from the store's plug-in (`STEPS`). They convert to the programs' own `Config`, so the variables they produce are
+written by the schema the programs read: the two sides cannot drift apart. They validate with the programs' own parsers,
+more than the Kubeflow SDK does, so a URI the programs would reject fails here, early, with the same message."""
 
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
-"""What runs an initializer elsewhere: the `docker run` / `podman run` arguments for one, and a Kubernetes
-init-container spec, both with exactly the env the programs read (`sdk.program_env`), for one step or an
-`sdk.Initializer`'s; and the env Kubeflow's controller gives an initializer container from a TrainJob
-(`trainjob_env`)."""
+"""What runs an initializer elsewhere: `docker run` / `podman run` arguments and a Kubernetes init-container spec, both
+with exactly the env the programs read (`sdk.program_env`), for one step or an `sdk.Initializer`'s; and the env
+Kubeflow's controller gives an initializer container from a TrainJob (`trainjob_env`)."""
 
 from __future__ import annotations
 
@@ -57,10 +56,9 @@ def docker_run_args(
     step: Step | None = None,
 ) -> tuple[list[str], dict[str, str]]:
     """`docker run` / `podman run` for one step (see `one_step`), plus `options` (e.g. `--network host`) and variables
-    beyond the contract (`extra_env`, e.g. HF_ENDPOINT). Returns (argv, env): run argv with env added to the process
-    environment (`subprocess.run(argv, env={**os.environ, **env})`); secret values are only in env. The argument list
-    names each variable (`-e NAME`, no value) for docker to take from its own environment: any user of the machine can
-    read an argument list."""
+    beyond the contract (`extra_env`, e.g. HF_ENDPOINT). Returns (argv, env) to run as `subprocess.run(argv,
+    env={**os.environ, **env})`; secret values are only in env. The argument list names each variable (`-e NAME`, no
+    value) for docker to take from its own environment: any user of the machine can read an argument list."""
     env = {**program_env(one_step(initializer, step)), **(extra_env or {})}
     argv = [runtime, "run", "--rm", "-v", f"{Path(workspace).absolute()}:{WORKSPACE}", *options]
     if name:
@@ -78,9 +76,8 @@ def init_container(
     *,
     step: Step | None = None,
 ) -> dict[str, object]:
-    """A Kubernetes init-container spec (a plain dict) for one step (see `one_step`), writing into the volume the
-    trainer mounts at /workspace. With `secret`, secret variables (SECRET_ACCESS_KEY, ACCESS_TOKEN) come from that
-    Secret, keyed by their names."""
+    """A Kubernetes init-container spec for one step (see `one_step`), writing into the trainer's /workspace volume.
+    With `secret`, secret variables (SECRET_ACCESS_KEY, ACCESS_TOKEN) come from that Secret, keyed by their names."""
     initializer = one_step(initializer, step)
     secret_names = {s.env for _, s in Config.settings(initializer.kind) if s.secret}
     env: list[dict[str, object]] = []
