@@ -31,9 +31,8 @@ def perform(config: Config, kind: Kind, log: Any) -> Outcome:
 
 
 def _fetch(context: RunContext) -> Outcome:
-    """The progress is shown from before the source opens (a library import, a revision to resolve): a terminal's
-    live view is up within a second of the start. The destination is held for the run (one at a time), waiting for
-    another initializer writing it."""
+    """Progress shows from before the source opens (a library import, a revision to resolve), so a terminal's live view
+    is up within a second. The run holds the destination (one at a time), waiting for another initializer writing it."""
     config, kind, log = context.config, context.kind, context.log
     signing = signing_for(config, kind)
     state = StateDir(config.output_dir(kind), plan_share(config, kind), StoppingClock(context.stop))

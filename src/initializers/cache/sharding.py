@@ -35,10 +35,8 @@ def shard_range(total: int, shards: int, index: int) -> tuple[int, int]:
 
 
 def cut(row_counts: Sequence[int], shards: int) -> list[Piece]:
-    """Lay the inputs end to end and cut the sequence into balanced shards; inputs without rows give no pieces. Pieces
-    come in shard order, and within a shard in input order, so reading a shard's pieces in order reads its rows in table
-    order.
-    """
+    """Lay the inputs end to end and cut them into balanced shards; inputs without rows give no pieces. Pieces come in
+    shard order, then in input order, so reading a shard's pieces in order reads its rows in table order."""
     pieces: list[Piece] = []
     boundaries = [shard_range(sum(row_counts), shards, index) for index in range(shards)]
     shard = 0

@@ -65,9 +65,8 @@ def masked(uri: str) -> str:
 
 
 def credentials_in_body(body: bytes | str | None) -> list[str]:
-    """Every credential a form (`grant_type=...&assertion=...`) or a JSON object (`{"access_token": ...}`) carries
-    in a field named as one (`is_credential_name`), as it is written there and decoded: what a token endpoint is
-    sent and answers."""
+    """Every credential a form (`grant_type=...&assertion=...`) or a JSON object (`{"access_token": ...}`) carries in a
+    field named as one (`is_credential_name`), as written and decoded: what a token endpoint is sent and answers."""
     text = body.decode("utf-8", "replace") if isinstance(body, bytes) else body or ""
     try:
         fields = json.loads(text)

@@ -1,9 +1,8 @@
 """Which planned files still need a transfer: a file an earlier run finished, at the size and version the source offers
 and untouched on disk (with VERIFY, still hashing to the checksum it was verified against then), is skipped.
 
-`still_to_fetch` runs on the listing's thread, a stream the transfers consume as it goes: it yields `Fetching` once,
-before the first file to fetch (the caller withdraws the manifest there), then the files, and returns what it counted
-(`Listed`).
+`still_to_fetch` runs on the listing's thread, a stream the transfers consume as it goes: one `Fetching` before the
+first file to fetch (the caller withdraws the manifest there), then the files; it returns what it counted (`Listed`).
 """
 
 from __future__ import annotations

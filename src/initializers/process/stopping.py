@@ -1,11 +1,10 @@
 """Stopping on request: SIGTERM and SIGINT (pod deletion, a runtime's timeout) and the optional TIMEOUT deadline.
 
-The signal handler only records the stop; the main thread raises `Stopped` itself at its waits and between its
-steps (`Stop.check`), so a stop never lands inside a thread's start, a close or a library's bookkeeping, and the run
-unwinds through its normal cleanup: transfers cancelled, temporaries removed, no manifest written, the last log line
-saying what happened. Where the main thread is blocked in a library's call with no thread of ours sharing what it
-touches (opening the source, a dry run's listing), `Stop.interruptible` lets the handler raise at once: nothing else
-would end that wait.
+The signal handler only records the stop; the main thread raises `Stopped` itself at its waits and between its steps
+(`Stop.check`), so a stop never lands inside a thread's start, a close or a library's bookkeeping, and the run unwinds
+through its normal cleanup: transfers cancelled, temporaries removed, no manifest written, the last log line saying what
+happened. Where the main thread blocks in a library's call no thread of ours shares state with (opening the source, a
+dry run's listing), `Stop.interruptible` lets the handler raise at once: nothing else would end that wait.
 """
 
 from __future__ import annotations
