@@ -49,9 +49,8 @@ class Tree:
 
     @contextlib.contextmanager
     def folder(self, relative: str, create: bool = True) -> Iterator[int]:
-        """A descriptor of the folder at `relative` ("" for the root), made first when missing and `create`; it
-        is valid within the block. FileNotFoundError when missing and not `create`; FetchError when a link or a
-        file is in the way."""
+        """A descriptor of the folder at `relative` ("" for the root), valid within the block; made when missing and
+        `create`, else FileNotFoundError; FetchError when a link or a file is in the way."""
         fd = self._fds.get(relative)
         if fd is not None:
             yield fd
@@ -64,9 +63,8 @@ class Tree:
                 os.close(fd)
 
     def check_file_entry(self, folder_fd: int, relative: str) -> None:
-        """Refuse (FetchError) a link or a folder at the name `relative` (in the folder `folder_fd`), where a file
-        is to be renamed: a rename would replace the link, or fail on the folder. Nothing there, or a regular
-        file (which the rename replaces), passes."""
+        """Refuse (FetchError) a link or a folder at `relative` (in `folder_fd`), where a file is to be renamed: a
+        rename would replace the link, or fail on the folder. A regular file there (the rename replaces it) passes."""
         try:
             st = os.stat(os.path.basename(relative), dir_fd=folder_fd, follow_symlinks=False)
         except FileNotFoundError:

@@ -1,9 +1,8 @@
 """The transfer engine: parallel work into temporaries, verify, rename into place. Written once for every source.
 
 Work is a lazy stream of tasks pulled by threads whose number `concurrency.Ramp` decides as the run goes, so memory
-stays flat whatever the number or size of files. What a task is comes from a `TaskFactory` picked by what the source
-is (`factories`): ranges of a stored file (`ranges`) or a group of made files (`making`), each carrying its file's
-`FileTransfer`, which reaches its final path only once its last part has landed and its size and checksum are verified.
+stays flat whatever the number or size of files. Each task (from a `TaskFactory`: `factories`) carries its file's
+`FileTransfer`, which reaches its final path only once its last part landed and its size and checksum are verified.
 """
 
 from __future__ import annotations

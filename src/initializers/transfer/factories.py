@@ -1,6 +1,4 @@
-"""How the engine moves a source's files, picked by what the source is (`store.contract`): a `Storage`'s in ranges of
-its stored files (`ranges`), a `Maker`'s in groups of files it makes together (`making`); and the engine itself, paced
-by the ramp and the bandwidth cap."""
+"""The engine for a source: its task factory picked by what the source is (`store.contract`), its pace set."""
 
 from __future__ import annotations
 

@@ -6,8 +6,7 @@ sends on many connections and reads whichever answers (a selector) spends far le
 of the threads handing files in (`take`) drives the lane while it has work; the others return for more tasks, or
 wait while it holds its fill (`_MOST_WAITING` files).
 
-Opening a connection blocks the lane, so it is for short round trips only (`ranges` decides), where that costs
-microseconds, and where the client's CPU, not the network, sets the pace.
+Opening a connection blocks the lane: it is for short round trips only (`lane_files.LANE_ROUND_TRIP_SECONDS`).
 """
 
 from __future__ import annotations
