@@ -61,8 +61,7 @@ class Journal:
             self.recorded += 1
 
     def checkpoint(self) -> None:
-        """Flush the destination's filesystem, then mark the journal lines written before the flush began as
-        standing for bytes on stable storage."""
+        """syncfs the destination, then mark the lines written before it began as describing bytes on stable storage."""
         with self._lock:
             if not self._unsynced:
                 return

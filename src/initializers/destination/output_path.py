@@ -56,8 +56,7 @@ class Destination:
         return "" if relative == "." else relative
 
     def new_file(self, path: Path, write: Callable[[int], None]) -> None:
-        """Make `path` afresh (whatever was at its name, a link included, is unlinked first, never followed), pass
-        its descriptor to `write`, close it."""
+        """Make `path` afresh (what is at its name, a link too, is unlinked, never followed) for `write(fd)`."""
         with self.folder(path.parent) as folder:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(path.name, dir_fd=folder)
@@ -121,8 +120,7 @@ class Destination:
         return shutil.disk_usage(self.root).free
 
     def check_free_space(self, needed: int, free: int) -> None:
-        """Refuse a download that cannot fit (`needed` bytes in all, `free` before it started), before writing the
-        file that would not fit."""
+        """Refuse a download that cannot fit (`needed` bytes in all, `free` at its start) before it fills the volume."""
         if needed > free:
             raise FetchError(
                 f"not enough space in OUTPUT_PATH {str(self.root)!r}: the download needs at least {needed} bytes, "

@@ -24,8 +24,7 @@ RECORD_SUFFIX = ".ranges"
 
 
 class Partial(NamedTuple):
-    """A kept temporary, as its record says: the file it is part of, and the intervals that landed (merged, in
-    order, as (offset, length))."""
+    """A kept temporary per its record: its file, and the intervals that landed ((offset, length), merged, in order)."""
 
     path: str
     size: int

@@ -18,8 +18,7 @@ SHARES = "shards"
 
 
 def share_path(shared: Path, share: tuple[int, int], suffix: str = "") -> Path:
-    """Share `share` (index, count) of a split plan in the state folder `shared`: its folder, or with `suffix` its
-    record beside it."""
+    """A split plan's share (index, count) in the state folder `shared`: its folder, or with `suffix` its record."""
     index, count = share
     return shared / SHARES / f"{index}-of-{count}{suffix}"
 

@@ -127,8 +127,7 @@ class Temporaries:
 
 
 def _kept(name: str, folder: int) -> Partial | None:
-    """The partial the temporary `name` holds: a regular file of its record's size with some bytes landed; None
-    (and it removed) otherwise."""
+    """The partial in temporary `name`: a regular file of its record's size, bytes landed; else None, it removed."""
     partial = None
     with contextlib.suppress(OSError):
         st = os.stat(name, dir_fd=folder, follow_symlinks=False)

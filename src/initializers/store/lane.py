@@ -17,8 +17,7 @@ class RequestInFlight(Protocol):
         """What a selector watches for its answer."""
 
     def advance(self) -> bool:
-        """Read what has arrived of the answer into its sink, without waiting; True once it is all in. Raises what
-        the request failed with."""
+        """Read what arrived of the answer into its sink, without waiting; True once all is in; raises its failure."""
 
     def abandon(self) -> None:
         """Drop the connection: the request failed, or the run is stopping."""

@@ -36,8 +36,7 @@ _SYSTEM_CLOCK = SystemClock()
 
 
 class Retriable(Exception):
-    """A server answer worth trying again: `throttled` when it asked us to slow down, `retry_after` (seconds) when it
-    said for how long."""
+    """A server answer worth trying again: `throttled` if it asked us to slow down, `retry_after` the seconds named."""
 
     def __init__(self, reason: str, *, throttled: bool = False, retry_after: float | None = None) -> None:
         super().__init__(reason)

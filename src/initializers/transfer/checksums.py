@@ -79,8 +79,7 @@ def combined_crc(polynomial: int, ranges: dict[int, tuple[int, int]], size: int)
 
 
 def kind_of(kinds: Mapping[str, HashKind], algorithm: str, where: str) -> HashKind:
-    """How a checksum of `algorithm` is computed, by the kinds its store declares; FetchError for one it does not
-    declare (`where`: the file vouched for by it)."""
+    """The kind of `algorithm` among those its store declares; FetchError naming `where` (the file) if undeclared."""
     kind = kinds.get(algorithm)
     if kind is None:
         raise FetchError(f"{where}: vouched for by a {algorithm} checksum, a kind its store does not declare")
@@ -147,8 +146,7 @@ class FileVerifier:
     def __init__(
         self, file: RemoteFile, kinds: Mapping[str, HashKind], late: str | None, resumed: bool = False
     ) -> None:
-        """`kinds`: those its store declares (`Source.checksum_kinds`); `late`: the one it vouches in after reading
-        (`Source.vouches_late`)."""
+        """`kinds`, `late`: its store's `Source.checksum_kinds` and `Source.vouches_late`."""
         self._file = file
         self._kinds = kinds
         self._late = late
@@ -187,8 +185,7 @@ class FileVerifier:
         return not self._file.size and self._expected is None and bool(self._kinds)
 
     def _kind(self) -> HashKind | None:
-        """How what the file must hash to is computed: the kind vouched for, else the one its store vouches in
-        late; None: nothing to hash for."""
+        """The kind the file must hash in: the one vouched for, else its store's late one; None: nothing to hash for."""
         expected = self._expected
         algorithm = expected.algorithm if expected is not None else self._late
         return None if algorithm is None else kind_of(self._kinds, algorithm, self._file.locator)

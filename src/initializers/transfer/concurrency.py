@@ -34,8 +34,7 @@ from initializers.store.throttle import Throttle
 MAX_PART_SIZE = 32 << 20
 #: Seconds between decisions: long enough to average many requests, short enough to ramp within a second.
 WINDOW_SECONDS = 0.25
-#: A doubling is kept only when throughput rose at least this much: less is noise, or a limit elsewhere, and
-#: fewer connections do as well for less.
+#: A doubling is kept only if throughput rose this much: less is noise, or a limit elsewhere (fewer do as well).
 _WORTH_KEEPING = 1.15
 #: Share of one core above which the process is the limit: more threads would only contend for it.
 _BUSY_CPU = 0.5
@@ -48,8 +47,7 @@ BASE_REQUESTS = 64
 #: keeps going over a round trip. At 64 KiB objects a request costs us about a millisecond of CPU; more requests in
 #: flight than this rate calls for only cost CPU (the measurements: bench/results.md, "Figures once quoted in src").
 REQUESTS_PER_SECOND = 1000
-#: Round trips the first request on a connection spends on the network: opening it, then the request itself. The
-#: first wave of requests opens its connections, so the start is sized for it.
+#: Round trips of a connection's first request (opening it, then the request): the start is sized for the first wave.
 _FIRST_REQUEST_ROUND_TRIPS = 2
 #: Share of a request's time spent waiting for its first byte above which requests are latency-bound.
 _LATENCY_BOUND = 0.5
@@ -69,8 +67,7 @@ def _short_of(level: int) -> int:
 
 
 class Latency(NamedTuple):
-    """What the requests finished in a window took: the share of their time spent waiting for their first byte,
-    and their mean seconds (0 when none finished)."""
+    """The requests finished in a window: the share of their time spent waiting for a first byte, their mean seconds."""
 
     waiting_share: float
     request_seconds: float

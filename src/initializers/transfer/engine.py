@@ -75,8 +75,7 @@ class Engine:
         store: type[Source],
         clock: Clock | None = None,
     ) -> None:
-        """`store`: the source's class, whose checksum kinds its files are verified by; `clock`: what the windows and
-        waits are timed by (the system's by default)."""
+        """`store`: the source's class (its checksum kinds verify the files); `clock`: times the windows and waits."""
         self._factory = factory
         self._temps = temps
         self._journal = journal

@@ -94,8 +94,7 @@ class FileTransfer:
     # Its temporary.
 
     def open(self, ranged: bool) -> None:
-        """Create its temporary, once, whichever part runs first (`ranged`: written at offsets, with a record of what
-        lands); the others find it open."""
+        """Create its temporary once, whichever part runs first (`ranged`: at offsets, with a record of what lands)."""
         if self.fd >= 0:
             return
         with self._lock:
@@ -153,8 +152,7 @@ class FileTransfer:
             self.landed -= count
 
     def recorded(self, offset: int, length: int) -> None:
-        """Note in its record that bytes [offset, offset + length) landed, for a re-run to keep (a file fetched in one
-        part has no record)."""
+        """Note that bytes [offset, offset + length) landed, for a re-run to keep (a file in one part has no record)."""
         if self.record is not None:
             self.record.add(offset, length)
 
@@ -172,8 +170,7 @@ class FileTransfer:
     # Its end.
 
     def finish(self) -> None:
-        """Check the complete file's size, then its checksum (ChecksumMismatch when its bytes are not what the store
-        vouched for), rename it into place and record it done."""
+        """Check the file's size, then its checksum (else ChecksumMismatch), rename it into place and record it done."""
         self.checks += 1
         # Before the descriptor closes: a thread may still be reading through it.
         self.verifier.finish_hashing(self.read_back)
@@ -192,8 +189,7 @@ class FileTransfer:
 
     @contextlib.contextmanager
     def working(self) -> Iterator[None]:
-        """A part of its work: what it raises (but a cancellation) is this file's own failure, and cancels the file's
-        other parts."""
+        """A part of its work: what it raises (but a cancellation) fails this file, and cancels its other parts."""
         try:
             yield
         except Cancelled:
@@ -233,8 +229,7 @@ class Transfers:
         self._fenced = False
 
     def start(self, file: RemoteFile) -> FileTransfer:
-        """The transfer of `file`, at its temporary path (nothing is created yet), keeping what an earlier run left
-        of it when that is of the same version."""
+        """The transfer of `file` (nothing created yet), keeping an earlier run's partial of it of this version."""
         temp = self.temps.path(file.path)
         partial = self.temps.partial(temp)
         if partial is None:

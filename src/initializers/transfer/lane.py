@@ -24,8 +24,7 @@ from initializers.transfer.file_transfer import Cancelled
 
 #: Files waiting for the lane at most: a thread handing in more waits until the lane takes some.
 _MOST_WAITING = 256
-#: The longest the lane waits for answers before it looks whether the run is being stopped, and how often it looks
-#: for answers past their deadline.
+#: How often the lane looks whether the run is being stopped, and for answers past their deadline.
 _POLL_SECONDS = 0.25
 _log = logs.get_logger("initializers.transfer.lane")
 
@@ -64,8 +63,7 @@ class Lane(Generic[_Item]):
         self._driven = False
 
     def take(self, items: list[_Item]) -> None:
-        """Hand `items` to the lane, waiting while it holds its fill; drive it (in this thread) if no thread does,
-        until it has nothing left."""
+        """Hand `items` to the lane, waiting while it holds its fill; drive it here, till empty, if no thread does."""
         with self._changes:
             while self._driven and len(self._waiting) >= _MOST_WAITING:
                 if self._cancel.is_set():

@@ -23,8 +23,7 @@ from initializers.transfer.part_sink import PartSink
 
 _log = logs.get_logger("initializers.transfer.engine")
 
-#: Whole files this small go through the lane (`lane`) once round trips are short: their requests, not their bytes,
-#: cost the CPU.
+#: Whole files this small take the lane once round trips are short: their requests, not their bytes, cost the CPU.
 LANE_MOST_BYTES = 256 << 10
 #: The longest round trip the lane is used at (an object store in the cluster, or on the node): it opens its
 #: connections one at a time, which costs microseconds there but would hold up every request in flight over a long

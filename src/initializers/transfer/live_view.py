@@ -44,8 +44,7 @@ def reporters(log_format: str | None, interval: float | None, log: Any) -> list[
 
 
 class Part(NamedTuple):
-    """A part of the first line: its text, how long it stays as columns run short (the higher, the longer), and
-    what comes before it when a part precedes it."""
+    """A part of the first line: its text, how long it stays as columns run short (higher: longer), its separator."""
 
     text: str
     keep: int
@@ -66,8 +65,7 @@ def _joined(parts: list[Part]) -> str:
 
 
 def head(snapshot: Snapshot, width: int) -> tuple[int, str]:
-    """The block's first line in `width` columns: the bar's width (0 for none: the listing goes on, or no room) and
-    the text beside it (`status`)."""
+    """The first line in `width` columns: the bar's width (0: still listing, or no room) and the text (`status`)."""
     text = status(snapshot, width)
     room = width - len(text) - GAP
     return (min(BAR_WIDTH, room) if snapshot.listing_done and room >= MIN_BAR_WIDTH else 0), text

@@ -49,8 +49,7 @@ class PartSink:
             raise disk_error(exc, self._transfer.file.path) from None
 
     def landed(self, request_times: RequestTimes) -> None:
-        """All of the range is in (FetchError when the source sent less): hand it to the verifier, and record its
-        request's times."""
+        """All of the range is in (else FetchError): hand it to the verifier, and record its request's times."""
         if self.written != self._length:
             raise FetchError(
                 f"{self._transfer.file.locator}: received {self.written} bytes of range {self._offset}+{self._length}; "

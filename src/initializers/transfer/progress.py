@@ -170,8 +170,7 @@ class Progress:
 
 
 class ProgressEvents:
-    """The structured `progress` log event, for log collectors: exact numbers; while the listing goes on, the files
-    listed so far and no percentage or ETA."""
+    """The structured `progress` log event, for log collectors: exact numbers (while listing: the files so far)."""
 
     def __init__(self, log: Any, interval: float) -> None:
         self._log = log

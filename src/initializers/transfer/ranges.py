@@ -34,8 +34,7 @@ class RangeTasks:
     def __init__(
         self, reader: Storage, ramp: Ramp, bandwidth: TokenBucket | None = None, lane: LaneReads | None = None
     ) -> None:
-        """`bandwidth`: the MAX_BANDWIDTH cap every range's bytes are taken from, when there is one; `lane`: how the
-        source reads small files in the lane, if it offers one (`Advice.lane`)."""
+        """`bandwidth`: the MAX_BANDWIDTH cap, if set; `lane`: the source's small-file reads, if any (`Advice.lane`)."""
         self._reader = reader
         self._ramp = ramp
         self._bandwidth = bandwidth
