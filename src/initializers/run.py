@@ -1,5 +1,4 @@
-"""One run from configuration to manifest, its steps in order (`initializers.steps`): open the source, settle with
-what OUTPUT_PATH holds, list and fetch, check the signature, claim completion; or, for a dry run, list and print."""
+"""One run from configuration to manifest, its steps in order (`initializers.steps`); a dry run lists and prints."""
 
 from __future__ import annotations
 

@@ -13,8 +13,6 @@ class Clock(Protocol):
 
 
 class SystemClock:
-    """The real time, and real sleeping."""
-
     def monotonic(self) -> float:
         return time.monotonic()
 

@@ -13,8 +13,7 @@ class Checksum:
 
 
 class RemoteFile(NamedTuple):
-    """One file a source offers, at a path relative to the source root (a named tuple: one is made per listed file,
-    and no immutable record is cheaper to make)."""
+    """One file a source offers: a named tuple, as one is made per listed file and no immutable record is cheaper."""
 
     path: str
     size: int

@@ -52,8 +52,7 @@ class Kind:
 
     name: str
     default_output_path: str
-    #: The list the Kubeflow SDK sends when the user leaves `ignore_patterns` alone: IGNORE_PATTERNS unset or
-    #: exactly this list selects the kind's default selection (below); any other list means exactly that list.
+    #: The list the Kubeflow SDK sends when the user leaves `ignore_patterns` alone (see `Config.selects_by_default`).
     default_ignore_patterns: tuple[str, ...]
     #: The default selection's allow side (empty: every file) ...
     default_allow: tuple[str, ...] = ()
@@ -77,7 +76,6 @@ class Kind:
 
     @property
     def schemes(self) -> tuple[str, ...]:
-        """The schemes this program accepts, in the programs' order."""
         return tuple(plugin.scheme for plugin in self.plugins)
 
     def plugin(self, scheme: str) -> SourcePlugin:
@@ -241,7 +239,6 @@ class Config:
     source_options: tuple[Any, ...] = field(default=())
 
     def options(self, group: type[G]) -> G:
-        """The settings of one source's option group."""
         return next((given for given in self.source_options if type(given) is group), group())
 
     def for_source(self, plugin: SourcePlugin) -> Config:
@@ -378,7 +375,6 @@ def programs(stores: tuple[SourcePlugin, ...]) -> tuple[Kind, Kind]:
 
 
 def _settings(plugins: tuple[SourcePlugin, ...]) -> list[tuple[str, Setting]]:
-    """The shared settings, then those of `plugins`' option groups."""
     return settings_of(Config) + [setting for group in option_groups(plugins) for setting in settings_of(group)]
 
 
@@ -392,7 +388,6 @@ def _check_unique(settings: list[tuple[str, Setting]]) -> None:
 
 
 def _variables(settings: list[tuple[str, Setting]]) -> set[str]:
-    """The variables `settings` are read from, fallbacks included."""
     return {name for _, setting in settings for name in (setting.env, *setting.fallback_env)}
 
 

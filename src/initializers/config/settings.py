@@ -50,8 +50,6 @@ def checked_value(raw: str, variable: str, secret: bool = False) -> str:
 
 
 def whole_number(least: int, most: float = float("inf")) -> Callable[[str], int]:
-    """A parser of integers from `least` to `most`."""
-
     def parse(raw: str) -> int:
         value = int(raw.strip())
         if not least <= value <= most:
