@@ -1,10 +1,9 @@
 """rich's live block, erased over the rows its last frame takes on the terminal now, not the rows it took when drawn.
 
-Most terminals (VTE, iTerm2, kitty, Windows Terminal, tmux) rewrap their lines when they shrink: a line of the last
-frame drawn 100 columns wide takes three rows at 40, with the cursor on the last. rich moves up by the lines it drew
-and leaves the rows above on screen; this moves up by what each line takes at the console's width now. rich has no
-public way to change how its block is erased: its LiveRender and Live's hold of it are internals. Imported only when
-the view shows (rich with it).
+Most terminals (VTE, iTerm2, kitty, Windows Terminal, tmux) rewrap their lines when they shrink: a line drawn 100
+columns wide takes three rows at 40, the cursor on the last. rich moves up by the lines it drew, leaving the rows above
+on screen; this moves up by the rows each line takes at the console's width now. rich has no public way to change how
+its block is erased (LiveRender and Live's hold of it are internals). Imported only when the view shows (rich with it).
 """
 
 from __future__ import annotations

@@ -2,15 +2,14 @@
 variables a pod's environment holds.
 
 A variable is a misspelling of one of ours when it has our names' shape and differs from one in a single word by a slip
-of the keys: one letter added, dropped, changed, or two swapped (two slips in a word of 8 letters or more). In a word of
-3 letters, an abbreviation, the slip keeps the first letter: `STORAGE_URL` is a slip of `STORAGE_URI`, but `HEAD_GPU` is
-another resource than `HEAD_CPU`. So are our letters with a `_` missing, added or moved (`DRYRUN`, `OUTPUTPATH`,
-`DRY__RUN`, `_DRY_RUN`), except `LOGLEVEL`, which torchrun and many Python programs read; ours (or a slip of one) in the
-wrong case (`storage_uri`, `Output_Path`), which Linux, reading variables case-sensitively, would ignore; and another
-tool's name for one of our settings that users set by habit (`ACCESS_KEY`, `SECRET_KEY`, `HF_HUB_TOKEN`:
-`Setting.habits`). Never one of another tool (`AWS_*`, `HF_*`, ... in any case), nor the lower-case names other tools
-own (`http_proxy`, `no_proxy`, ...), nor the variables Kubernetes sets for each service in the namespace
-(`FOO_SERVICE_HOST`, `FOO_PORT_443_TCP`, ...).
+of the keys: one letter added, dropped, changed, or two swapped (two slips in a word of 8 letters or more); in a word of
+3 letters, an abbreviation, the slip keeps the first letter (`STORAGE_URL` is a slip of `STORAGE_URI`, but `HEAD_GPU`
+another resource than `HEAD_CPU`). So are our letters with a `_` missing, added or moved (`DRYRUN`, `DRY__RUN`,
+`_DRY_RUN`), except `LOGLEVEL`, which torchrun and many Python programs read; ours (or a slip of one) in the wrong case
+(`storage_uri`), which Linux, reading variables case-sensitively, would ignore; and another tool's name for one of our
+settings that users set by habit (`ACCESS_KEY`, `HF_HUB_TOKEN`: `Setting.habits`). Never one of another tool (`AWS_*`,
+`HF_*`, ... in any case), nor the lower-case names other tools own (`http_proxy`, ...), nor the variables Kubernetes
+sets for each service (`FOO_SERVICE_HOST`, ...).
 """
 
 from __future__ import annotations

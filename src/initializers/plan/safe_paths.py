@@ -58,10 +58,9 @@ def _is_plain(name: str) -> bool:
 def plan_files(
     files: Iterable[RemoteFile], source: str, register: Callable[[list[RemoteFile]], None]
 ) -> Generator[list[RemoteFile], None, Any]:
-    """Normalise and check every path of the selected files, `register` them (which refuses collisions and
-    file/folder clashes) and refuse an empty listing; as a stream of batches, each registered before it is passed on.
-    Batches grow from one file, so the first is ready at once, to PLAN_BATCH, over which the checks are shared.
-    Returns what `files` returned (the selection's findings)."""
+    """Normalise and check the selected files' paths, `register` them (`PlanIndex.plan`) and refuse an empty listing; as
+    a stream of batches, each registered before it is passed on. Batches grow from one file, so the first is ready at
+    once, to PLAN_BATCH, over which the checks are shared. Returns what `files` returned (the selection's findings)."""
     planned = 0
     selected = KeepsReturnValue(files)
 
