@@ -111,7 +111,6 @@ class Destination:
         return removed
 
     def remove_files(self, paths: Iterable[str]) -> int:
-        """`Tree.remove_files`, noted in `removed_any`."""
         removed = self.folders.remove_files(paths)
         self.removed_any = self.removed_any or bool(removed)
         return removed

@@ -41,7 +41,6 @@ class Partial(NamedTuple):
 
 
 def header(file: RemoteFile) -> bytes:
-    """A record's first line: the file its bytes are part of, and this boot."""
     return boot_header(path=file.path, size=file.size, version=file.version)
 
 

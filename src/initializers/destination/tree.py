@@ -185,7 +185,6 @@ class Tree:
         return self._open_child(parent_fd, name, path, create=False)
 
     def _in_the_way(self, parent_fd: int, name: str, path: str) -> FetchError:
-        """What stands where the folder `path` should be: a link, or a file."""
         if stat.S_ISLNK(os.stat(name, dir_fd=parent_fd, follow_symlinks=False).st_mode):
             return refuse_link(self.where(path))
         return FetchError(f"cannot create folder {self.where(path)!r}: a file of that name is in the way")

@@ -1,10 +1,9 @@
 """MAX_BANDWIDTH: one token bucket that every transfer of a run draws from, so the cap holds for all connections
 together (as rclone's --bwlimit).
 
-A transfer takes tokens for the bytes it has just received before passing them on; when the bucket runs short it
-goes into debt and sleeps until the debt is repaid, which stops it reading from its connection for that long (TCP
-then slows the sender). Later takers queue behind the debt, so the rate over any stretch stays at the cap, give or
-take one burst. Waits go through a `Clock`, so tests can drive time.
+A transfer takes tokens for the bytes just received before passing them on; short of them, it goes into debt and
+sleeps it off, not reading its connection meanwhile (TCP then slows the sender). Later takers queue behind the debt,
+so the rate over any stretch stays at the cap, give or take one burst. Waits go through a `Clock`, for tests.
 """
 
 from __future__ import annotations

@@ -110,9 +110,8 @@ class Ramp:
     request_cap: int = 0  # the most small-file requests at once (0: `cap`)
     _trial: tuple[int, float] | None = None  # (limit, throughput) before the doubling or halving being tried
     _windows_to_probe: int = 1
-    #: Half the streams once delivered less while the CPU was busy: the streams are not what keeps it busy (capped
-    #: connections, each bound by the network, with the CPU busy with their bytes), so halving is not tried again, and
-    #: growth is judged by throughput alone, as with the CPU to spare.
+    #: Half the streams once delivered less while the CPU was busy: their bytes, not the streams, keep it busy (capped
+    #: connections, each network-bound), so halving is not tried again; growth is judged by throughput alone.
     _fewer_lost: bool = False
     #: A halving is being tried and the transfers above the new limit were still finishing their tasks in a window
     #: since: the next window, the first without them, is the one that judges it.

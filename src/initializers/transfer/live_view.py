@@ -72,9 +72,8 @@ def head(snapshot: Snapshot, width: int) -> tuple[int, str]:
 
 
 def status(snapshot: Snapshot, width: int) -> str:
-    """The first line's text: the listing's state while it goes on, then percent, sizes, rate, ETA and files. As
-    columns run short, the rate goes first, then the sizes, the ETA and the files: the percent stays. While listing,
-    the files already here go first, then the rate, the bytes fetched and to fetch, and the files listed so far."""
+    """The first line's text: the listing's state while it goes on, then percent, sizes, rate, ETA and files; as
+    columns run short, parts go by their `keep`, the least first (the percent, or "listing...", stays)."""
     if not snapshot.listing_done:
         listed = f"{human.count(snapshot.files + snapshot.files_present, 'file')} so far"
         parts = [

@@ -41,7 +41,6 @@ class PartSink:
             self._digest = verifier.part_digest(self._length)
 
     def part_complete(self) -> None:
-        """The part is complete: hand it to the verifier, and record it."""
         try:
             self._transfer.verifier.part_complete(self._offset, self._length, self._digest, self._transfer.read_back)
             self._record()

@@ -1,8 +1,7 @@
 """Stored files as byte ranges: the task factory of `Storage` sources (every object store, the Hub).
 
-A file comes in one request, or in ranges written at their offsets, many at once for a large file, each sized when
-it is handed out (`RangeTasks._range_size`). Bytes pass through the digest their file's verifier hands them; a
-file whose bytes miss its checksum is fetched again, whole, under the one retry policy (`retry.retrying`).
+A file comes in one request, or in ranges written at their offsets, many at once, each sized as it is handed out
+(`RangeTasks._range_size`); one whose bytes miss its checksum is fetched again, whole (`_finish_or_fetch_again`).
 
 What lands is recorded beside the temporary (each range when done, and how far one in flight got about every
 second), so that a file an earlier run left part-way comes in only the ranges it lacks (`partials`).
