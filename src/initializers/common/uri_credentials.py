@@ -11,8 +11,7 @@ from collections.abc import Mapping
 from urllib.parse import unquote, unquote_plus, urlencode, urlsplit
 
 #: Query parameters (and form or JSON fields) whose values are credentials, by how their names end (any case): `sig`,
-#: `X-Goog-Signature`, `X-Amz-Credential`, `X-Amz-Security-Token`, `AWSAccessKeyId`, `GoogleAccessId`,
-#: `access_token`, `api_key`, an OAuth `assertion` or `client_assertion`...
+#: `X-Goog-Signature`, `X-Amz-Security-Token`, `AWSAccessKeyId`, `access_token`, `api_key`, an OAuth `assertion`...
 _CREDENTIAL = re.compile(
     r"(sig|signature|credentials?|token|secret|password|passwd|key|keyid|accessid|code|assertion)$", re.I
 )

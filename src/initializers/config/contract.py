@@ -90,14 +90,10 @@ _MODEL = Kind(
     "/workspace/model",
     ("*.msgpack", "*.h5", "*.bin", "*.pt", "*.pth"),
     default_allow=(
-        # configs, weight indexes, sentence-transformers modules
-        *("*.json", "*.yaml", "*.yml"),
-        # weights, of which one format is kept
-        *("*.safetensors", "*.bin", "*.pt", "*.pth", "*.gguf"),
-        # tokenizers
-        *("tokenizer*", "vocab*", "merges*", "*.txt", "*.model", "*.spm", "*.tiktoken"),
-        # chat templates; remote code, for trust_remote_code
-        *("*.jinja", "*.py"),
+        *("*.json", "*.yaml", "*.yml"),  # configs, weight indexes, sentence-transformers modules
+        *("*.safetensors", "*.bin", "*.pt", "*.pth", "*.gguf"),  # weights, of which one format is kept
+        *("tokenizer*", "vocab*", "merges*", "*.txt", "*.model", "*.spm", "*.tiktoken"),  # tokenizers
+        *("*.jinja", "*.py"),  # chat templates; remote code, for trust_remote_code
     ),
     default_ignore=("onnx/", "openvino/", "coreml/", "*.mlpackage/*"),  # other runtimes' copies (.bin among them)
     weight_formats=(
@@ -115,7 +111,6 @@ def _either(words: list[str]) -> str:
 
 
 def _storage_uri_help(kind: Kind) -> str:
-    """The forms of the URIs the `kind` program takes, as its stores declare them."""
     plugins = kind.plugins
     claims = "".join(f"; or {plugin.claim.usage}" for plugin in plugins if plugin.claim)
     return f"Source: {_either([plugin.usage for plugin in plugins])}{claims}."
