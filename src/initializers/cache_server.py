@@ -86,8 +86,7 @@ class ServerConfig:
 
 
 def exit_code(options: Mapping[str, str | None]) -> int:
-    """The server's exit code: parse, open the table, serve until a stop signal; every outcome ends in one log line
-    that says what happened."""
+    """Parse, open the table, serve until a stop signal; every outcome ends in one log line saying what happened."""
     from initializers.common import logs
     from initializers.process import workspace_owner
 

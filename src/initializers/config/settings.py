@@ -258,8 +258,7 @@ def env_of(instance: Any) -> dict[str, str]:
 def parse_settings(
     settings: list[tuple[str, Setting]], env: Mapping[str, str], options: Mapping[str, str | None] | None
 ) -> dict[str, Any]:
-    """{field name: parsed value} for the settings given as variables or raw option values; an option given wins
-    over its variable."""
+    """{field name: parsed value} of the settings given in variables or options; an option wins over its variable."""
     values: dict[str, Any] = {}
     for name, setting in settings:
         option = (options or {}).get(name)

@@ -58,8 +58,7 @@ class SigningOptions:
         return PurePosixPath(path).as_posix()
 
     def trust(self) -> tuple[str, str]:
-        """(method, path of the trust file): exactly one of the key and the chain, readable; ConfigError naming the
-        variable otherwise."""
+        """(method, path): exactly one of the key and the chain, readable; else a ConfigError naming the variable."""
         key = ("key", "SIGNATURE_PUBLIC_KEY", self.signature_public_key)
         chain = ("certificate", "SIGNATURE_CERTIFICATE_CHAIN", self.signature_certificate_chain)
         given = [trust for trust in (key, chain) if trust[2]]

@@ -29,8 +29,7 @@ _ROWS_AT_ONCE = 1000
 
 
 def print_plan(planned: Iterable[list[RemoteFile]], out: TextIO) -> tuple[int, int]:
-    """Print every planned file and the totals, with what the selection skipped (which `planned` returns);
-    returns (files, bytes)."""
+    """Print the planned files, the totals and what `planned` returns as skipped; returns (files, bytes)."""
     with tempfile.SpooledTemporaryFile(_SPOOL_BYTES, mode="w+", encoding="utf-8", newline="\n") as spool:
         writer = _Table(out, spool) if out.isatty() else _JsonLines(out)
         files = size = 0

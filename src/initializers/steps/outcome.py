@@ -37,8 +37,7 @@ def outcome(
 
 
 def outcome_of(index: PlanIndex, progress: Progress | None, started_at: datetime, output_path: str) -> Outcome:
-    """Sizes as written (a file the source produced has its size only once it is there); `progress`: what this run
-    fetched, None for nothing."""
+    """Sizes as written (a produced file's is known once there); `progress`: what this run fetched, None for nothing."""
     fetched = progress.fetched() if progress is not None else Fetched()
     return outcome(index.totals(), fetched, started_at, datetime.now(UTC), output_path)
 
