@@ -13,6 +13,7 @@ from devkit.hubserver import HubServer
 from devkit.relay import Relay, StatusFault
 from initializers.common.errors import FetchError
 from initializers.common.remote_file import Checksum
+from initializers.sources.http.objects import ObjectRead
 from initializers.sources.hub.get import HubGetter
 from initializers.store.retry import ATTEMPTS, THROTTLE_BUDGET_SECONDS, Retriable, retrying
 from initializers.store.throttle import FIRST_PAUSE_SECONDS, JITTER, MOST_BETWEEN_PROBES_SECONDS, Throttle
@@ -140,9 +141,10 @@ def hub_get(relay: Relay, clock: DrivenClock) -> Collected:
     getter = HubGetter(relay.endpoint, None, "model org/m", timeout=10, clock=clock)
     sink = Collected()
     try:
-        getter.get(f"{relay.endpoint}/org/m/resolve/main/config.json", len(BODY), 0, len(BODY), "config.json", sink)
+        url = f"{relay.endpoint}/org/m/resolve/main/config.json"
+        getter.objects.get(ObjectRead(url, None, 0, len(BODY), len(BODY), "config.json", "download"), sink)
     finally:
-        getter.close()
+        getter.objects.close()
     return sink
 
 

@@ -158,12 +158,6 @@ class S3Getter:
         """The body of one ListObjectsV2 page of the bucket; `where` names what is listed, for messages."""
         return self._http.retrying(LIST.verb, where, lambda: self._get_listing_page_once(canonical_query(query), where))
 
-    def interrupt(self) -> None:
-        self._http.interrupt()
-
-    def close(self) -> None:
-        self._http.close()
-
     def _endpoint_in(self, region: str) -> ObjectEndpoint:
         """Where the bucket is served in `region`: on ENDPOINT, or where AWS serves it there."""
         access = self._access

@@ -13,6 +13,7 @@ checked against the MD5 Azure computes of it as it sends it (`range_md5`): that 
 from __future__ import annotations
 
 import ssl
+from dataclasses import replace
 from functools import partial
 from urllib.parse import quote
 
@@ -53,9 +54,9 @@ class ContainerRequests:
     def read_of(self, file: RemoteFile, offset: int, length: int) -> ObjectRead:
         """The read of `file`'s bytes [offset, offset + length), pinned to its listed ETag; a blob without an MD5 of
         its own in answers of `MAX_HASHED_RANGE` bytes at most, each checked against the MD5 Azure sends of it."""
-        piece = MAX_HASHED_RANGE if file.checksum is None else None
         where = self.location.uri_of(file.locator)
-        return ObjectRead(file.locator, file.version, offset, length, file.size, where, piece=piece)
+        read = ObjectRead(file.locator, file.version, offset, length, file.size, where)
+        return read if file.checksum is not None else replace(read, piece=MAX_HASHED_RANGE, checked=HashedAnswer)
 
     def request(self, read: ObjectRead, answer: Answer) -> Request:
         """An authorized GET of `answer`'s bytes of the blob, with If-Match on its ETag; a hashed one asks for their
@@ -63,7 +64,6 @@ class ContainerRequests:
         headers = {"if-match": f'"{read.version}"'} if read.version else {}
         if read.piece:
             headers[ASK_FOR_MD5] = "true"
-            answer.sink = HashedAnswer(answer.sink, answer.length, read.where)
         if answer.ranged:
             headers["x-ms-range"] = f"bytes={answer.start}-{answer.end}"
         target = self._authorized(f"{self._base}/{quote(read.name, safe='/~')}", {}, headers)
@@ -78,12 +78,6 @@ class ContainerRequests:
             raise FetchError(changed_during_download(read.where, f"ETag {read.version} became {etag}"))
         if isinstance(answer.sink, HashedAnswer):
             answer.sink.head(response, answer.start)
-
-    def interrupt(self) -> None:
-        self._http.interrupt()
-
-    def close(self) -> None:
-        self._http.close()
 
     def _list_page_once(self, params: dict[str, str], where: str) -> bytes:
         response = self._send(self._base, params, {})

@@ -17,12 +17,12 @@ from initializers.sources.azure.container import ContainerRequests
 from initializers.sources.azure.listing import ListedBlob, ListPage, PageChain, page_query, parse_page
 from initializers.sources.azure.location import AzureLocation
 from initializers.sources.azure.range_md5 import checked_of
-from initializers.store.contract import Advice, Intervals, Storage
+from initializers.sources.http.objects import ObjectStorage
+from initializers.store.contract import Intervals
 from initializers.store.hashers import MD5, kinds
-from initializers.store.sink import Sink
 
 
-class AzureSource(Storage):
+class AzureSource(ObjectStorage):
     """A container's blobs under a prefix, or one blob, of the account the credentials (or the URL) name."""
 
     checksum_kinds = kinds(MD5)
@@ -32,6 +32,7 @@ class AzureSource(Storage):
         self.location = location
         self._access = access
         self._requests = ContainerRequests(location, access, config.read_timeout)
+        super().__init__(self._requests.objects, self._requests.read_of)
 
     @classmethod
     def from_config(cls, uri: str, config: Config) -> AzureSource:
@@ -91,15 +92,3 @@ class AzureSource(Storage):
     def resumable(self, file: RemoteFile, kept: Intervals) -> Intervals:
         """All of it for a blob with its own MD5 (checked once whole); else what ends where a checked answer ended."""
         return kept if file.checksum is not None else checked_of(kept, file.size)
-
-    def read(self, file: RemoteFile, offset: int, length: int, sink: Sink) -> None:
-        self._requests.objects.get(self._requests.read_of(file, offset, length), sink)
-
-    def advice(self) -> Advice:
-        return self._requests.objects.advice(self._requests.read_of)
-
-    def interrupt(self) -> None:
-        self._requests.interrupt()
-
-    def close(self) -> None:
-        self._requests.close()

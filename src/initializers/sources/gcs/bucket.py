@@ -86,12 +86,6 @@ class GcsBucket:
         if served and served != read.version:
             raise FetchError(changed_during_download(read.where, f"generation {read.version} became {served}"))
 
-    def interrupt(self) -> None:
-        self._http.interrupt()
-
-    def close(self) -> None:
-        self._http.close()
-
     def _headers(self) -> dict[str, str]:
         return {"host": self._netloc, "user-agent": USER_AGENT, **self._authorization()}
 

@@ -16,13 +16,13 @@ from initializers.sources.gcs.access import GcsAccess, access_from
 from initializers.sources.gcs.bucket import GcsBucket
 from initializers.sources.gcs.crc32c import CRC32C, CRC32C_KIND
 from initializers.sources.gcs.location import GcsLocation
+from initializers.sources.http.objects import ObjectStorage
 from initializers.store import answers
-from initializers.store.contract import MAX_EMPTY_PAGES, Advice, Storage
+from initializers.store.contract import MAX_EMPTY_PAGES
 from initializers.store.hashers import MD5, kinds
-from initializers.store.sink import Sink
 
 
-class GcsSource(Storage):
+class GcsSource(ObjectStorage):
     """A bucket's objects under a prefix (or one object), each read at the generation listed."""
 
     checksum_kinds = kinds(MD5, CRC32C_KIND)
@@ -30,6 +30,7 @@ class GcsSource(Storage):
     def __init__(self, location: GcsLocation, config: Config, access: GcsAccess) -> None:
         self.location = location
         self._bucket = GcsBucket(location.bucket, access, config.read_timeout)
+        super().__init__(self._bucket.objects, self._bucket.read_of)
 
     @classmethod
     def from_config(cls, uri: str, config: Config) -> GcsSource:
@@ -78,18 +79,6 @@ class GcsSource(Storage):
                     + ("a page token came back" if token in seen else f"{empty} pages in a row without an object")
                 )
             seen.add(token)
-
-    def read(self, file: RemoteFile, offset: int, length: int, sink: Sink) -> None:
-        self._bucket.objects.get(self._bucket.read_of(file, offset, length), sink)
-
-    def advice(self) -> Advice:
-        return self._bucket.objects.advice(self._bucket.read_of)
-
-    def interrupt(self) -> None:
-        self._bucket.interrupt()
-
-    def close(self) -> None:
-        self._bucket.close()
 
 
 def _named(item: Mapping[str, Any], name: str) -> Mapping[str, Any]:

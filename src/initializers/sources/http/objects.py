@@ -3,7 +3,7 @@ version of an object streamed into a sink, resumed after a cut from the bytes th
 carry exactly the bytes asked for before one is written, and the lane's request sent without waiting.
 
 A store holds an `ObjectReads` and supplies what only it knows (`ObjectApi`): how to ask for a range of a pinned
-version, and how to read an answer (its status, headers and errors).
+version, and how to read an answer (its status, headers and errors). Its source is an `ObjectStorage`.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from initializers.common.errors import FetchError
 from initializers.common.remote_file import Checksum, RemoteFile
 from initializers.sources.http.getter import HttpGetter, HttpRequestInFlight
 from initializers.sources.http.http1 import ProtocolError, Response
-from initializers.store.contract import MAX_REQUESTS, Advice
+from initializers.store.contract import MAX_REQUESTS, Advice, Storage
 from initializers.store.lane import LaneReads
 from initializers.store.sink import Sink
 
@@ -29,8 +29,8 @@ MAX_REDIRECTS = 10
 class ObjectRead:
     """Bytes [offset, offset + length) of the object the store calls `name`, at `version` (None: whatever version is
     there), listed at `size` bytes (None: unknown); `where` names it in messages and `verb` what reading it is
-    (`cannot open ...`). `piece`: answers of at most that many bytes, each ending at a multiple of it, for a store
-    that checks every answer whole (Azure's MD5 of a range)."""
+    (`cannot open ...`). `piece`: answers of at most that many bytes, each ending at a multiple of it, each passed
+    through the sink `checked(sink, length, where)` that checks it whole (Azure's MD5 of a range)."""
 
     name: str
     version: str | None
@@ -40,6 +40,7 @@ class ObjectRead:
     where: str
     verb: str = "read"
     piece: int | None = None
+    checked: Callable[[Sink, int, str], Sink] | None = None
 
     @property
     def whole(self) -> bool:
@@ -49,8 +50,7 @@ class ObjectRead:
 
 @dataclass
 class Answer:
-    """One answer asked for: bytes `start` to `end` (by Range when `ranged`), its body written into `sink`, which a
-    store may put its own sink in front of when it asks (Azure checks each answer's MD5 as it passes)."""
+    """One answer asked for: bytes `start` to `end` (by Range when `ranged`), its body written into `sink`."""
 
     start: int
     end: int
@@ -108,6 +108,12 @@ class ObjectReads:
             lane = LaneReads(lambda file, sink: self.begin(read_of(file, 0, file.size), sink), http.timeout)
         return Advice(max_requests=MAX_REQUESTS, throttle=http.throttle, round_trips=http.round_trips, lane=lane)
 
+    def interrupt(self) -> None:
+        self._http.interrupt()
+
+    def close(self) -> None:
+        self._http.close()
+
     def get(self, read: ObjectRead, sink: Sink) -> None:
         """`read`'s bytes into `sink`, answer after answer, resuming after transient failures from the bytes it
         holds, under the retry policy."""
@@ -157,12 +163,15 @@ class ObjectReads:
         start, end = read.offset + sink.written, read.offset + read.length - 1
         if piece:
             end = min(end, start - start % piece + piece - 1)
+        if read.checked:
+            sink = read.checked(sink, end + 1 - start, read.where)
         return Answer(start, end, piece is not None or not (read.whole and start == 0), sink)
 
     def _accept(self, read: ObjectRead, answer: Answer, sent: Request, response: Response) -> None:
-        """Judge the head of a lane's answer (the lane follows no redirect: a store that redirects offers none)."""
-        redirect = self._api.judge(read, answer, sent, response)
-        assert redirect is None, "the lane follows no redirect"
+        """Judge the head of a lane's answer. The lane follows no redirect: a store that redirects offers none
+        (`ObjectStorage`)."""
+        if self._api.judge(read, answer, sent, response) is not None:
+            raise FetchError(f"{read.where}: {sent.netloc} redirected a request of the lane, which follows none")
         self._check_range(read, answer, response)
 
     def _check_range(self, read: ObjectRead, answer: Answer, response: Response) -> None:
@@ -187,6 +196,30 @@ class ObjectReads:
                 f"{read.where}: the listing said {read.size} bytes, the server sends {length}; the object changed, "
                 "run again"
             )
+
+
+class ObjectStorage(Storage):
+    """A `Storage` whose files are read through the template, as `objects` are, each by `read_of(file, offset,
+    length)`; in the lane too, unless `lane` is False (a store whose answers redirect: the lane follows none)."""
+
+    def __init__(
+        self, objects: ObjectReads, read_of: Callable[[RemoteFile, int, int], ObjectRead], lane: bool = True
+    ) -> None:
+        self._objects = objects
+        self._read_of = read_of
+        self._lane = lane
+
+    def read(self, file: RemoteFile, offset: int, length: int, sink: Sink) -> None:
+        self._objects.get(self._read_of(file, offset, length), sink)
+
+    def advice(self) -> Advice:
+        return self._objects.advice(self._read_of if self._lane else None)
+
+    def interrupt(self) -> None:
+        self._objects.interrupt()
+
+    def close(self) -> None:
+        self._objects.close()
 
 
 def xml_field(body: str, name: str) -> str | None:

@@ -19,7 +19,6 @@ from initializers.sources.http.getter import RETRIABLE_STATUS, USER_AGENT, HttpG
 from initializers.sources.http.http1 import Response
 from initializers.sources.http.objects import Answer, Discard, ObjectRead, ObjectReads, Request
 from initializers.store.retry import Retriable
-from initializers.store.sink import Sink
 
 _REDIRECTS = frozenset({301, 302, 303, 307, 308})
 
@@ -66,10 +65,6 @@ class HubGetter:
         #: Its files' reads (`ObjectReads`), asked and judged as the Hub and its CDN ask and answer.
         self.objects = ObjectReads(self._http, self, starts_over=True)
 
-    def get(self, url: str, size: int, offset: int, length: int, where: str, sink: Sink) -> None:
-        """Bytes [offset, offset + length) of the file at `url` into `sink`, resuming after transient failures."""
-        self.objects.get(ObjectRead(url, None, offset, length, size, where, "download"), sink)
-
     def takes_ranges(self, url: str, where: str) -> bool:
         """Whether the server behind `url` (after redirects) answers a Range with exactly that range; olah does not."""
         read = ObjectRead(url, None, 0, 1, None, where, "download")
@@ -83,12 +78,6 @@ class HubGetter:
             return False
 
         return self._http.retrying("download", where, probe)
-
-    def interrupt(self) -> None:
-        self._http.interrupt()
-
-    def close(self) -> None:
-        self._http.close()
 
     def request(self, read: ObjectRead, answer: Answer) -> Request:
         """A GET of `answer`'s bytes of the file at `read.name`, its resolve URL (the commit in it)."""

@@ -21,16 +21,16 @@ from initializers.common import logs
 from initializers.common.errors import ConfigError, FetchError
 from initializers.common.remote_file import Checksum, RemoteFile
 from initializers.config.contract import Config, Kind
+from initializers.sources.http.objects import ObjectRead, ObjectStorage
 from initializers.sources.hub import library
 from initializers.sources.hub.get import BAD_TOKEN, HUB_TRUST, HubGetter, gated, hub_transient, not_found
 from initializers.sources.hub.guard import HubGuard
 from initializers.sources.hub.location import HfLocation
 from initializers.sources.hub.options import HubOptions
 from initializers.store import answers
-from initializers.store.contract import PART_SIZE, Advice, Storage, comes_whole
+from initializers.store.contract import PART_SIZE, comes_whole
 from initializers.store.hashers import SHA256, Hasher, HashKind, kinds
 from initializers.store.retry import Retriable, retrying, untrusted_certificate
-from initializers.store.sink import Sink
 
 _T = TypeVar("_T")
 _log = logs.get_logger("initializers.hf")
@@ -47,7 +47,7 @@ def _git_blob_hasher(size: int) -> Hasher:
 GIT_BLOB_ID = HashKind(GIT_SHA1, _git_blob_hasher)
 
 
-class HfSource(Storage):
+class HfSource(ObjectStorage):
     """A repo at one revision, resolved to its commit, listed through huggingface_hub and read by resolve GETs."""
 
     pins_versions = True  # every file is read at the commit the revision resolved to once
@@ -69,6 +69,7 @@ class HfSource(Storage):
         self._guard = HubGuard(huggingface_hub.constants.ENDPOINT, config.read_timeout)
         self._guard.install(huggingface_hub.get_session())
         self._getter = HubGetter(huggingface_hub.constants.ENDPOINT, token, self._repo, config.read_timeout)
+        super().__init__(self._getter.objects, self._read_of, lane=False)  # the Hub redirects to its CDN
         self.commit: str | None = None
         #: Whether the server behind the resolve URLs honours Range (the Hub's CDN does, olah does not), once the
         #: first file of over two ranges has asked.
@@ -150,20 +151,12 @@ class HfSource(Storage):
             return []
         return entries
 
-    def read(self, file: RemoteFile, offset: int, length: int, sink: Sink) -> None:
-        self._getter.get(self._url(file), file.size, offset, length, self._uri_of(file), sink)
+    def _read_of(self, file: RemoteFile, offset: int, length: int) -> ObjectRead:
+        """The read of `file`'s bytes [offset, offset + length) at its resolve URL (the commit in it)."""
+        return ObjectRead(self._url(file), None, offset, length, file.size, self._uri_of(file), "download")
 
     def _url(self, file: RemoteFile) -> str:
         return self._hub.hf_hub_url(self.location.repo_id, file.locator, repo_type=self.repo_type, revision=self.commit)
-
-    def advice(self) -> Advice:
-        return self._getter.objects.advice()
-
-    def interrupt(self) -> None:
-        self._getter.interrupt()
-
-    def close(self) -> None:
-        self._getter.close()
 
     @property
     def _repo(self) -> str:

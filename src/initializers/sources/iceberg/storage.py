@@ -80,7 +80,7 @@ class TableStorage:
             getter.locate(key)
             self.region = getter.region
         finally:
-            getter.close()
+            getter.objects.close()
         return True
 
     def properties(self) -> dict[str, str]:

@@ -17,6 +17,7 @@ from initializers.common.remote_file import RemoteFile
 from initializers.config.contract import Config
 from initializers.sources.aws.access import AwsAccess, access_from
 from initializers.sources.aws.bucket import CHECKSUM_KINDS, S3Getter
+from initializers.sources.http.objects import ObjectStorage
 from initializers.sources.s3.listing import (
     PAGE_SIZE,
     ListedObject,
@@ -27,8 +28,6 @@ from initializers.sources.s3.listing import (
     parse_page,
 )
 from initializers.sources.s3.location import S3Location
-from initializers.store.contract import Advice, Storage
-from initializers.store.sink import Sink
 
 #: Key ranges listed at once, and how many objects they may list ahead of the reader, together.
 PARALLEL_LISTINGS = 8
@@ -37,7 +36,7 @@ CHAINED_PAGES = PARALLEL_LISTINGS
 LISTING_AHEAD = 2000
 
 
-class S3Source(Storage):
+class S3Source(ObjectStorage):
     """A bucket's objects under a prefix, listed and read by signed GETs (`sources/aws/bucket.py`)."""
 
     checksum_kinds = CHECKSUM_KINDS
@@ -46,6 +45,7 @@ class S3Source(Storage):
         self.location = location
         self._endpoint_url = access.endpoint
         self._getter = S3Getter(location.bucket, access, config.read_timeout)
+        super().__init__(self._getter.objects, self._getter.read_of)
 
     @property
     def region(self) -> str:
@@ -148,15 +148,3 @@ class S3Source(Storage):
             return parse_page(self._getter.get_listing_page(query, where), prefix)
         except ValueError as exc:
             raise FetchError(f"listing {where} at {self._getter.server}: {exc}") from None
-
-    def read(self, file: RemoteFile, offset: int, length: int, sink: Sink) -> None:
-        self._getter.objects.get(self._getter.read_of(file, offset, length), sink)
-
-    def advice(self) -> Advice:
-        return self._getter.objects.advice(self._getter.read_of)
-
-    def interrupt(self) -> None:
-        self._getter.interrupt()
-
-    def close(self) -> None:
-        self._getter.close()
