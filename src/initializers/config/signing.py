@@ -1,5 +1,5 @@
-"""Whether and how a run checks the publisher's signature (OpenSSF model signing), declared once here: the hf:// and
-s3:// sources include this group, the cache:// source does not (its shards are made here, not published).
+"""Whether and how a run checks the publisher's signature (OpenSSF model signing), declared once here: a source
+whose files are published includes this group, one that makes its files does not (they are made here, not published).
 
 The trust is given as files (a mounted Secret or ConfigMap), never as PEM text in a variable: a variable cannot
 carry a PEM's newlines, and a path keeps the key out of the pod spec and the logs.

@@ -99,7 +99,7 @@ def under(prefix: str, key: str) -> str:
 
 @contextlib.contextmanager
 def read_from(server: str, what: str) -> Iterator[None]:
-    """Malformed raised in the block, as the FetchError naming `server` and `what` was being read (`listing gs://b/p/`):
+    """Malformed raised in the block, as the FetchError naming `server` and `what` was being read (`listing <URI>`):
     a server's answer is what went wrong, not the program."""
     try:
         yield

@@ -1,6 +1,6 @@
 """The contracts sources fulfil: list what they have, then deliver it.
 
-A `Storage` (a bucket, a container, a Hub repository) holds files and reads any byte range of one into a sink, in
+A `Storage` (a bucket, a container, a repository) holds files and reads any byte range of one into a sink, in
 the spirit of rclone's one `Fs` interface. A `Maker` (the cache source) makes the files it lists, several in one go
 (the shard parts cut from one pass over a data file), at paths it is given. Everything else (filtering, safe paths,
 parallelism, temporaries, verification, the manifest) is written once, against these contracts: the engine picks how
@@ -32,8 +32,8 @@ PART_SIZE = 8 << 20
 #: default.
 MAX_REQUESTS = 256
 
-#: Pages in a row without an entry before a paginated listing is taken to go nowhere, for every store: S3 may send an
-#: empty page with a continuation token (past many deleted keys), a Hub page may hold only folders, but not without end.
+#: Pages in a row without an entry before a paginated listing is taken to go nowhere, for every store: a page may be
+#: empty yet go on (past many deleted keys, or holding only folders), but not without end.
 MAX_EMPTY_PAGES = 100
 
 
@@ -76,8 +76,8 @@ class Source(ABC):
     # What the store offers, declared by its class and held to by the conformance suite (`tests/test_conformance.py`);
     # whether it reads byte ranges or makes its files is what it is: a `Storage` or a `Maker`.
 
-    #: A run reads one version of the source whatever changes meanwhile (a Hub commit, a table's snapshot); False: a
-    #: file changed during the run fails it rather than land mixed (S3's If-Match on the listed ETag).
+    #: A run reads one version of the source whatever changes meanwhile (a commit, a table's snapshot); False: a file
+    #: changed during the run fails it rather than land mixed (If-Match on the listed version).
     pins_versions: ClassVar[bool] = False
     #: The kinds of checksum it vouches for files with (in its listing or as it reads them), by name, each with how it
     #: is computed (`store.hashers`): the engine verifies each file by these alone; empty: by size and version.
@@ -107,7 +107,7 @@ class Source(ABC):
 
 
 class Storage(Source):
-    """Files stored as they are, read by byte ranges (every object store, the Hub)."""
+    """Files stored as they are, read by byte ranges."""
 
     def advice(self) -> Advice:
         return Advice(max_requests=MAX_REQUESTS)
