@@ -1,5 +1,5 @@
 """List Blobs as plain data: the query for one page, the parsing of its answer, and the check that a chain of pages
-ends. Pure functions, no I/O.
+ends (`PageChain`). Pure functions, no I/O.
 """
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from typing import NamedTuple
 from urllib.parse import unquote
 
+from initializers.sources.http import pages
 from initializers.store import answers
-from initializers.store.contract import MAX_EMPTY_PAGES
 
 #: The most blobs Azure lists on a page.
 PAGE_SIZE = 5000
@@ -94,29 +94,8 @@ def _hex_md5(name: str, value: str) -> str:
     return digest.hex()
 
 
-class PageChain:
-    """That a chain of pages moves on, so that a server cannot keep a listing going for ever: every marker new, no
-    page the same as an earlier one, and not endlessly many empty pages in a row. `follow` raises ValueError saying
-    how the chain went wrong."""
-
-    def __init__(self) -> None:
-        self._markers: set[str] = set()
-        self._pages: set[int] = set()  # a hash of each page's names
-        self._empty = 0
+class PageChain(pages.PageChain):
+    token_name = "NextMarker"
 
     def follow(self, page: ListPage) -> None:
-        if page.blobs:
-            fingerprint = hash(tuple(blob.name for blob in page.blobs))
-            if fingerprint in self._pages:
-                raise ValueError(
-                    f"a page listed {page.blobs[0].name!r} .. {page.blobs[-1].name!r} again: the listing "
-                    "would never end"
-                )
-            self._pages.add(fingerprint)
-        self._empty = 0 if page.blobs else self._empty + 1
-        if self._empty == MAX_EMPTY_PAGES:
-            raise ValueError(f"{MAX_EMPTY_PAGES} pages in a row listed nothing: the listing would never end")
-        if page.next_marker is not None:
-            if page.next_marker in self._markers:
-                raise ValueError("a page repeated the NextMarker of an earlier one: the listing would never end")
-            self._markers.add(page.next_marker)
+        self.follow_entries(tuple(blob.name for blob in page.blobs), page.next_marker)

@@ -10,8 +10,8 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 from urllib.parse import unquote_plus
 
+from initializers.sources.http import pages
 from initializers.store import answers
-from initializers.store.contract import MAX_EMPTY_PAGES
 
 PAGE_SIZE = 1000  # the most S3 returns per page
 
@@ -42,36 +42,9 @@ class ListPage:
     folders: list[str] = field(default_factory=list)  # common prefixes, when the page was asked with a delimiter
 
 
-class PageChain:
-    """Checks that a chain of pages moves on, so that a server cannot keep a listing going for ever: every continuation
-    token new, no page the same as an earlier one, and not endlessly many empty pages in a row. (Not that keys come in
-    order: S3-compatible servers built on folders, SeaweedFS for one, list `k/0/x` before `k/0-y`, unlike S3.) `follow`
-    raises ValueError saying how the chain went wrong."""
-
-    def __init__(self) -> None:
-        self._tokens: set[str] = set()
-        self._pages: set[int] = set()  # a hash of each page's entries
-        self._empty = 0
-
+class PageChain(pages.PageChain):
     def follow(self, page: ListPage) -> None:
-        entries = (*(listed.key for listed in page.objects), *page.folders)
-        if entries:
-            fingerprint = hash(entries)
-            if fingerprint in self._pages:
-                raise ValueError(
-                    f"a page listed {entries[0]!r} .. {entries[-1]!r} again, as an earlier one did: the listing would "
-                    "never end"
-                )
-            self._pages.add(fingerprint)
-            self._empty = 0
-        else:
-            self._empty += 1
-            if self._empty == MAX_EMPTY_PAGES:
-                raise ValueError(f"{MAX_EMPTY_PAGES} pages in a row listed nothing: the listing would never end")
-        if page.next_token in self._tokens:
-            raise ValueError("a page repeated the continuation token of an earlier one: the listing would never end")
-        if page.next_token is not None:
-            self._tokens.add(page.next_token)
+        self.follow_entries((*(listed.key for listed in page.objects), *page.folders), page.next_token)
 
 
 def page_query(
