@@ -1,10 +1,9 @@
 """S3 requests to one bucket, for the S3 source and the cache source alike: where the bucket is served, SigV4-signed
-GETs for object ranges and listing pages, and what S3's answers mean.
+GETs for listing pages and, through the HTTP object-store template (`ObjectReads`), for object ranges pinned to the
+listed ETag, and what S3's answers mean.
 
-botocore costs milliseconds of CPU per request; our own SigV4 headers on a lean HTTP/1.1 connection
-(`http_get`) cost a small fraction of that, which decides small-object throughput.
-An object is read through the HTTP object-store template (`ObjectReads`), pinned to the listed ETag: this says how
-to ask S3 for a range and what its answers mean.
+botocore costs milliseconds of CPU per request; our own SigV4 headers on a lean HTTP/1.1 connection cost a small
+fraction of that, which decides small-object throughput.
 """
 
 from __future__ import annotations
@@ -166,15 +165,11 @@ class S3Getter:
         return _aws_endpoint(access.session, region, self.bucket, access.anonymous)
 
     def _get_listing_page_once(self, query: str, where: str) -> bytes:
-        response = self._send(self._endpoint.path_prefix, query, {})
+        endpoint = self._endpoint
+        response = self._http.send(endpoint.scheme, endpoint.netloc, *self._signed(endpoint.path_prefix, query, {}))
         if response.status != 200:
             raise self._s3_failure(LIST, where, response)
         return response.read_all(_MAX_LISTING_PAGE)
-
-    def _send(self, path: str, query: str, extra: dict[str, str]) -> Response:
-        """Sign (unless anonymous) and send `GET path?query`, on this thread's connection."""
-        endpoint = self._endpoint
-        return self._http.send(endpoint.scheme, endpoint.netloc, *self._signed(path, query, extra))
 
     def _signed(self, path: str, query: str, extra: dict[str, str]) -> tuple[str, dict[str, str]]:
         """The target and headers of `GET path?query`, signed unless anonymous."""

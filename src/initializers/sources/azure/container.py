@@ -4,10 +4,9 @@ and what Azure's answers mean.
 
 A blob's read (through the HTTP object-store template, `ObjectReads`) is pinned to its listed ETag with If-Match: a
 blob replaced meanwhile answers 412, and the run fails saying it changed rather than land a mix of two versions. The
-Content-MD5 of a whole blob's answer is never taken as evidence of the blob: Azure (and Azurite)
-may compute it from the bytes held now, so it vouches for a corrupted copy too; only the MD5 recorded when the blob
-was written, which the listing shows, is (`source`). A blob without one is read in answers of 4 MiB at most, each
-checked against the MD5 Azure computes of it as it sends it (`range_md5`): that vouches for the way, not the copy.
+Content-MD5 of a whole blob's answer is never taken as evidence of the blob: Azure (and Azurite) may compute it from
+the bytes held now, so it vouches for a corrupted copy too; only the MD5 recorded when the blob was written, which
+the listing shows, is (`source`). A blob without one is read in answers each checked as it comes (`range_md5`).
 """
 
 from __future__ import annotations
@@ -80,15 +79,12 @@ class ContainerRequests:
             answer.sink.head(response, answer.start)
 
     def _list_page_once(self, params: dict[str, str], where: str) -> bytes:
-        response = self._send(self._base, params, {})
+        headers: dict[str, str] = {}
+        target = self._authorized(self._base, params, headers)
+        response = self._http.send(self._access.endpoint.scheme, self._access.endpoint.netloc, target, headers)
         if response.status != 200:
             raise self._failure("list", where, response)
         return response.read_all(_MAX_LISTING_PAGE)
-
-    def _send(self, path: str, params: dict[str, str], headers: dict[str, str]) -> Response:
-        """Authorize and send `GET path?params` on this thread's connection."""
-        target = self._authorized(path, params, headers)
-        return self._http.send(self._access.endpoint.scheme, self._access.endpoint.netloc, target, headers)
 
     def _authorized(self, path: str, params: dict[str, str], headers: dict[str, str]) -> str:
         """The request's target, its credential's proof added to `headers` (or its query)."""

@@ -2,10 +2,10 @@
 
 huggingface_hub's `hf_hub_download` sends a HEAD before each GET (for a size and digest the tree listing
 already gave us) and reads bodies through httpx at more CPU per byte than this path (bench/results.md). This sends
-the GET alone, on the connections `http_get` keeps, and streams the body into the engine's sink, which checks the
-digest as the bytes pass, through the HTTP object-store template (`ObjectReads`: resumes, and every answer checked to
-be the range asked for). As huggingface_hub does, the token goes only to the Hub itself, never to the CDN a download is
-redirected to, and a resume whose Range the server ignores starts the file over.
+the GET alone, on our connections, through the HTTP object-store template (`ObjectReads`), and streams the body
+into the engine's sink, which checks the digest as the bytes pass. As huggingface_hub does, the token goes only to
+the Hub itself, never to the CDN a download is redirected to, and a resume whose Range the server ignores starts the
+file over.
 """
 
 from __future__ import annotations

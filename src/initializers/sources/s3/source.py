@@ -1,9 +1,6 @@
-"""The S3 source: our own signed GETs list and fetch; botocore only resolves what the contract leaves open.
-
-Users' credential setups (static keys, AWS_* variables, profiles, web identity / IRSA, an assumed role)
-and AWS's endpoint rules behave exactly as with boto3, because botocore resolves them whenever they
-apply. With keys (or ANONYMOUS) and an ENDPOINT there is nothing to resolve, and botocore is not even
-imported, which brings the first byte sooner.
+"""The S3 source: our own signed GETs list and fetch (`aws/bucket.py`); botocore only resolves what the contract
+leaves open (`aws/access.py`: credentials and endpoint rules as boto3 resolves them, botocore not even imported when
+keys or ANONYMOUS and an ENDPOINT leave nothing to resolve).
 """
 
 from __future__ import annotations
