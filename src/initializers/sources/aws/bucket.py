@@ -212,6 +212,8 @@ def s3_transient(status: int, code: str, retry_after_header: str | None) -> Retr
     return None
 
 
+#: Error codes with which S3 says the credentials themselves are refused, not what they may do.
+_REJECTED_CREDENTIALS = frozenset({"SignatureDoesNotMatch", "InvalidAccessKeyId", "InvalidToken", "ExpiredToken"})
 #: Error codes with which S3 says a request went to the wrong region (it names the right one).
 _WRONG_REGION = frozenset({"PermanentRedirect", "AuthorizationHeaderMalformed", "IllegalLocationConstraintException"})
 
@@ -244,8 +246,16 @@ def s3_error(operation: Operation, where: str, status: int, code: str, message: 
             f"S3 denied {operation.verb}ing {where}: {code}: the object is encrypted with a KMS key the credentials "
             f"may not use (kms:Decrypt): {message}"
         )
+    if status in (401, 403) and code in _REJECTED_CREDENTIALS:
+        return (
+            f"S3 denied {operation.verb}ing {where}: {code}: the credentials were rejected; check ACCESS_KEY_ID and "
+            "SECRET_ACCESS_KEY (or the role)"
+        )
     if status in (401, 403):
-        return f"S3 denied {operation.verb}ing {where}: {code}: {explain_denial(code, operation.permission)}"
+        return (
+            f"S3 denied {operation.verb}ing {where}: {code}: the credentials lack permission ({operation.permission}), "
+            "or the bucket is not public (ANONYMOUS=true), or it is a Requester Pays bucket (REQUEST_PAYER=requester)"
+        )
     return f"S3 answered {status} {code} for {where}" + (f": {message}" if message else "")
 
 
@@ -300,16 +310,3 @@ def _aws_endpoint(
         raise ConfigError(f"REGION: no S3 endpoint for region {region!r}: {exc}") from None
     client.close()
     return ObjectEndpoint.from_object_url(url)
-
-
-REJECTED_CREDENTIALS = frozenset({"SignatureDoesNotMatch", "InvalidAccessKeyId", "InvalidToken", "ExpiredToken"})
-
-
-def explain_denial(code: str, permission: str) -> str:
-    """What an S3 access-denied code means for the user, for listing and reading alike."""
-    if code in REJECTED_CREDENTIALS:
-        return "the credentials were rejected; check ACCESS_KEY_ID and SECRET_ACCESS_KEY (or the role)"
-    return (
-        f"the credentials lack permission ({permission}), or the bucket is not public (ANONYMOUS=true), or it is a "
-        "Requester Pays bucket (REQUEST_PAYER=requester)"
-    )
