@@ -81,10 +81,9 @@ class StateDir:
             self.destination.close_folders()
 
     def _prepare(self, waiting: Callable[[str, float], None]) -> None:
-        """Create the folders, prove they are writable and take the lock, before any transfer starts; a link where one
-        of them goes is refused (`tree`). A destination that refuses them (full, read-only) keeps none of the folders
-        made on the way. A lock no longer at its path once held (`RunLock.in_place`) is taken anew, its folders made
-        again."""
+        """Make the folders, prove them writable and take the lock before any transfer starts (a link in the way is
+        refused: `tree`); a destination that refuses them (full, read-only) keeps none made on the way. A lock no
+        longer at its path once held (`RunLock.in_place`) is taken anew, its folders made again."""
         for attempt in range(_PREPARE_ATTEMPTS):
             folders = [self.root, self.shared, *([self.dir.parent, self.dir] if self.share else []), self.tmp]
             made = [path for path in [*folders, *self.lock.paths] if not os.path.lexists(path)]

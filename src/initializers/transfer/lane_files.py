@@ -1,6 +1,5 @@
 """Small files through the lane (`lane`): which files take it (`for_lane`), a batch of them handed to it as one task,
-and what the lane does with each (`LaneWork`): one request for all of it, the file finished as a range's last part
-would finish it, a throttled request asked again in the lane, any other failure asked again the threads' way."""
+and what the lane does with each (`LaneWork`): one request for all of it, finished as a range's last part would be."""
 
 from __future__ import annotations
 

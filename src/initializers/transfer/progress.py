@@ -1,9 +1,6 @@
 """Progress: counters the transfer threads update, read as a `Snapshot` by reporters at their own cadence (the
-structured `progress` events, the live view on a terminal).
-
-Totals are what the listing has shown so far: while it goes on, no percentage and no ETA are given, since either
-would be computed over a part taken for the whole.
-"""
+structured `progress` events, the live view). Totals grow while the listing goes on, and no percentage or ETA is given
+until it ends: either would be computed over a part taken for the whole."""
 
 from __future__ import annotations
 
