@@ -22,7 +22,6 @@ from rich.live import Live  # noqa: E402
 from rich.live_render import LiveRender  # noqa: E402
 from rich.segment import ControlType  # noqa: E402
 
-#: A row up, erased.
 _UP_AND_ERASE = ((ControlType.CURSOR_UP, 1), (ControlType.ERASE_IN_LINE, 2))
 
 

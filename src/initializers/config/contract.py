@@ -144,7 +144,6 @@ def _allow_patterns_help(kind: Kind) -> str:
 MAX_WORKERS_LIMIT = 256
 LOG_FORMAT = choice("json", "console")
 LOG_LEVEL = choice("debug", "info", "warning", "error")
-#: Seconds without a byte before a request is abandoned and retried, for every source.
 DEFAULT_READ_TIMEOUT = 60.0
 
 

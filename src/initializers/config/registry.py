@@ -25,7 +25,6 @@ class Claim:
     schemes: tuple[str, ...]
     #: What it takes, in words, for --help and messages.
     usage: str
-    #: Whether it takes `uri`.
     takes: Callable[[str], bool]
 
 
@@ -54,7 +53,6 @@ class SourcePlugin:
     notes: Mapping[str, str] = field(default_factory=dict)
     #: Variables it reads that have no option of ours (its libraries' own), for `--help`.
     also_reads: tuple[str, ...] = ()
-    #: URIs of another scheme it takes as its own.
     claim: Claim | None = None
     #: Its SDK classes' name where Kubeflow's SDK has none (`Gcs`: GcsDatasetInitializer) [default: the scheme
     #: capitalized].

@@ -77,8 +77,7 @@ class PlanIndex:
         )
 
     def finished_among(self, files: list[RemoteFile]) -> dict[str, tuple[DoneFile, bool]]:
-        """The records of finished files at these paths, with whether the manifest holds each, for those whose size
-        and version are what the source offers now."""
+        """Finished records of these files at the size and version offered now, and whether the manifest holds each."""
         offered = {file.path: file for file in files}
         found = {}
         for *record, in_manifest in self._at_paths("SELECT * FROM finished", list(offered)):

@@ -41,8 +41,7 @@ def plan_share(config: Config, kind: Kind) -> tuple[int, int] | None:
 
 
 def selection_for(config: Config, kind: Kind, log: Any, signing: SigningOptions | None) -> Selection:
-    """The run's selection rules; with `signing`, the signature file is fetched whatever they say, and the paths they
-    leave out are remembered for the signature check."""
+    """The run's rules; with `signing`, they keep its signature file and note what they leave out (see `Selection`)."""
     return Selection(config, kind, log, keep=signing.relative_path() if signing else None)
 
 
