@@ -38,9 +38,8 @@ def lines(
     signature: dict[str, Any] | None = None,
     this_run: dict[str, int] | None = None,
 ) -> Iterator[bytes]:
-    """The manifest, line by line, for `files` in path order, each as it was finished; `signature`: the verdict on
-    the publisher's signature (SIGNATURE), when one was checked; `this_run`: what the run writing it fetched and
-    what a resume kept (a share of a split plan: its own)."""
+    """The manifest, line by line, for `files` in path order, each as finished; `signature`: the verdict on the
+    publisher's signature (SIGNATURE), if checked; `this_run`: what this run fetched and kept (a share: its own)."""
     head = {
         "format": FORMAT,
         "tool": {"name": kind.program, "version": __version__},

@@ -34,8 +34,7 @@ _PREPARE_ATTEMPTS = 5
 
 class StateDir:
     """`share`: (index, count) when this run fetches one share of a plan split over several initializers; its
-    temporaries, journal and lock are then its own (`.initializer/shards/<index>-of-<count>/`), the manifest is
-    the set's."""
+    temporaries, journal and lock are then its own (`.initializer/shards/<i>-of-<n>/`), the manifest the set's."""
 
     def __init__(self, output_path: str, share: tuple[int, int] | None = None, clock: Clock | None = None) -> None:
         """`clock`: what waiting for another run's lock sleeps through (the system's by default)."""

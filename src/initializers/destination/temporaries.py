@@ -76,9 +76,8 @@ class Temporaries:
         return self._partials.pop(temp, None)
 
     def keep_partials(self) -> list[Partial]:
-        """At the start of a run: keep the temporaries whose record says some of their bytes landed, for their
-        files to resume; remove every other temporary and record (links among them: the links, never what they
-        point to)."""
+        """At the start of a run: keep the temporaries whose record says some bytes landed, for their files to resume;
+        remove every other temporary and record (a link among them as a link, never what it points to)."""
         self._partials.clear()
         with self._destination.folder(self._destination.tmp) as folder:
             names = os.listdir(folder)
@@ -98,9 +97,8 @@ class Temporaries:
         self._destination.unlink(Path(temp + RECORD_SUFFIX))
 
     def place(self, temp: str, relative: str, recorded: bool = False) -> None:
-        """Rename the temporary `temp` to the file `relative` under OUTPUT_PATH, making its folders, and drop its
-        record when `recorded`; a link or a file in the way of a folder, or a link or a folder at the file's own
-        name, is refused (FetchError)."""
+        """Rename `temp` to `relative` under OUTPUT_PATH, making its folders, dropping its record if `recorded`;
+        a link or file in the way of a folder, or a link or folder at the file's name, is refused (FetchError)."""
         folders = self._destination.folders
         folder, _, name = relative.rpartition("/")
         with folders.folder(self._folder) as temps, folders.folder(folder) as destination:

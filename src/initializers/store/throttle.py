@@ -64,9 +64,8 @@ class Throttle:
             waited += nap
 
     def throttled(self, retry_after: float | None, sent_at: float | None = None) -> float:
-        """A request sent at `sent_at` (by this clock; None: unknown, as if before the hold) was asked to slow down:
-        the hold begins, or, for a probe, the next probe waits twice as long; `retry_after` puts it off to the
-        server's word. Returns the seconds until the next probe may go."""
+        """A request sent at `sent_at` (by this clock; None: unknown, as if before the hold) was asked to slow down: the
+        hold begins, or, for a probe, the next waits twice as long, not before `retry_after`; returns that wait."""
         with self._lock:
             now = self._clock.monotonic()
             self._events += 1

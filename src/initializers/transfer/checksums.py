@@ -191,9 +191,8 @@ class FileVerifier:
         return None if algorithm is None else kind_of(self._kinds, algorithm, self._file.locator)
 
     def part_digest(self, length: int) -> Hasher | None:
-        """The digest a part of `length` bytes feeds as its bytes arrive: any, for the file in one part; a CRC whose
-        ranges combine, for a range. None: nothing to check against yet, a range hashed in order once it lands, or a
-        range of a resumed file."""
+        """The digest a part of `length` bytes feeds as they arrive: any, for the file in one part; a CRC whose ranges
+        combine, for a range. None: nothing to check yet, a range hashed in order once landed, or of a resumed file."""
         size = self._file.size
         kind = self._kind()
         if kind is None or (self._resumed and length < size):

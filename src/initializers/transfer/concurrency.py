@@ -265,8 +265,7 @@ class Ramp:
 
     def _double(self, throughput: float, cpu_share: float) -> int:
         """Try twice the streams while the CPU has room; where it is the limit, try half until half delivers less:
-        threads that contend for it (the interpreter's lock, handed between cores at every read) cost more than they
-        deliver."""
+        threads contending for it (the interpreter's lock, passed between cores each read) cost more than they add."""
         busy = cpu_share >= _BUSY_CPU and not self._fewer_lost and self._ranges_last_a_window(throughput)
         if throughput <= 0 or self.limit == (1 if busy else self.cap):
             self._windows_to_probe = _PROBE_EVERY

@@ -215,8 +215,7 @@ class Transfers:
         on_refetch: Callable[[int], None], store: type[Source],
     ) -> None:  # fmt: skip
         """`cancel`: set once the run fails or is being stopped; `on_done`: what follows a file in place (the journal,
-        the progress); `on_refetch`: bytes counted as landed that are to be fetched again; `store`: the source's class,
-        whose checksum kinds (`checksum_kinds`, `vouches_late`) its files are verified by."""
+        the progress); `on_refetch`: landed bytes to fetch again; `store`: the source's class, by its checksum kinds."""
         self.temps = temps
         self.vouching = (store.checksum_kinds, store.vouches_late)
         self.cancel = cancel
