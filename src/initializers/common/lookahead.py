@@ -17,9 +17,8 @@ _END = object()
 
 
 class Lookahead(Generic[_T]):
-    """Items travel in batches: a queue operation per item would cost more lock traffic than the item's work. Each
-    iterator runs in a thread of its own, all at once, into the one bounded queue: with several, their items come in the
-    order they are ready, so no iterator waits for another to be consumed first."""
+    """Items travel in batches (a queue operation per item costs more lock traffic than its work); all iterators feed
+    the one bounded queue at once, their items in the order ready, none waiting for another to be consumed."""
 
     def __init__(
         self,

@@ -171,8 +171,7 @@ def _ours(plugin: SourcePlugin, kind: Kind) -> type[_InitializerConfig]:
     return dataclass(types.new_class(name, bases, {"kind": kind, "scheme": plugin.scheme}, body))
 
 
-#: Every step's configuration, a program's after another, its stores in the programs' order: Kubeflow's own class
-#: where it has one, else ours, made from the store's plug-in.
+#: Every step's configuration, a program's after another, its stores in the programs' order (see the module).
 STEPS: tuple[type[_InitializerConfig], ...] = tuple(
     next((own for own in _KUBEFLOW if own.kind is kind and own.scheme == plugin.scheme), None) or _ours(plugin, kind)
     for kind in (DATASET, MODEL)

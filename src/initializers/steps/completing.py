@@ -21,8 +21,7 @@ from initializers.transfer.progress import Progress
 
 
 class Listing(NamedTuple):
-    """What the listing found, once it ended: the plan's counts, the selection's findings and allow list, the
-    manifest found before the run, and when the run began."""
+    """What the listing found, once it ended; `previous`: the manifest found before the run."""
 
     listed: Listed
     selected: Selected
