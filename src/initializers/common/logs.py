@@ -46,9 +46,8 @@ PARTIAL_ECHO = 8
 
 
 def _looks_random(run: str) -> bool:
-    """Whether a run of a secret mixes at least two of lower case, upper case and digits, as random tokens and keys
-    do: a run that is a word or a number (`initializers` in a test's secret) is no secret on its own, and hiding it
-    would hide that word in every message."""
+    """Whether a run of a secret mixes two or more of lower case, upper case and digits, as random tokens and keys do: a
+    word or number (`initializers` in a test's secret) is no secret alone; hiding it would hide that word everywhere."""
     return sum((any(c.islower() for c in run), any(c.isupper() for c in run), any(c.isdigit() for c in run))) >= 2
 
 

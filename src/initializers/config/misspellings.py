@@ -1,5 +1,4 @@
-"""Near misses of the contract's variable names (`OUTPUT_PAHT` for `OUTPUT_PATH`), told apart from the many other
-variables a pod's environment holds.
+"""Near misses of the contract's variable names (`OUTPUT_PAHT`), told apart from the other variables a pod holds.
 
 A variable is a misspelling of one of ours when it has our names' shape and differs from one in a single word by a slip
 of the keys: one letter added, dropped, changed, or two swapped (two slips in a word of 8 letters or more); in a word of

@@ -23,8 +23,7 @@ from initializers.plan.index import PlanIndex
 def own_share(
     planned: Iterable[list[RemoteFile]], index: PlanIndex, share: tuple[int, int], log: Any
 ) -> Generator[list[RemoteFile], None, Any]:
-    """This run's files: the whole listing goes into the index first, since the shares are balanced over all of it.
-    Returns what `planned` returned."""
+    """This run's files, once the whole listing is indexed: shares balance over all of it. Returns `planned`'s value."""
     whole = KeepsReturnValue(planned)
     for _ in whole:
         pass

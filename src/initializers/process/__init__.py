@@ -1,5 +1,4 @@
-"""The program's life as a process: stopping on SIGTERM, SIGINT or TIMEOUT, the user it runs as in an image, the
-termination message Kubernetes shows.
+"""The program's life as a process: stopping (SIGTERM, SIGINT, TIMEOUT), its user in an image, its termination message.
 
 May import `common` only.
 """

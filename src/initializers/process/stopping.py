@@ -62,8 +62,7 @@ class Stop:
 
 
 class StoppingClock(SystemClock):
-    """The system's time, whose sleeps are stop points: a wait through it (for another run's lock) ends in Stopped
-    within one sleep of a stop."""
+    """System time whose sleeps are stop points: a wait on it (another run's lock) ends within one sleep of a stop."""
 
     def __init__(self, stop: Stop) -> None:
         self._stop = stop
