@@ -1,10 +1,7 @@
-"""One run at a time per destination, with POSIX record locks on files under `.initializer/`.
-
-POSIX record locks (fcntl), not flock: on NFS the kernel takes them through the NFS lock protocol (NFSv4's own, or
-NLM), so they hold across nodes; a holder that dies releases them with its process, or on NFS when its node's
-lease expires (90 s by default). A lock file names its exclusive holder (pid@host), for the messages of those
-waiting for it or refused by it.
-"""
+"""One run at a time per destination, with POSIX record locks (fcntl) on files under `.initializer/`, not flock: on
+NFS the kernel takes them through the NFS lock protocol (NFSv4's own, or NLM), so they hold across nodes; a holder
+that dies releases them with its process, or on NFS when its node's lease expires (90 s by default). A lock file
+names its exclusive holder (pid@host), for the messages of those waiting for it or refused by it."""
 
 from __future__ import annotations
 

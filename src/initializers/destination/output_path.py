@@ -1,8 +1,6 @@
-"""OUTPUT_PATH as the initializer writes it: reached from its root's descriptor, never through a link (`tree`).
-
-State files are made afresh or replaced whole, on stable storage; files finished under it are found as they were
-left, stale ones removed; a download that cannot fit is refused before it starts filling the volume.
-"""
+"""OUTPUT_PATH as the initializer writes it, reached from its root's descriptor, never through a link (`tree`): state
+files made afresh or replaced whole, on stable storage; finished files found as they were left, stale ones removed; a
+download that cannot fit refused before it starts filling the volume."""
 
 from __future__ import annotations
 

@@ -1,8 +1,6 @@
-"""Getting written bytes onto stable storage, and knowing when the page cache may stand in for them.
-
-Python's `os` lacks syncfs(2) and sync_file_range(2); they are called through libc here. A file written but not
-yet synced is still safe to trust on the boot that wrote it (the page cache holds its bytes), never after a reboot.
-"""
+"""Getting written bytes onto stable storage (syncfs(2), sync_file_range(2): through libc, `os` lacks them), and
+knowing when the page cache may stand in for them: a file written but not yet synced is safe to trust on the boot
+that wrote it (the page cache holds its bytes), never after a reboot."""
 
 from __future__ import annotations
 

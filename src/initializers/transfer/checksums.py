@@ -1,9 +1,7 @@
 """Digests a source vouches for, and how a file is checked against one (`FileVerifier`): the one owner of content
-verification. Hashers are the store's: the kinds it declares (`Source.checksum_kinds`), which this module never names.
-A CRC of a file fetched as ranges in parallel is combined from the ranges' own CRCs (`combined_crc`), in whatever
-order they landed, so the whole-object checksum is checked without reading the file again; any other digest of a
-ranged file is taken in order as its ranges land (`InOrderDigest`).
-"""
+verification. Hashers are the store's (`Source.checksum_kinds`): this module names none. A CRC of a file fetched as
+ranges in parallel is combined from the ranges' CRCs in any order (`combined_crc`), so the whole-object checksum is
+checked without reading the file again; any other digest of a ranged file is taken in order (`InOrderDigest`)."""
 
 from __future__ import annotations
 
