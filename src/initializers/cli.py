@@ -122,8 +122,7 @@ def _print_version(ctx: click.Context, _param: click.Parameter, value: bool) -> 
 
 
 def exit_code(kind: Kind, options: dict[str, Any], words: list[str]) -> int:
-    """The program's exit code: parse, configure logging, perform the run; every outcome ends in one log line that
-    says what happened. `words`: positional words, refused."""
+    """Parse, configure logging, run; every outcome ends in one log line saying what happened. `words`: refused."""
     from initializers import run  # deferred: --help stays fast
     from initializers.common import logs
     from initializers.process import early_stops, workspace_owner

@@ -30,6 +30,5 @@ def colours(stream: _Stream) -> bool:
 
 
 def printable(text: str) -> str:
-    """`text` as a terminal shows it harmlessly: each control character written as its escape (`\\x1b`), as repr
-    writes it, so a file named with one is shown, not obeyed."""
+    """`text` with each control character as repr escapes it (`\\x1b`): a file named with one is shown, not obeyed."""
     return _CONTROL.sub(lambda control: repr(control[0])[1:-1], text)

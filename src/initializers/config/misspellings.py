@@ -18,8 +18,7 @@ from collections.abc import Iterable, Mapping
 
 #: Variables of other tools (boto3, huggingface_hub, the system) are never misspellings of ours.
 FOREIGN_PREFIXES = ("AWS_", "HF_", "HUGGINGFACE_", "KUBERNETES_", "PYTHON", "LC_", "XDG_")
-#: What Kubernetes sets for every service of the namespace: FOO_SERVICE_HOST, FOO_SERVICE_PORT[_NAME], FOO_PORT,
-#: FOO_PORT_443_TCP[_PROTO|_PORT|_ADDR].
+#: What Kubernetes sets for every service of the namespace (`FOO_SERVICE_HOST`, `FOO_PORT_443_TCP_ADDR`, ...).
 _SERVICE_VARIABLE = re.compile(r"\w+_(?:SERVICE_HOST|SERVICE_PORT(?:_\w+)?|PORT(?:_\d+_(?:TCP|UDP|SCTP)(?:_\w+)?)?)")
 #: Lower-case names other tools own (curl, wget, requests and Go read the proxies in lower case): never a slip of ours.
 #: No other is exempt: none of ours is a lower-case variable of note elsewhere (no `home`, `path`).

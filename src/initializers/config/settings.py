@@ -142,8 +142,7 @@ BANDWIDTH: Codec[int] = Codec(
 )
 
 
-#: A setting's --help: its text, or a function of the program reading it (the contract's `Kind`), for a setting whose
-#: sources, folders or defaults differ between the programs.
+#: A setting's --help: text, or a function of the program (`Kind`) for one that differs (sources, folders, defaults).
 HelpText = str | Callable[[Any], str]
 
 
