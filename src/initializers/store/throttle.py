@@ -2,8 +2,7 @@
 
 S3's `503 SlowDown` and the Hub's `429` are about the whole client, not one request: a bucket prefix past its request
 rate answers every request the same way. So one throttled answer holds every request of the source (none starts
-while the hold lasts), and the concurrency ramp reads how many answers were throttled to halve the transfers in flight
-(`concurrency.Ramp`).
+while the hold lasts), and the ramp halves the transfers in flight (`take_events`).
 
 The hold ends only when the server takes a request again. While it lasts, one request at a time goes ahead as a
 probe, backing off as the constants below say, not before the time a `Retry-After` named; a probe answered ends the

@@ -1,9 +1,7 @@
-"""The live view on a terminal: one block, redrawn in place (rich), with the bytes and files done, the rate, the
-ETA and the largest files in flight; the listing's state until its total is known; a summary line that stays.
+"""The live view on a terminal: one block redrawn in place (`status`, `file_lines`), then a summary line that stays.
 
-Only a run whose stderr is a terminal shows it (`reporters`; others log `progress` events), and rich is imported
-only then. Its text goes through the logs' redaction (a path or a URI may carry a secret), and log lines printed
-meanwhile go above the block, not through it.
+Only a run whose stderr is a terminal shows it (`reporters`), and rich is imported only then. Its text goes through
+the logs' redaction (a path or a URI may carry a secret); log lines printed meanwhile go above the block.
 """
 
 from __future__ import annotations
