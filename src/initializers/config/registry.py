@@ -54,8 +54,7 @@ class SourcePlugin:
     #: Variables it reads that have no option of ours (its libraries' own), for `--help`.
     also_reads: tuple[str, ...] = ()
     claim: Claim | None = None
-    #: Its SDK classes' name where Kubeflow's SDK has none (`Gcs`: GcsDatasetInitializer) [default: the scheme
-    #: capitalized].
+    #: Its SDK classes' name where Kubeflow's has none (`Gcs`: GcsDatasetInitializer) [default: the scheme capitalized].
     sdk_name: str = ""
 
     def claims(self, uri: str) -> bool:

@@ -6,7 +6,7 @@ trainer's user cannot clean up. So, in the images (where INITIALIZERS_ADOPT_WORK
 root picks its user from the workspace before it opens any file or connection:
 
 - the folder belongs to someone other than root: become that user and group (a workstation's SDK user);
-- it belongs to root but group 0 or everyone may write: become 10001:0, the image's user (an emptyDir, a prepared dir);
+- it belongs to root but group 0 or everyone may write: become the image's 10001:0 (an emptyDir, a prepared folder);
 - it belongs to root and only root may write: stay root (rootless podman, where root is the invoking user).
 
 Started as another user (Kubernetes `runAsUser`, `docker run --user`, OpenShift), nothing changes. The switch keeps the
