@@ -92,8 +92,7 @@ class Source(ABC):
 
     @abstractmethod
     def describe(self) -> dict[str, Any]:
-        """What the manifest records about the source, free of secrets: its URI and, once `list_files` has run,
-        the version it resolved to."""
+        """What the manifest records about the source, free of secrets: its URI and, once listed, its version."""
 
     def advice(self) -> Advice:
         """What the store advises the engine: the defaults, unless it knows better."""
@@ -137,5 +136,4 @@ class Maker(Source):
 
     @abstractmethod
     def make(self, files: list[tuple[RemoteFile, str]], on_bytes: Callable[[int], None]) -> None:
-        """Leave each complete file of one group at its destination (on the same filesystem), reporting bytes
-        as they are written."""
+        """Leave each complete file of one group at its destination (same filesystem), reporting bytes as written."""

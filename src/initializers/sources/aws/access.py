@@ -35,8 +35,7 @@ NO_CREDENTIALS = (
 
 @dataclass(frozen=True)
 class Role:
-    """A role to assume through STS, and the variable that named it (ROLE_ARN, or the cache's IAM_ROLE): messages
-    name the variable the user set."""
+    """A role to assume through STS, and the variable that named it for messages (ROLE_ARN, or the cache's IAM_ROLE)."""
 
     arn: str
     variable: str
@@ -203,8 +202,7 @@ _REJECTED_BY_STS = frozenset({"InvalidClientTokenId", "SignatureDoesNotMatch", "
 
 
 def credentials_failed(doing: str, exc: Exception, role: Role | None) -> FetchError:
-    """A failure to obtain credentials (the chain, or STS's AssumeRole for `role`), in the service's own words, naming
-    the variable that named the role."""
+    """A failure to obtain credentials (the chain, or STS's AssumeRole for `role`), in the service's own words."""
     error = getattr(exc, "response", None) or {}
     code, message = error.get("Error", {}).get("Code"), error.get("Error", {}).get("Message")
     if code is None:  # botocore's own failure: a missing file, an unreachable endpoint, a malformed profile

@@ -27,9 +27,9 @@ from initializers.common.remote_file import Checksum, RemoteFile
 from initializers.sources.aws.access import AwsAccess
 from initializers.sources.aws.crc32 import CRC32, CRC32_KIND
 from initializers.sources.aws.sigv4 import GetSigner, SigningCredentials, canonical_query
-from initializers.sources.http.getter import RETRIABLE_STATUS, USER_AGENT, HttpGetter, retriable
+from initializers.sources.http.getter import RETRIABLE_STATUS, USER_AGENT, HttpGetter, Request, retriable
 from initializers.sources.http.http1 import Response
-from initializers.sources.http.objects import Answer, Discard, ObjectRead, ObjectReads, Request, xml_field
+from initializers.sources.http.objects import Answer, Discard, ObjectRead, ObjectReads, xml_field
 from initializers.store.hashers import MD5, SHA1, SHA256, kinds
 from initializers.store.retry import Retriable
 
@@ -128,8 +128,7 @@ class S3Getter:
         return ObjectRead(file.locator, file.version, offset, length, file.size, self.uri_of(file.locator))
 
     def request(self, read: ObjectRead, answer: Answer) -> Request:
-        """A signed GET of `answer`'s bytes of the object, with If-Match on its ETag and S3's own checksum asked for
-        (an object stored with one shows it)."""
+        """A signed GET of `answer`'s bytes of the object, with If-Match on its ETag and S3's own checksum asked for."""
         extra = {"if-match": f'"{read.version}"'} if read.version else {}
         if answer.ranged:
             extra["range"] = f"bytes={answer.start}-{answer.end}"
@@ -166,7 +165,9 @@ class S3Getter:
 
     def _get_listing_page_once(self, query: str, where: str) -> bytes:
         endpoint = self._endpoint
-        response = self._http.send(endpoint.scheme, endpoint.netloc, *self._signed(endpoint.path_prefix, query, {}))
+        response = self._http.send(
+            Request(endpoint.scheme, endpoint.netloc, *self._signed(endpoint.path_prefix, query, {}))
+        )
         if response.status != 200:
             raise self._s3_failure(LIST, where, response)
         return response.read_all(_MAX_LISTING_PAGE)
@@ -183,8 +184,7 @@ class S3Getter:
         return (f"{path}?{query}" if query else path), headers
 
     def _s3_failure(self, operation: Operation, where: str, response: Response) -> Exception:
-        """S3's error answer (its Code and Message) as the exception that says what to do; a wrong region is
-        corrected here, and retried."""
+        """S3's error answer as the exception that says what to do; a wrong region is corrected here, and retried."""
         body = response.read_all().decode(errors="replace")
         code = xml_field(body, "Code") or response.reason
         message = xml_field(body, "Message") or ""
@@ -205,8 +205,7 @@ class S3Getter:
 
 
 def s3_transient(status: int, code: str, retry_after_header: str | None) -> Retriable | None:
-    """S3's one rule for what is worth another attempt: a 5xx, a timeout, throttling (SlowDown, waited out as asked);
-    None for an answer no retry changes."""
+    """S3's one rule for what is worth another attempt: a 5xx, a timeout, throttling (SlowDown, waited out as asked)."""
     if status in RETRIABLE_STATUS or code in ("SlowDown", "RequestTimeout", "InternalError"):
         return retriable(status, code, retry_after_header, throttled=code == "SlowDown")
     return None

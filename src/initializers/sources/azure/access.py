@@ -113,8 +113,7 @@ def access_from(location: AzureLocation, config: Config) -> AzureAccess:
 
 
 def _refuse_conflicts(options: AzureOptions, connection: ConnectionString | None, anonymous: bool) -> None:
-    """One credential at most (a connection string without one may say where, and the variables sign), and none
-    with ANONYMOUS."""
+    """One credential at most (a connection string without one may say where, the variables sign); none if ANONYMOUS."""
     given = [name for name, value in (("AZURE_STORAGE_KEY", options.account_key),
                                       ("AZURE_STORAGE_SAS_TOKEN", options.sas_token)) if value]  # fmt: skip
     if connection is not None and (connection.key or connection.sas):
@@ -146,8 +145,7 @@ def _account(location: AzureLocation, options: AzureOptions, connection: Connect
 def _credential(
     options: AzureOptions, connection: ConnectionString | None, anonymous: bool, account: str | None
 ) -> Credential:
-    """The one credential the settings give (checked by `_refuse_conflicts`), hidden from the logs; else a Microsoft
-    Entra token, unless ANONYMOUS."""
+    """The one credential the settings give, hidden from the logs; else a Microsoft Entra token, unless ANONYMOUS."""
     if connection is not None and connection.key:
         logs.hide(connection.key)
         return SharedKey(_signing_account(account, VARIABLE), connection.key, f"the account key in {VARIABLE}")

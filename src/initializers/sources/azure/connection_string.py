@@ -37,8 +37,7 @@ class ConnectionString:
 
 
 def parse_connection_string(text: str) -> ConnectionString:
-    """The blob service's side of `text`; a ConfigError naming the variable (never the value) when it says
-    nothing usable."""
+    """The blob service's side of `text`; a ConfigError naming the variable (never the value) when it is unusable."""
     fields: dict[str, str] = {}
     for part in text.strip().split(";"):
         if not part.strip():

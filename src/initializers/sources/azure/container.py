@@ -21,9 +21,9 @@ from initializers.common.remote_file import RemoteFile
 from initializers.sources.azure.access import AzureAccess
 from initializers.sources.azure.location import AzureLocation
 from initializers.sources.azure.range_md5 import ASK_FOR_MD5, MAX_HASHED_RANGE, HashedAnswer
-from initializers.sources.http.getter import RETRIABLE_STATUS, USER_AGENT, HttpGetter, retriable
+from initializers.sources.http.getter import RETRIABLE_STATUS, USER_AGENT, HttpGetter, Request, retriable
 from initializers.sources.http.http1 import Response
-from initializers.sources.http.objects import Answer, ObjectRead, ObjectReads, Request, xml_field
+from initializers.sources.http.objects import Answer, ObjectRead, ObjectReads, xml_field
 
 #: The version of Azure's API every request asks for (bearer tokens need 2017-11-09 or later).
 API_VERSION = "2024-11-04"
@@ -81,7 +81,7 @@ class ContainerRequests:
     def _list_page_once(self, params: dict[str, str], where: str) -> bytes:
         headers: dict[str, str] = {}
         target = self._authorized(self._base, params, headers)
-        response = self._http.send(self._access.endpoint.scheme, self._access.endpoint.netloc, target, headers)
+        response = self._http.send(Request(self._access.endpoint.scheme, self._access.endpoint.netloc, target, headers))
         if response.status != 200:
             raise self._failure("list", where, response)
         return response.read_all(_MAX_LISTING_PAGE)

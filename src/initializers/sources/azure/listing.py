@@ -55,8 +55,7 @@ def page_query(prefix: str, marker: str | None, max_results: int = PAGE_SIZE) ->
 
 
 def parse_page(body: bytes, prefix: str = "") -> ListPage:
-    """The blobs and NextMarker of an EnumerationResults listed for `prefix`; ValueError (`answers.Malformed`) saying
-    what is wrong with it."""
+    """The blobs and NextMarker of an EnumerationResults listed for `prefix`; ValueError saying what is wrong."""
     try:
         root = ET.fromstring(body)
     except ET.ParseError as exc:

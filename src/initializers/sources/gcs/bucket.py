@@ -16,9 +16,9 @@ from urllib.parse import quote, urlencode, urlsplit
 from initializers.common.errors import FetchError, changed_during_download
 from initializers.common.remote_file import RemoteFile
 from initializers.sources.gcs.access import GcsAccess
-from initializers.sources.http.getter import RETRIABLE_STATUS, USER_AGENT, HttpGetter, retriable
+from initializers.sources.http.getter import RETRIABLE_STATUS, USER_AGENT, HttpGetter, Request, retriable
 from initializers.sources.http.http1 import Response
-from initializers.sources.http.objects import Answer, ObjectRead, ObjectReads, Request
+from initializers.sources.http.objects import Answer, ObjectRead, ObjectReads
 
 #: Where both the JSON API's and our downloads' TLS take their CA certificates from: Python's default context.
 GCS_TRUST = "SSL_CERT_FILE (or SSL_CERT_DIR)"
@@ -90,7 +90,7 @@ class GcsBucket:
         return {"host": self._netloc, "user-agent": USER_AGENT, **self._authorization()}
 
     def _json(self, target: str, where: str, missing_ok: bool = False) -> Any:
-        response = self._http.send(self._scheme, self._netloc, target, self._headers())
+        response = self._http.send(Request(self._scheme, self._netloc, target, self._headers()))
         if missing_ok and response.status == 404:
             response.read_all()
             return None

@@ -1,6 +1,5 @@
 """How to reach Cloud Storage, declared for the schema: another endpoint, or an emulator as Google's own client
-libraries find one. The credentials are google-auth's (GOOGLE_APPLICATION_CREDENTIALS, the metadata server): its
-own variables."""
+libraries find one. The credentials are google-auth's, by its own variables (`GOOGLE_AUTH_VARIABLES`)."""
 
 from __future__ import annotations
 

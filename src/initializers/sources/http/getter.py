@@ -11,6 +11,7 @@ import mmap
 import ssl
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass
 from functools import cache
 from typing import TypeVar
 
@@ -31,6 +32,20 @@ _BUFFER_SIZE = 256 * 1024
 USER_AGENT = f"initializers/{__version__}"
 RETRIABLE_STATUS = frozenset({408, 429, 500, 502, 503, 504})
 THROTTLING_STATUS = frozenset({429, 503})
+
+
+@dataclass(frozen=True)
+class Request:
+    """A GET: its origin, target and headers."""
+
+    scheme: str
+    netloc: str
+    target: str
+    headers: dict[str, str]
+
+    @property
+    def url(self) -> str:
+        return f"{self.scheme}://{self.netloc}{self.target}"
 
 
 def retriable(status: int, reason: str, retry_after_header: str | None, throttled: bool = False) -> Retriable:
@@ -64,42 +79,34 @@ class HttpGetter:
         #: The shortest round trip its requests have shown: what the concurrency ramp starts small-file requests from.
         self.round_trips = RoundTrips()
 
-    def send(self, scheme: str, netloc: str, target: str, headers: dict[str, str]) -> Response:
-        """`GET target` on this thread's connection to the origin; the response head, its body still to read. The wait
+    def send(self, request: Request) -> Response:
+        """`request` on this thread's connection to its origin; the response head, its body still to read. The wait
         for the head, per round trip it took (opening the connection included), is a round trip's sample."""
-        connection = self._connection(scheme, netloc)
+        connection = self._connection(request.scheme, request.netloc)
         round_trips = 1 + connection.round_trips_to_open
         started = self._clock.monotonic()
-        response = connection.get(target, headers)
+        response = connection.get(request.target, request.headers)
         self.round_trips.add((self._clock.monotonic() - started) / round_trips)
         return response
 
     def begin(
-        self,
-        scheme: str,
-        netloc: str,
-        target: str,
-        headers: dict[str, str],
-        accept: Callable[[Response], None],
-        sink: Sink,
-        wanted: int,
-        where: str,
+        self, request: Request, accept: Callable[[Response], None], sink: Sink, wanted: int, where: str
     ) -> HttpRequestInFlight:
-        """Send `GET target` on an idle connection of the lane's (opened if need be) and return it in flight, its
-        answer to be read without waiting: `accept` judges its head (raising for a failure), and up to `wanted` bytes
-        of its body go into `sink`."""
+        """Send `request` on an idle connection of the lane's (opened if need be) and return it in flight, its answer
+        to be read without waiting: `accept` judges its head (raising for a failure), and up to `wanted` bytes of its
+        body go into `sink`."""
         with self._lock:
             connection = self._lane_idle.pop() if self._lane_idle else None
         if connection is None:
-            connection = self._new_connection(scheme, netloc)
-        request = HttpRequestInFlight(self, connection, accept, sink, wanted, where)
+            connection = self._new_connection(request.scheme, request.netloc)
+        in_flight = HttpRequestInFlight(self, connection, accept, sink, wanted, where)
         try:
-            connection.send_get(target, headers)
+            connection.send_get(request.target, request.headers)
             connection.set_blocking(False)
         except BaseException:
-            request.abandon()
+            in_flight.abandon()
             raise
-        return request
+        return in_flight
 
     def lane_done(self, connection: Connection) -> None:
         """A lane's request is answered (or abandoned, its connection closed): the connection serves another."""
@@ -166,8 +173,7 @@ class HttpGetter:
         return connection
 
     def close_thread_connections(self) -> None:
-        """After a failure, or a body not worth reading, the connections' state is unknown: each reconnects on its
-        next request."""
+        """After a failure, or a body not worth reading, the connections' state is unknown: each reconnects."""
         for connection in self._local.__dict__.get("connections", {}).values():
             connection.close()
 
@@ -179,8 +185,7 @@ class HttpGetter:
 
 
 class HttpRequestInFlight:
-    """A GET in flight on a connection of the lane's, its answer read as it arrives, without waiting (a
-    `lane.RequestInFlight`)."""
+    """A GET in flight on a lane's connection, its answer read as it comes without waiting (`lane.RequestInFlight`)."""
 
     def __init__(
         self,

@@ -99,8 +99,7 @@ def proxy_url(scheme: str, netloc: str) -> tuple[str, str] | None:
 
 
 def _environment_proxies() -> dict[str, str]:
-    """The *_proxy variables as urllib reads them; urllib.request (slow to import) is imported only when one is
-    set."""
+    """The *_proxy variables as urllib reads them; urllib.request (slow to import) only when one is set."""
     if not any(name.lower().endswith("_proxy") for name in os.environ):
         return {}
     import urllib.request

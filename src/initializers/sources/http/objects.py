@@ -16,7 +16,7 @@ from typing import Protocol
 
 from initializers.common.errors import FetchError
 from initializers.common.remote_file import Checksum, RemoteFile
-from initializers.sources.http.getter import HttpGetter, HttpRequestInFlight
+from initializers.sources.http.getter import HttpGetter, HttpRequestInFlight, Request
 from initializers.sources.http.http1 import ProtocolError, Response
 from initializers.store.contract import MAX_REQUESTS, Advice, Storage
 from initializers.store.lane import LaneReads
@@ -62,20 +62,6 @@ class Answer:
         return self.end + 1 - self.start
 
 
-@dataclass(frozen=True)
-class Request:
-    """A GET: its origin, target and headers."""
-
-    scheme: str
-    netloc: str
-    target: str
-    headers: dict[str, str]
-
-    @property
-    def url(self) -> str:
-        return f"{self.scheme}://{self.netloc}{self.target}"
-
-
 class ObjectApi(Protocol):
     """What a store supplies the template: how to ask, and how to read what is answered."""
 
@@ -89,9 +75,8 @@ class ObjectApi(Protocol):
 
 
 class ObjectReads:
-    """Ranged reads of a store's objects through `http`, as `api` asks and judges. `starts_over`: a resume of a
-    whole object answered with all of it (a server that ignores Range, as olah does) starts it over rather than
-    being refused. Thread-safe."""
+    """Ranged reads of a store's objects through `http`, as `api` asks and judges; thread-safe. `starts_over`: a
+    resume of a whole object answered with all of it (a server that ignores Range, as olah) starts it over."""
 
     def __init__(self, http: HttpGetter, api: ObjectApi, starts_over: bool = False) -> None:
         self._http = http
@@ -115,8 +100,7 @@ class ObjectReads:
         self._http.close()
 
     def get(self, read: ObjectRead, sink: Sink) -> None:
-        """`read`'s bytes into `sink`, answer after answer, resuming after transient failures from the bytes it
-        holds, under the retry policy."""
+        """`read`'s bytes into `sink`, answer after answer, resuming from the bytes it holds under the retry policy."""
         while True:
             self._http.retrying(read.verb, read.where, partial(self._get_once, read, sink))
             if sink.written >= read.length:
@@ -128,15 +112,13 @@ class ObjectReads:
         answer = self._answer(read, sink)
         sent = self._api.request(read, answer)
         accept = partial(self._accept, read, answer, sent)
-        return self._http.begin(
-            sent.scheme, sent.netloc, sent.target, sent.headers, accept, answer.sink, answer.length, read.where
-        )
+        return self._http.begin(sent, accept, answer.sink, answer.length, read.where)
 
     def head(self, read: ObjectRead, answer: Answer) -> Response:
         """The store's answer for `answer`, redirects followed and its head judged, its body still to read."""
         sent = self._api.request(read, answer)
         for _ in range(MAX_REDIRECTS + 1):
-            response = self._http.send(sent.scheme, sent.netloc, sent.target, sent.headers)
+            response = self._http.send(sent)
             redirect = self._api.judge(read, answer, sent, response)
             if redirect is None:
                 return response
@@ -168,8 +150,7 @@ class ObjectReads:
         return Answer(start, end, piece is not None or not (read.whole and start == 0), sink)
 
     def _accept(self, read: ObjectRead, answer: Answer, sent: Request, response: Response) -> None:
-        """Judge the head of a lane's answer. The lane follows no redirect: a store that redirects offers none
-        (`ObjectStorage`)."""
+        """Judge the head of a lane's answer; the lane follows no redirect (a store that redirects offers none)."""
         if self._api.judge(read, answer, sent, response) is not None:
             raise FetchError(f"{read.where}: {sent.netloc} redirected a request of the lane, which follows none")
         self._check_range(read, answer, response)

@@ -15,9 +15,9 @@ from urllib.parse import urljoin, urlsplit
 
 from initializers.common.clock import Clock
 from initializers.common.errors import FetchError
-from initializers.sources.http.getter import RETRIABLE_STATUS, USER_AGENT, HttpGetter, retriable
+from initializers.sources.http.getter import RETRIABLE_STATUS, USER_AGENT, HttpGetter, Request, retriable
 from initializers.sources.http.http1 import Response
-from initializers.sources.http.objects import Answer, Discard, ObjectRead, ObjectReads, Request
+from initializers.sources.http.objects import Answer, Discard, ObjectRead, ObjectReads
 from initializers.store.retry import Retriable
 
 _REDIRECTS = frozenset({301, 302, 303, 307, 308})

@@ -71,8 +71,7 @@ class HfLocation:
 
 
 def is_hub_page(uri: str) -> bool:
-    """The address of a page on a Hub's host (huggingface.co, hf.co, or HF_ENDPOINT's), with or without http(s)://,
-    which `HfLocation` reads."""
+    """The address of a page on a Hub's host (huggingface.co, hf.co, or HF_ENDPOINT's), with or without http(s)://."""
     constants = huggingface_hub().constants
     parts = urlsplit(uri if "://" in uri else f"//{uri}")
     hosts = {*constants.HF_URL_HOSTS, urlsplit(constants.ENDPOINT).hostname}

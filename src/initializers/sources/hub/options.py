@@ -1,5 +1,4 @@
-"""The Hugging Face Hub source's own settings, declared beside it, one of its plug-in's option groups
-(`config.options(HubOptions)`)."""
+"""The Hugging Face Hub source's own settings, declared beside it, one of its plug-in's option groups."""
 
 from __future__ import annotations
 

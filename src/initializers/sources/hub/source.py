@@ -254,8 +254,7 @@ _DIGEST = {"sha256": re.compile(r"[0-9a-f]{64}"), GIT_SHA1: re.compile(r"[0-9a-f
 
 def _remote_file(entry: Any, sub_path: str) -> RemoteFile:
     """A tree entry of the sub-path asked for (the whole repo: ""), with the digest the Hub vouches for: sha256 for
-    LFS files, the git blob id otherwise; Malformed when the entry is not what the Hub sends (a path, a size, a
-    digest)."""
+    LFS files, the git blob id otherwise; Malformed when its path, size or digest is not what the Hub sends."""
     algorithm, digest = ("sha256", entry.lfs.sha256) if entry.lfs is not None else (GIT_SHA1, entry.blob_id)
     path = answers.text(entry.path, "the path of a tree entry")
     if sub_path and path != sub_path:  # the sub-path itself when it names one file

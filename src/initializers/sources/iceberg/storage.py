@@ -71,8 +71,7 @@ class TableStorage:
         return self._settings.get("s3.endpoint")
 
     def locate(self) -> bool:
-        """Find the metadata bucket's region (S3 redirects a wrong one) before pyarrow opens anything there; False
-        when the metadata file is not on S3."""
+        """Find the metadata bucket's region (S3 redirects a wrong one) before pyarrow opens it; False if not on S3."""
         if self._metadata is None:
             return False
         getter, key = self._metadata
