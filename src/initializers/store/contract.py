@@ -28,8 +28,7 @@ Intervals = tuple[tuple[int, int], ...]
 #: Hub's CDN is alike): what a `Storage` advises unless it knows better; the engine grows it on fast connections.
 PART_SIZE = 8 << 20
 
-#: The most small-file requests at once a `Storage` advises when MAX_WORKERS is not set: as many as s5cmd runs by
-#: default.
+#: The most small-file requests at once a `Storage` advises without MAX_WORKERS: as many as s5cmd runs by default.
 MAX_REQUESTS = 256
 
 #: Pages in a row without an entry before a paginated listing is taken to go nowhere, for every store: a page may be
@@ -58,8 +57,7 @@ class Advice:
     #: The pause its requests share while its server throttles them, which the concurrency ramp follows (None: the
     #: store reads through a library that paces itself, as pyarrow does).
     throttle: Throttle | None = None
-    #: The round trips its requests have shown, which the concurrency ramp starts small-file requests from (None: the
-    #: store measures none).
+    #: The round trips its requests have shown, which the concurrency ramp starts small-file requests from (None: none).
     round_trips: RoundTrips | None = None
     #: How a `Storage` reads small files in the lane, many requests kept in flight by one thread; None: each file is
     #: read in a thread of its own.

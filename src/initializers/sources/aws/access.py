@@ -143,8 +143,7 @@ def aws_session(options: AwsOptions, role: Role | None) -> botocore.session.Sess
     import botocore.session
 
     session = botocore.session.get_session()
-    # Listings carry a LastModified per key that we never read, and botocore's dateutil parsing of it costs more
-    # than the rest of the listing.
+    # botocore's dateutil parsing of each key's LastModified, which we never read, costs more than the rest of a page.
     session.get_component("response_parser_factory").set_parser_defaults(timestamp_parser=str)
     if options.access_key_id and options.secret_access_key:
         session.set_credentials(options.access_key_id, options.secret_access_key)

@@ -27,8 +27,7 @@ from initializers.sources.http.objects import Answer, ObjectRead, ObjectReads, x
 
 #: The version of Azure's API every request asks for (bearer tokens need 2017-11-09 or later).
 API_VERSION = "2024-11-04"
-#: Where our connections take their CA certificates from (the system's, unless it names others), as a certificate
-#: failure names it.
+#: Where our connections take their CA certificates from (the system's, unless it names others), for messages.
 TRUST = "SSL_CERT_FILE"
 _MAX_LISTING_PAGE = 32 << 20  # 5000 entries of a 1 KiB name and their properties
 #: Azure's codes for answers worth another attempt, beside the transient statuses; ServerBusy is throttling.

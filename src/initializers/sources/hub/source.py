@@ -71,8 +71,7 @@ class HfSource(ObjectStorage):
         self._getter = HubGetter(huggingface_hub.constants.ENDPOINT, token, self._repo, config.read_timeout)
         super().__init__(self._getter.objects, self._read_of, lane=False)  # the Hub redirects to its CDN
         self.commit: str | None = None
-        #: Whether the server behind the resolve URLs honours Range (the Hub's CDN does, olah does not), once the
-        #: first file of over two ranges has asked.
+        #: Whether the resolve URLs' server honours Range (the Hub's CDN does, olah not), once a large file has asked.
         self._takes_ranges: bool | None = None
 
     @classmethod
