@@ -40,3 +40,8 @@ def disk_error(exc: OSError, path: str | None = None) -> FetchError:
     if exc.errno in (errno.ENOSPC, errno.EDQUOT):
         return FetchError(f"{where} failed: {exc.strerror}; free space there or choose a larger volume")
     return FetchError(f"{where} failed: {exc.strerror or exc}")
+
+
+def first_line(exc: BaseException) -> str:
+    """A library's exception as messages quote it: its first line, else its type's name."""
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]

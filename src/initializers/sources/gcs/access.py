@@ -20,7 +20,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from initializers.common import logs
-from initializers.common.errors import ConfigError, FetchError
+from initializers.common.errors import ConfigError, FetchError, first_line
 from initializers.common.uri_credentials import credentials_in_body, credentials_sent, masked
 from initializers.config.anonymous import AnonymousAccess
 from initializers.config.contract import Config
@@ -80,7 +80,7 @@ def _default_credentials() -> Any:
     try:
         credentials, _project = google.auth.default(scopes=[READ_ONLY_SCOPE])
     except DefaultCredentialsError as exc:
-        raise ConfigError(f"{_NO_CREDENTIALS} ({_first_line(exc)})") from None
+        raise ConfigError(f"{_NO_CREDENTIALS} ({first_line(exc)})") from None
     return credentials
 
 
@@ -148,10 +148,6 @@ class _Tokens:
                 try:
                     self._credentials.refresh(self._request)
                 except GoogleAuthError as exc:
-                    raise FetchError(f"refreshing the Google credentials failed: {_first_line(exc)}") from None
+                    raise FetchError(f"refreshing the Google credentials failed: {first_line(exc)}") from None
                 logs.hide(self._credentials.token)  # whatever way google-auth minted it
             return {"authorization": f"Bearer {self._credentials.token}"}
-
-
-def _first_line(exc: Exception) -> str:
-    return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__

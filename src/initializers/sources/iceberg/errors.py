@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 
+from initializers.common.errors import first_line
 from initializers.store.retry import Retriable
 
 #: pyarrow's S3 errors name the AWS error type: "... AWS Error ACCESS_DENIED during HeadObject operation: ...".
@@ -52,7 +53,3 @@ def explain_os_error(exc: OSError, endpoint: str | None) -> str:
     if "NETWORK_CONNECTION" in text or "curlCode" in text or "onnect" in text:
         return f"cannot reach the storage{f' at {endpoint}' if endpoint else ''}: {text}"
     return text
-
-
-def first_line(exc: BaseException) -> str:
-    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]

@@ -18,11 +18,11 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urlsplit
 
 from initializers.cache.sharding import cut, shard_sizes
-from initializers.common.errors import ConfigError, FetchError
+from initializers.common.errors import ConfigError, FetchError, first_line
 from initializers.common.remote_file import RemoteFile
 from initializers.config.contract import Config
 from initializers.sources.aws.access import Role, access_from
-from initializers.sources.iceberg.errors import explain_os_error, first_line, pyarrow_transient
+from initializers.sources.iceberg.errors import explain_os_error, pyarrow_transient
 from initializers.sources.iceberg.location import CacheLocation
 from initializers.sources.iceberg.options import CacheOptions
 from initializers.sources.iceberg.storage import S3_SCHEMES, TableStorage
