@@ -63,11 +63,8 @@ class GetSigner:
         now: datetime,
         query: str = "",
     ) -> dict[str, str]:
-        """All headers for `GET path?query` on `host`: `extra` (e.g. range, if-match) plus the signature.
-
-        `path` must already be percent-encoded exactly as sent; S3 does not normalise or re-encode it.
-        `query` is a `canonical_query`, sent as it is.
-        """
+        """All headers for `GET path?query` on `host`: `extra` (range, if-match ...) plus the signature. `path` is
+        percent-encoded exactly as sent (S3 does not normalise it), `query` a `canonical_query`, sent as it is."""
         amz_date = self._amz_date(now)
         date = amz_date[:8]
         headers = {"host": host, "x-amz-content-sha256": UNSIGNED_PAYLOAD, "x-amz-date": amz_date}

@@ -33,8 +33,7 @@ ENTRA_CHECK = (
 
 class EntraToken:
     """Requests authorized with a bearer token for Azure Storage, from `credential` (azure-identity's chain unless
-    given), fetched again `REFRESH_BEFORE_SECONDS` before it expires. Thread-safe: one thread fetches, the others
-    wait for its token."""
+    given), fetched again `REFRESH_BEFORE_SECONDS` before it expires; thread-safe, one thread fetching for all."""
 
     check = ENTRA_CHECK
 

@@ -23,9 +23,9 @@ STANDARD_HEADERS = ("content-encoding", "content-language", "content-length", "c
 
 def string_to_sign(method: str, account: str, path: str, params: Mapping[str, str], headers: Mapping[str, str]) -> str:
     """Azure's canonical string of a request: the verb, the standard headers in their order (a zero Content-Length
-    as empty), the x-ms-* headers sorted (names in lower case, values stripped), then the
-    resource: `/ACCOUNT`, the path as sent (percent-encoded; on a path-style endpoint it names the account again)
-    and each query parameter, decoded, on a line of its own in name order."""
+    as empty), the x-ms-* headers sorted (names in lower case, values stripped), then the resource: `/ACCOUNT`, the
+    path as sent (percent-encoded; on a path-style endpoint it names the account again) and each query parameter,
+    decoded, on a line of its own in name order."""
     lower = {name.lower(): value for name, value in headers.items()}
     standard = [
         "" if name == "content-length" and lower.get(name) == "0" else lower.get(name, "") for name in STANDARD_HEADERS

@@ -85,8 +85,7 @@ class ObjectReads:
 
     def advice(self, read_of: Callable[[RemoteFile, int, int], ObjectRead] | None = None) -> Advice:
         """What a store reading through the template advises the engine: a `Storage`'s small-file requests, the
-        throttling and round trips its requests share (its listings' too), and the lane, for a store that names its
-        files' reads (`read_of(file, offset, length)`)."""
+        throttling and round trips its requests share (its listings' too), and the lane, given its reads' `read_of`."""
         http = self._http
         lane = None
         if read_of is not None:

@@ -61,11 +61,9 @@ def kept_rows(deletes: list[pa.ChunkedArray] | None, start: int, stop: int) -> i
 
 
 def reading_schema(table: Table) -> pa.Schema:
-    """The Arrow schema of every shard: the table's current schema as pyarrow reads a Parquet file back.
-
-    pyiceberg maps strings, binaries and lists to their `large_` Arrow types; Parquet has no such distinction
-    and readers get the plain types, so a data file copied as it is and a re-written part read back the same.
-    """
+    """The Arrow schema of every shard: the table's current schema as pyarrow reads a Parquet file back. pyiceberg
+    maps strings, binaries and lists to their `large_` Arrow types, which Parquet does not keep (readers get the plain
+    ones), so a data file copied as it is and a re-written part read back the same."""
     schema = schema_to_pyarrow(table.schema(), include_field_ids=True)
     return pa.schema([field.with_type(_plain(field.type)) for field in schema], metadata=schema.metadata)
 
