@@ -1,9 +1,6 @@
 """S3 requests to one bucket, for the S3 source and the cache source alike: where the bucket is served, SigV4-signed
 GETs for listing pages and, through the HTTP object-store template (`ObjectReads`), for object ranges pinned to the
-listed ETag, and what S3's answers mean.
-
-botocore costs milliseconds of CPU per request; our own SigV4 headers on a lean HTTP/1.1 connection cost a small
-fraction of that, which decides small-object throughput.
+listed ETag, and what S3's answers mean (why not botocore: `sigv4`).
 """
 
 from __future__ import annotations

@@ -1,7 +1,6 @@
 """The az:// source: a container's blobs under a prefix, listed by List Blobs pages and read by ranged GETs pinned
-to their listed ETags (`container`), each verified against the Content-MD5 the service recorded when it was written;
-a blob committed from blocks, which has none, in answers each checked against the MD5 Azure sends of it
-(`range_md5`), and recorded by its size and pinned ETag in the manifest.
+to their listed ETags (`container`), each verified against the Content-MD5 Azure recorded when it was written; one
+without (committed from blocks) is checked answer by answer (`range_md5`) and recorded by its size and ETag.
 """
 
 from __future__ import annotations

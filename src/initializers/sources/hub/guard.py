@@ -3,7 +3,7 @@
 huggingface_hub's pagination resends the headers of a listing's first request, the token among them, to whatever
 URL a page's `Link: <...>; rel="next"` names, and follows it for as long as pages name one. So, on every request
 and every answer it sends and gets:
-- the token goes only to the Hub's own origin: a request to another one is sent without it (as `hf_get` never
+- the token goes only to the Hub's own origin: a request to another one is sent without it (as `get` never
   sends it to the CDN a download is redirected to);
 - only http:// and https:// are followed, and a refused scheme fails at once, not as a network failure retried;
 - each request is bounded by READ_TIMEOUT (huggingface_hub sets none for API calls);

@@ -1,4 +1,4 @@
-"""The HuggingFace Hub source: huggingface_hub's own client resolves and lists; `hf_get` fetches the bytes.
+"""The HuggingFace Hub source: huggingface_hub's own client resolves and lists; `get` fetches the bytes.
 
 The revision is resolved to one commit up front, so every file comes from the same commit. The tree listing
 gives each file's size and digest (sha256 for LFS files, the git blob id otherwise); each file is then
