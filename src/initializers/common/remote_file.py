@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import base64
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 
 @dataclass(frozen=True)
@@ -27,3 +28,12 @@ class RemoteFile(NamedTuple):
     def matches(self, size: int, version: str) -> bool:
         """True when a file recorded with this size and version is the one the source offers now."""
         return version == self.version and (size == self.size or not self.exact_size)
+
+
+def base64_digest(value: Any, length: int) -> bytes | None:
+    """The digest of `length` bytes that `value`, base64 text, is (as Cloud Storage and Azure send one); None if not."""
+    try:
+        digest = base64.b64decode(value, validate=True)
+    except (ValueError, TypeError):  # binascii.Error is a ValueError
+        return None
+    return digest if len(digest) == length else None

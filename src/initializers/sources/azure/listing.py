@@ -4,13 +4,12 @@ ends (`PageChain`). Pure functions, no I/O.
 
 from __future__ import annotations
 
-import base64
-import binascii
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from typing import NamedTuple
 from urllib.parse import unquote
 
+from initializers.common.remote_file import base64_digest
 from initializers.sources.http import pages
 from initializers.store import answers
 
@@ -84,11 +83,8 @@ def _blob(entry: ET.Element, prefix: str) -> ListedBlob:
 
 
 def _hex_md5(name: str, value: str) -> str:
-    try:
-        digest = base64.b64decode(value, validate=True)
-    except (binascii.Error, ValueError):
-        digest = b""
-    if len(digest) != 16:
+    digest = base64_digest(value, 16)
+    if digest is None:
         raise ValueError(f"the listing gives {name!r} a Content-MD5 that is no MD5 ({value!r})")
     return digest.hex()
 

@@ -12,12 +12,10 @@ MD5 is C), and Azurite refuses the header (500), so it could be neither fast nor
 
 from __future__ import annotations
 
-import base64
-import binascii
 import hashlib
 
 from initializers.common.errors import FetchError
-from initializers.common.remote_file import Checksum
+from initializers.common.remote_file import Checksum, base64_digest
 from initializers.sources.http.http1 import Response
 from initializers.store.retry import Retriable
 from initializers.store.sink import Sink
@@ -56,11 +54,8 @@ class HashedAnswer:
     def head(self, response: Response, start: int) -> None:
         """Take the answer's Content-MD5, which it must carry: it was asked for."""
         value = response.header("content-md5") or ""
-        try:
-            digest = base64.b64decode(value, validate=True)
-        except binascii.Error:
-            digest = b""
-        if len(digest) != 16:
+        digest = base64_digest(value, 16)
+        if digest is None:
             shown = repr(value[:40]) if value else "none"
             raise FetchError(
                 f"{self._where}: bytes {start}-{start + self._length - 1} were asked for with their MD5 "
