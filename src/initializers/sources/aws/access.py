@@ -1,8 +1,6 @@
-"""AWS access shared by the S3 and cache sources: static keys as given, anything else through botocore.
-
-Users' credential setups (static keys, AWS_* variables, profiles, web identity / IRSA, an assumed role)
-behave exactly as with boto3, because botocore resolves them. botocore is slow to import and to set up, so
-sources skip it when the contract's keys (or ANONYMOUS) and ENDPOINT leave it nothing to decide.
+"""AWS access shared by the S3 and cache sources: static keys as given, anything else through botocore, so credential
+setups (AWS_* variables, profiles, web identity / IRSA, an assumed role) behave exactly as with boto3. botocore is slow
+to import and set up: it is skipped when the contract's keys (or ANONYMOUS) and ENDPOINT leave it nothing to decide.
 """
 
 from __future__ import annotations
@@ -80,8 +78,7 @@ def access_from(config: Config, role: Role | None = None) -> AwsAccess:
 
 
 def aws_access(options: AwsOptions, role: Role | None, anonymous: bool) -> AwsAccess:
-    """The run's `AwsAccess`: the settings checked once, botocore set up only when it has something to decide.
-    `role`: the role to assume, named by ROLE_ARN or (the cache) IAM_ROLE; `anonymous`: ANONYMOUS, unsigned requests."""
+    """The run's `AwsAccess`: the settings checked once, botocore set up only when it has something to decide."""
     endpoint = endpoint_setting(options)
     check_credential_settings(options, role, anonymous)
     static = (
@@ -100,9 +97,9 @@ def aws_access(options: AwsOptions, role: Role | None, anonymous: bool) -> AwsAc
 
 
 def endpoint_setting(options: AwsOptions) -> str | None:
-    """ENDPOINT, else the endpoint variables botocore reads for S3, in its order (`ENDPOINT_VARIABLES`; not when
-    AWS_IGNORE_CONFIGURED_ENDPOINT_URLS is true, as botocore then ignores them): either way the endpoint both sources
-    address path-style, pyarrow's reads of a cache:// table included. None leaves S3's own endpoint to botocore."""
+    """ENDPOINT, else botocore's S3 endpoint variables in its order (`ENDPOINT_VARIABLES`), unless
+    AWS_IGNORE_CONFIGURED_ENDPOINT_URLS is true, as botocore then ignores them: the endpoint both sources address
+    path-style, pyarrow's reads of a cache:// table included. None leaves S3's own endpoint to botocore."""
     variable, endpoint = "ENDPOINT", options.endpoint
     if endpoint is None and os.environ.get("AWS_IGNORE_CONFIGURED_ENDPOINT_URLS", "").strip().lower() != "true":
         variable, raw = next(

@@ -1,6 +1,5 @@
-"""S3 requests to one bucket, for the S3 source and the cache source alike: where the bucket is served, SigV4-signed
-GETs for listing pages and, through the HTTP object-store template (`ObjectReads`), for object ranges pinned to the
-listed ETag, and what S3's answers mean (why not botocore: `sigv4`).
+"""S3 requests to one bucket, for the S3 and cache sources: where it is served, SigV4-signed GETs of listing pages and,
+through `ObjectReads`, of object ranges pinned to the listed ETag; what S3's answers mean (why not botocore: `sigv4`).
 """
 
 from __future__ import annotations
@@ -83,9 +82,8 @@ LIST = Operation("list", "s3:ListBucket")
 
 
 class S3Getter:
-    """Signed GETs of one bucket, reached as `access` says: on ENDPOINT (path-style), else where botocore's rules serve
-    it in a region. When the bucket turns out to live in another region than configured, S3 redirects the first
-    request, and every later one goes there directly."""
+    """Signed GETs of one bucket, on ENDPOINT (path-style), else where botocore's rules serve it in a region; when it
+    lives in another region than configured, S3 redirects the first request, and every later one goes there."""
 
     def __init__(self, bucket: str, access: AwsAccess, timeout: float) -> None:
         self.bucket = bucket
@@ -256,10 +254,9 @@ def s3_error(operation: Operation, where: str, status: int, code: str, message: 
 
 
 def _vouched(response: Response, etag: str, ranged: bool) -> Checksum | None:
-    """What the whole object's bytes must hash to, by this answer: a full-object checksum S3 stores
-    (x-amz-checksum-*, which boto3 has written by default since 2025; on a ranged answer only when it says
-    FULL_OBJECT, as a range's could be a part's), else the MD5 a plain ETag is: CRC32 is several times cheaper than
-    MD5, and ranges' CRCs combine."""
+    """What the whole object's bytes must hash to, by this answer: a full-object checksum S3 stores (x-amz-checksum-*,
+    which boto3 has written by default since 2025; on a ranged answer only when it says FULL_OBJECT, as a range's could
+    be a part's), else the MD5 a plain ETag is: CRC32 is several times cheaper than MD5, and ranges' CRCs combine."""
     stated = response.header("x-amz-checksum-type")
     full_object = (stated or ("" if ranged else "FULL_OBJECT")).upper() == "FULL_OBJECT"
     for algorithm in _CHECKSUMS:
@@ -290,8 +287,7 @@ CHECKSUM_KINDS = kinds(CRC32_KIND, SHA1, SHA256, MD5)
 def _aws_endpoint(
     session: botocore.session.Session | None, region: str, bucket: str, anonymous: bool
 ) -> ObjectEndpoint:
-    """Where AWS serves the bucket (virtual-host or path style, FIPS, AWS_ENDPOINT_URL ...), as botocore decides:
-    read off the URL it would use for a probe key."""
+    """Where AWS serves the bucket (virtual-host or path style, FIPS ...), as botocore's URL for a probe key says."""
     from botocore import UNSIGNED
     from botocore.config import Config as BotoConfig
     from botocore.exceptions import BotoCoreError

@@ -1,6 +1,5 @@
-"""How to reach S3, declared beside `access`: the S3 source and the cache source (which reads its table from S3)
-count these settings among their option groups, and read them as `config.options(AwsOptions)`; and the variables
-botocore reads itself."""
+"""How to reach S3 (`access`): the settings the S3 and cache sources count among their option groups and read as
+`config.options(AwsOptions)`, and the variables botocore reads itself."""
 
 from __future__ import annotations
 

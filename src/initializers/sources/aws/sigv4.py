@@ -1,8 +1,6 @@
-"""AWS Signature Version 4 for bodiless S3 GETs (objects and listings), header-signed. Pure functions, no I/O.
-
-The S3 source signs its own requests because botocore spends milliseconds of CPU per request, which on
-small objects is the whole budget, and a noticeable part of a large object's run importing and building a
-client; credentials still come from boto3's chain whenever they are not given as keys.
+"""AWS Signature Version 4 for bodiless S3 GETs (objects and listings), header-signed; pure functions, no I/O. The S3
+source signs its own: botocore spends milliseconds of CPU per request, a small object's whole budget, and a noticeable
+part of a large object's run importing and building a client; credentials not given as keys come from boto3's chain.
 """
 
 from __future__ import annotations

@@ -1,8 +1,6 @@
-"""Streaming GETs on our HTTP/1.1 connections, written once for every HTTP store.
-
-Each transfer thread keeps one keep-alive connection per origin (the Hub redirects to a CDN, a bucket has one).
-A body goes into the engine's sink through a reused per-thread buffer. Transient failures are retried under the
-one retry policy (`retry.py`); reads resume from the bytes their sink already holds (`objects`).
+"""Streaming GETs on our HTTP/1.1 connections, for every HTTP store: a keep-alive connection per origin and thread (the
+Hub redirects to a CDN, a bucket has one), bodies into the engine's sink through a reused per-thread buffer, transient
+failures retried under the one retry policy (`retry.py`); reads resume from the bytes their sink holds (`objects`).
 """
 
 from __future__ import annotations
@@ -28,7 +26,6 @@ _T = TypeVar("_T")
 #: Per thread; a loopback recv rarely returns more. Mapped rather than allocated, so that only the pages bodies
 #: reach are resident: hundreds of threads fetching small files hold a few KiB each, not the whole buffer.
 _BUFFER_SIZE = 256 * 1024
-#: What every HTTP store's requests call themselves.
 USER_AGENT = f"initializers/{__version__}"
 RETRIABLE_STATUS = frozenset({408, 429, 500, 502, 503, 504})
 THROTTLING_STATUS = frozenset({429, 503})
@@ -58,8 +55,7 @@ def retriable(status: int, reason: str, retry_after_header: str | None, throttle
 
 
 class HttpGetter:
-    """Per-thread connections and buffers; retries; bodies into sinks. Thread-safe. `trust`: the variable the
-    `ssl_context` takes its CA certificates from, named when a certificate does not verify."""
+    """Per-thread connections, buffers, retries; thread-safe. `trust`: the CA variable a certificate failure names."""
 
     def __init__(
         self, ssl_context: Callable[[], ssl.SSLContext], timeout: float, trust: str, clock: Clock | None = None
@@ -92,9 +88,8 @@ class HttpGetter:
     def begin(
         self, request: Request, accept: Callable[[Response], None], sink: Sink, wanted: int, where: str
     ) -> HttpRequestInFlight:
-        """Send `request` on an idle connection of the lane's (opened if need be) and return it in flight, its answer
-        to be read without waiting: `accept` judges its head (raising for a failure), and up to `wanted` bytes of its
-        body go into `sink`."""
+        """Send `request` on an idle lane connection (opened if need be), returned in flight (`HttpRequestInFlight`):
+        `accept` judges its head (raising for a failure), and up to `wanted` bytes of its body go into `sink`."""
         with self._lock:
             connection = self._lane_idle.pop() if self._lane_idle else None
         if connection is None:
@@ -114,8 +109,7 @@ class HttpGetter:
             self._lane_idle.append(connection)
 
     def retrying(self, verb: str, where: str, attempt: Callable[[], _T]) -> _T:
-        """`attempt()` under the retry policy, each retry on fresh connections; a certificate that does not verify
-        fails at once, naming the variable to set."""
+        """`attempt()` under the retry policy on fresh connections; a bad certificate fails at once, naming `trust`."""
         return retrying(
             verb,
             where,
@@ -128,10 +122,9 @@ class HttpGetter:
         )
 
     def stream_body(self, response: Response, sink: Sink, wanted: int, where: str, room: int | None = None) -> None:
-        """The rest of the body into `sink`, `wanted` bytes at most (`room` of them still to come, when some came
-        already): a longer body (an endless one, a range longer than asked) is refused once it shows, its excess
-        never written, and not retried, since asking again would only fill the disk again. A shorter one is the
-        caller's to judge. On a non-blocking connection, raises `NOT_YET` once nothing more has arrived."""
+        """The rest of the body into `sink`, at most `wanted` bytes (`room` still to come): a longer one (endless, a
+        range longer than asked) is refused once it shows, unwritten and not retried, since asking again would only
+        fill the disk again; a shorter one is the caller's to judge. Non-blocking: `NOT_YET` once nothing more came."""
         buffer = self._buffer()
         room = wanted if room is None else room
         while count := response.readinto(buffer[: min(len(buffer), room + 1)]):
@@ -164,8 +157,7 @@ class HttpGetter:
         return connection
 
     def _new_connection(self, scheme: str, netloc: str) -> Connection:
-        """A connection to the origin (opened on its first request), through the proxy the environment names, and
-        known to `interrupt` and `close`."""
+        """A connection (opened on first use) through the environment's proxy, known to `interrupt` and `close`."""
         tls = self._ssl_context() if scheme == "https" else None
         connection = Connection(scheme, netloc, self.timeout, tls, Proxy.for_origin(scheme, netloc))
         with self._lock:

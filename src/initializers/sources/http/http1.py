@@ -1,9 +1,7 @@
-"""A minimal HTTP/1.1 keep-alive client for bodiless GETs whose bodies are streamed into a caller's buffer.
-
-Why not http.client: its header parsing (the email package) costs about as much CPU per small object as
-everything else together, and with many small objects the client's CPU is the limit. It speaks only what
-a GET needs: bodies with a Content-Length, chunked or ended by the server closing; keep-alive; TLS; and
-the proxies the environment names (HTTP_PROXY, HTTPS_PROXY, NO_PROXY), as boto3 and huggingface_hub honour them.
+"""A minimal HTTP/1.1 keep-alive client for bodiless GETs streamed into a caller's buffer. Why not http.client: its
+header parsing (the email package) costs as much CPU per small object as all else together, and with many small objects
+the client's CPU is the limit. It speaks what a GET needs: Content-Length, chunked or close-delimited bodies;
+keep-alive; TLS; the proxies HTTP_PROXY, HTTPS_PROXY, NO_PROXY name, as boto3 and huggingface_hub honour them.
 """
 
 from __future__ import annotations

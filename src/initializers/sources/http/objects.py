@@ -1,9 +1,7 @@
 """An object store's reads over HTTP, written once for every store (S3, Cloud Storage, Azure, the Hub): a range of one
-version of an object streamed into a sink, resumed after a cut from the bytes the sink holds, every answer checked to
-carry exactly the bytes asked for before one is written, and the lane's request sent without waiting.
-
-A store holds an `ObjectReads` and supplies what only it knows (`ObjectApi`): how to ask for a range of a pinned
-version, and how to read an answer (its status, headers and errors). Its source is an `ObjectStorage`.
+version streamed into a sink, resumed after a cut from the bytes it holds, every answer checked to carry exactly the
+bytes asked for before one is written, the lane's request sent without waiting. A store holds an `ObjectReads` and
+supplies what only it knows (`ObjectApi`: how to ask, how to read an answer); its source is an `ObjectStorage`.
 """
 
 from __future__ import annotations
@@ -27,10 +25,9 @@ MAX_REDIRECTS = 10
 
 @dataclass(frozen=True)
 class ObjectRead:
-    """Bytes [offset, offset + length) of the object the store calls `name`, at `version` (None: whatever version is
-    there), listed at `size` bytes (None: unknown); `where` names it in messages and `verb` what reading it is
-    (`cannot open ...`). `piece`: answers of at most that many bytes, each ending at a multiple of it, each passed
-    through the sink `checked(sink, length, where)` that checks it whole (Azure's MD5 of a range)."""
+    """Bytes [offset, offset + length) of `name` at `version` (None: any), listed at `size` bytes (None: unknown);
+    `where` and `verb` name it and its reading in messages (`cannot open ...`). `piece`: answers of at most that many
+    bytes, ending at its multiples, each checked whole through `checked(sink, length, where)` (Azure's range MD5)."""
 
     name: str
     version: str | None
@@ -135,9 +132,8 @@ class ObjectReads:
             raise ProtocolError(f"the body ended {answer.end + 1 - read.offset - sink.written} bytes early")
 
     def _answer(self, read: ObjectRead, sink: Sink) -> Answer:
-        """The next answer of `read` after what `sink` holds: the rest, or as much as one piece carries. Pieces end
-        at multiples of `piece`: bytes that end elsewhere came from a piece cut short, never checked, and the range
-        starts over (`Sink.rewind`)."""
+        """The next answer of `read` after what `sink` holds: the rest, or one piece. Bytes ending off a multiple of
+        `piece` came from a piece cut short, never checked: the range starts over (`Sink.rewind`)."""
         piece = read.piece if read.length else None
         if piece and sink.written and (read.offset + sink.written) % piece:
             sink.rewind()
@@ -156,9 +152,8 @@ class ObjectReads:
 
     def _check_range(self, read: ObjectRead, answer: Answer, response: Response) -> None:
         """Refuse an answer that is not the bytes asked for, before any is written: a range's must say it carries
-        exactly bytes `start`-`end` (a 200 that does is unambiguous too: rclone's S3 server answers so); a whole
-        object's must not announce another size than listed. A resume answered with the whole object starts it over,
-        for a store that allows it."""
+        exactly bytes `start`-`end` (a 200 that does is unambiguous too: rclone's S3 server answers so), a whole
+        object's no other size than listed. A resume answered whole starts over where the store allows it."""
         content_range = response.header("content-range") or ""
         if self._starts_over and answer.ranged and read.whole and response.status == 200 and not content_range:
             answer.sink.rewind()

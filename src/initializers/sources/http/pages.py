@@ -1,5 +1,4 @@
-"""That a listing's chain of pages moves on, for the stores that page by a token: a server cannot keep a listing
-going for ever."""
+"""That a listing paged by a token moves on: a server cannot keep a listing going for ever."""
 
 from __future__ import annotations
 
@@ -7,9 +6,8 @@ from initializers.store.contract import MAX_EMPTY_PAGES
 
 
 class PageChain:
-    """Checks that a chain of pages moves on: every token new, no page the same as an earlier one, and not endlessly
-    many empty pages in a row. (Not that names come in order: S3-compatible servers built on folders, SeaweedFS for
-    one, list `k/0/x` before `k/0-y`, unlike S3.) `follow` raises ValueError saying how the chain went wrong."""
+    """Every token new, no page repeated, not endlessly many empty pages in a row (not names in order: servers built on
+    folders, SeaweedFS for one, list `k/0/x` before `k/0-y`, unlike S3); a ValueError says how the chain went wrong."""
 
     #: What the store calls the token that continues a listing, as messages name it.
     token_name = "continuation token"

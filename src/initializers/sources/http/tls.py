@@ -1,9 +1,7 @@
-"""TLS over a socket, its ciphertext read in large gulps and decrypted in memory.
-
-Why not `ssl.SSLSocket`: OpenSSL, as Python sets it up, reads each record with two system calls (its 5-byte header,
-then its body) and hands back one record (16 KiB at most) per read, so a GB costs 130 000 reads and 65 000 trips
-through the caller's loop (a write, a hash, progress). Here one `recv` takes all that has arrived (up to `GULP`), and
-one `recv_into` decrypts as many records of it as the caller's buffer holds.
+"""TLS over a socket, decrypted in memory. Why not `ssl.SSLSocket`: OpenSSL, as Python sets it up, reads each record
+with two system calls (its 5-byte header, then its body) and hands back one record (16 KiB at most) per read, so a GB
+costs 130 000 reads and 65 000 trips through the caller's loop (a write, a hash, progress). Here one `recv` takes all
+that has arrived (up to `GULP`), one `recv_into` decrypts as many records as the caller's buffer holds.
 """
 
 from __future__ import annotations

@@ -1,6 +1,5 @@
-"""The hf:// source: the Hub's listing through huggingface_hub, the resolve GETs (`get`), the token's guard
-(`guard`), and the source itself (`source`). This face declares it (`PLUGIN`); huggingface_hub is imported when an
-hf:// URI is opened.
+"""The hf:// source: the Hub's listing through huggingface_hub, the resolve GETs (`get`), the token's guard (`guard`),
+and the source (`source`). This face declares it (`PLUGIN`); huggingface_hub is imported when an hf:// URI is opened.
 """
 
 from __future__ import annotations

@@ -1,11 +1,8 @@
 """Hub file downloads: GETs of a file, or of ranges of it, on its `resolve/<commit>/<path>` URL, redirects followed.
-
-huggingface_hub's `hf_hub_download` sends a HEAD before each GET (for a size and digest the tree listing
-already gave us) and reads bodies through httpx at more CPU per byte than this path (bench/results.md). This sends
-the GET alone, on our connections, through the HTTP object-store template (`ObjectReads`), and streams the body
-into the engine's sink, which checks the digest as the bytes pass. As huggingface_hub does, the token goes only to
-the Hub itself, never to the CDN a download is redirected to, and a resume whose Range the server ignores starts the
-file over.
+huggingface_hub's `hf_hub_download` sends a HEAD before each GET (for a size and digest the tree listing gave us) and
+reads bodies through httpx at more CPU per byte (bench/results.md). This sends the GET alone, on our connections,
+through `ObjectReads`, into the engine's sink, which checks the digest as the bytes pass. As huggingface_hub does, the
+token goes only to the Hub, never to the CDN a download is redirected to; a resume whose Range is ignored starts over.
 """
 
 from __future__ import annotations
@@ -43,8 +40,7 @@ HUB_TRUST = "SSL_CERT_FILE (or SSL_CERT_DIR)"
 
 
 def hub_transient(status: int, reason: str, retry_after_header: str | None) -> Retriable | None:
-    """The Hub's one rule for what is worth another attempt, for its API and its file downloads alike: a 5xx, a
-    timeout, throttling (429, waited out as asked); None for an answer no retry changes."""
+    """The Hub's one rule for what is worth another attempt, its API's and downloads' alike: a 5xx, a timeout, 429."""
     if status >= 500 or status in RETRIABLE_STATUS:
         return retriable(status, reason, retry_after_header)
     return None
@@ -59,7 +55,6 @@ class HubGetter:
         self._token = token
         self._repo = repo  # "model OWNER/NAME", for messages
         self._http = HttpGetter(ssl.create_default_context, timeout, HUB_TRUST, clock)
-        #: The hold its requests share while the server throttles them (`throttle.Throttle`).
         self.throttle = self._http.throttle
         self._headers = {"user-agent": USER_AGENT, "accept-encoding": "identity"}
         #: Its files' reads (`ObjectReads`), asked and judged as the Hub and its CDN ask and answer.

@@ -1,15 +1,11 @@
-"""Guards on the HTTP client huggingface_hub makes its API calls with (repo info, tree listings).
-
-huggingface_hub's pagination resends the headers of a listing's first request, the token among them, to whatever
-URL a page's `Link: <...>; rel="next"` names, and follows it for as long as pages name one. So, on every request
-and every answer it sends and gets:
-- the token goes only to the Hub's own origin: a request to another one is sent without it (as `get` never
-  sends it to the CDN a download is redirected to);
-- only http:// and https:// are followed, and a refused scheme fails at once, not as a network failure retried;
+"""Guards on huggingface_hub's API client (repo info, tree listings): its pagination resends a listing's first request's
+headers, the token among them, to any URL a page's `Link: <...>; rel="next"` names, while pages name one. So, on every
+request and answer:
+- the token goes only to the Hub's own origin (as `get` never sends it to the CDN a download is redirected to);
+- only http:// and https:// are followed, a refused scheme failing at once, not as a network failure retried;
 - each request is bounded by READ_TIMEOUT (huggingface_hub sets none for API calls);
-- a listing whose `Link`s come back to a page already listed, or that goes on for `MAX_EMPTY_PAGES` pages without
-  an entry, is refused, since it would never end. The listing itself says when it starts (`listing`) and when an
-  entry arrives (`progressed`).
+- a listing whose `Link`s come back to a page already listed, or that goes `MAX_EMPTY_PAGES` pages without an entry,
+  is refused: it would never end. The listing says when it starts (`listing`) and when an entry arrives (`progressed`).
 """
 
 from __future__ import annotations

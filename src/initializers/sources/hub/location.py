@@ -1,10 +1,8 @@
 """Where in the Hub `STORAGE_URI` points, read by huggingface_hub's own parser (`parse_hf_uri`): Kubeflow's
-`hf://OWNER/NAME`, huggingface_hub's `hf://[datasets/|models/]OWNER/NAME[@REVISION][/PATH]`, and a Hub page's
-address pasted from a browser (`https://huggingface.co/datasets/OWNER/NAME/tree/v1.0`).
-
-`hf://OWNER/NAME` keeps Kubeflow's meaning: a dataset repository for the dataset program, a model repository for
-the model program. A type the URI states (a prefix, or a page's address, where a model's has none) must be the
-program's: the other program is named otherwise.
+`hf://OWNER/NAME`, huggingface_hub's `hf://[datasets/|models/]OWNER/NAME[@REVISION][/PATH]`, and a Hub page's address
+pasted from a browser (`https://huggingface.co/datasets/OWNER/NAME/tree/v1.0`). `hf://OWNER/NAME` keeps Kubeflow's
+meaning: a repository of the program's kind. A type the URI states (a prefix, or a page's address, where a model's has
+none) must be the program's: the other program is named otherwise.
 """
 
 from __future__ import annotations

@@ -1,11 +1,7 @@
-"""The HuggingFace Hub source: huggingface_hub's own client resolves and lists; `get` fetches the bytes.
-
-The revision is resolved to one commit up front, so every file comes from the same commit. The tree listing
-gives each file's size and digest (sha256 for LFS files, the git blob id otherwise); each file is then
-fetched from its resolve URL, in parallel ranges when the server honours Range, else in one GET, and the
-engine checks the digest before the file takes its final name (huggingface_hub itself only checks sizes).
-huggingface_hub keeps nothing on disk (the listing is its API's, the bytes are ours), so nothing needs a writable
-HOME; of its home (HF_HOME) it reads only the token `hf auth login` saved, used when none is configured.
+"""The HuggingFace Hub source: huggingface_hub's own client resolves and lists; `get` fetches the bytes. The revision is
+resolved to one commit up front, so every file comes from it; the engine checks each file's digest from the tree listing
+before the file takes its final name (huggingface_hub checks only sizes). huggingface_hub keeps nothing on disk, so
+nothing needs a writable HOME; of HF_HOME it reads only the token `hf auth login` saved.
 """
 
 from __future__ import annotations
@@ -228,9 +224,8 @@ OLDER_TOKEN_VARIABLE = "HUGGING_FACE_HUB_TOKEN"
 
 def _saved_token(hub: Any) -> str | None:
     """With ACCESS_TOKEN and HF_TOKEN unset, the token huggingface_hub finds itself, as `hf download` would use it:
-    HUGGING_FACE_HUB_TOKEN (its older name for HF_TOKEN), else the one `hf auth login` saved (at HF_TOKEN_PATH, else
-    under HF_HOME); logged by where it came from, never shown, and hidden wherever it might appear. None when there is
-    none, or its file cannot be read."""
+    HUGGING_FACE_HUB_TOKEN, else the one `hf auth login` saved (at HF_TOKEN_PATH, else under HF_HOME); its source
+    logged, the token never shown, hidden wherever it may appear. None if there is none or its file is unreadable."""
     try:
         token = hub.get_token()
     except OSError as exc:

@@ -1,6 +1,5 @@
-"""The s3:// source: listing pages (`listing`), cut into key ranges listed at once, and the source itself (`source`),
-on the AWS access it shares with the cache source (`sources.aws`: credentials, SigV4, the bucket's signed GETs). This
-face declares it (`PLUGIN`); the rest is imported when an s3:// URI is opened.
+"""The s3:// source: listing pages (`listing`) and the source (`source`), on the AWS access it shares with the cache
+(`sources.aws`). This face declares it (`PLUGIN`); the rest is imported when an s3:// URI is opened.
 """
 
 from __future__ import annotations

@@ -1,6 +1,5 @@
-"""ListObjectsV2 as plain data: the query for one page and the parsing of its answer. Pure functions, no I/O.
-
-A page is parsed in one pass with ElementTree; botocore's generic response parser costs many times more.
+"""ListObjectsV2 as plain data, no I/O: the query for one page, and its answer parsed in one pass with ElementTree
+(botocore's generic response parser costs many times more).
 """
 
 from __future__ import annotations
@@ -54,9 +53,8 @@ def page_query(
     delimiter: str | None = None,
     start_after: str | None = None,
 ) -> dict[str, str]:
-    """The query of one page. Keys come URL-encoded (spaces as +, as S3 does): XML 1.0 cannot carry every
-    character a key may hold. With `delimiter`, keys below the next one are rolled up into `folders`; with
-    `start_after`, the listing starts after that key."""
+    """Keys come URL-encoded (spaces as +, as S3 does): XML 1.0 cannot carry every character a key may hold. With
+    `delimiter`, keys below the next one are rolled up into `folders`."""
     query = {"list-type": "2", "prefix": prefix, "encoding-type": "url", "max-keys": str(max_keys)}
     if token is not None:
         query["continuation-token"] = token
@@ -68,9 +66,8 @@ def page_query(
 
 
 def key_ranges(folders: list[str], count: int, after: str | None = None) -> list[tuple[str, str | None]]:
-    """Up to `count` contiguous ranges of keys, [start, end) with None for no end, that together cover every key
-    from the first folder on, or from just after `after` when given: cut at folders spread evenly over the (sorted)
-    list of those that sort after it, so ranges can be listed apart."""
+    """Up to `count` contiguous key ranges [start, end) (None: no end) covering every key from the first folder, or from
+    just after `after`: cut at folders spread evenly over the sorted ones after it, so ranges can be listed apart."""
     later = [folder for folder in folders if after is None or folder > after]
     at_folders = count - (after is not None)
     cuts = sorted({later[len(later) * index // at_folders] for index in range(at_folders)}) if later else []

@@ -1,7 +1,4 @@
-"""The S3 source: our own signed GETs list and fetch (`aws/bucket.py`); botocore only resolves what the contract
-leaves open (`aws/access.py`: credentials and endpoint rules as boto3 resolves them, botocore not even imported when
-keys or ANONYMOUS and an ENDPOINT leave nothing to resolve).
-"""
+"""The S3 source: our signed GETs list and fetch (`aws.bucket`); botocore resolves what is left open (`aws.access`)."""
 
 from __future__ import annotations
 
@@ -74,10 +71,9 @@ class S3Source(ObjectStorage):
                     yield RemoteFile(key.rsplit("/", 1)[-1], first.size, first.etag, key)
 
     def _listing(self, prefix: str) -> Iterator[ListedObject]:
-        """Every object under `prefix`. A listing is a chain of pages, one round trip each, so a large one goes
-        faster in parallel; but cutting it costs a delimiter listing to find the folders to cut at, and each range
-        lists up to a page past its end. So the first CHAINED_PAGES pages are listed as a chain, which is all a
-        listing of that size costs; only what follows a listing still truncated then is cut into ranges."""
+        """Every object under `prefix`. Pages are a round trip each, so a large listing goes faster in parallel; but
+        cutting it costs a delimiter listing to find the folders to cut at, and each range lists up to a page past its
+        end. So the first CHAINED_PAGES pages are chained, all a listing that size costs; only the rest is cut."""
         last: str | None = None
         for count, page in enumerate(self._pages(prefix), 1):
             yield from page.objects
@@ -89,9 +85,8 @@ class S3Source(ObjectStorage):
         yield from self._listing_in_ranges(prefix, last)
 
     def _listing_in_ranges(self, prefix: str, after: str | None) -> Iterator[ListedObject]:
-        """The objects after `after`: those directly under `prefix` come with its folders (a delimiter listing), and
-        the keys below are cut at folders into ranges that are all listed at once, their objects passed on as they
-        come, a bounded number ahead of the reader."""
+        """The objects after `after`: those directly under `prefix` with its folders (a delimiter listing), the keys
+        below in ranges cut at folders, all listed at once, a bounded number ahead of the reader (`LISTING_AHEAD`)."""
         folders: list[str] = []
         for page in self._pages(prefix, delimiter="/", start_after=after):
             yield from page.objects
