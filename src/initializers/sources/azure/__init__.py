@@ -1,8 +1,6 @@
-"""The az:// source: Azure Blob Storage, by `az://CONTAINER[/PREFIX]` or a container's URL as KServe writes it
-(`location`); the settings Azure's tools read (`options`, `connection_string`), the access they give (`access`:
-SharedKey signing in `sharedkey`, SAS tokens, Microsoft Entra tokens through azure-identity in `entra`), List Blobs
-pages (`listing`), the container's requests (`container`) and the source itself (`source`). This face declares it
-(`PLUGIN`); the rest is imported when an az:// URI is opened, azure-identity only when a token is needed.
+"""The az:// source: Azure Blob Storage, by `az://CONTAINER[/PREFIX]` or a container's URL (`location`), read by
+`source` through `container` as `access` decides. This face declares it (`PLUGIN`); the rest is imported when an az://
+URI is opened, azure-identity only when a token is needed.
 """
 
 from __future__ import annotations

@@ -1,7 +1,6 @@
-"""How a run reaches Azure Blob Storage, decided once from the settings: where the account's blob service is
-(`Endpoint`) and how each request proves its right (`Credential`): SharedKey with an account key, a SAS token, a
-Microsoft Entra token, or nothing (ANONYMOUS, public containers). Settings that contradict each other are refused,
-naming them.
+"""How a run reaches Azure Blob Storage, decided once from the settings: the account's blob service (`Endpoint`) and
+each request's proof (`Credential`: SharedKey, a SAS token, a Microsoft Entra token, or none for ANONYMOUS's public
+containers); contradicting settings are refused, naming them.
 """
 
 from __future__ import annotations
@@ -29,8 +28,7 @@ class Credential(Protocol):
     check: str
 
     def authorize(self, path: str, params: Mapping[str, str], headers: dict[str, str]) -> str:
-        """Add what the request needs to `headers` (a signature, a token); return the text its query carries (a SAS
-        token), or ""."""
+        """Add the request's proof to `headers` (a signature, a token); return the query's part ("" or a SAS token)."""
 
 
 class SasToken:
@@ -61,8 +59,7 @@ class Unsigned:
 
 @dataclass(frozen=True)
 class Endpoint:
-    """Where an account's blob service is: scheme, host[:port], and the path before the container (`/ACCOUNT` on an
-    emulator's path-style endpoint, else empty)."""
+    """An account's blob service: scheme, host[:port], the path before the container (`/ACCOUNT` on an emulator)."""
 
     scheme: str
     netloc: str

@@ -1,11 +1,6 @@
-"""AZURE_STORAGE_CONNECTION_STRING read as Azure's SDKs read it. Pure functions, no I/O.
-
-`Key=Value` pairs separated by `;`, keys in any case. The blob service is at `BlobEndpoint` when given (it wins, as
-in the SDKs: Azurite, private endpoints, other clouds), else at `PROTOCOL://ACCOUNT.blob.SUFFIX` from
-`DefaultEndpointsProtocol` (https), `AccountName` and `EndpointSuffix` (core.windows.net); requests are signed with
-`AccountKey` (SharedKey) or carry `SharedAccessSignature`. `UseDevelopmentStorage=true` is the emulator's
-well-known account on its default port, as the SDKs define it. A message never shows a value, and names its parts
-in words; the logs hide its secret parts, the key and the signature (`secret_parts`), and show its endpoint.
+"""AZURE_STORAGE_CONNECTION_STRING read as Azure's SDKs read it (keys in any case; `BlobEndpoint` wins when given, as in
+the SDKs: Azurite, private endpoints, other clouds; `UseDevelopmentStorage=true` is the emulator's well-known account).
+Pure functions, no I/O. A message never shows a value; the logs hide only the key and the signature (`secret_parts`).
 """
 
 from __future__ import annotations
@@ -62,8 +57,7 @@ def parse_connection_string(text: str) -> ConnectionString:
 
 
 def secret_parts(text: str) -> list[str]:
-    """What the logs hide of a connection string: its account key and its shared access signature; all of it when it
-    cannot be read (its parts are then unknown)."""
+    """What the logs hide of a connection string: its key and signature; all of it when unreadable (parts unknown)."""
     try:
         connection = parse_connection_string(text)
     except ConfigError:

@@ -1,12 +1,9 @@
-"""Requests to one container of Azure Blob Storage: List Blobs pages and ranged blob GETs, authorized as the run's
-`AzureAccess` says, on our HTTP/1.1 connections (`HttpGetter`: retries under the one policy, the fleet's throttling),
-and what Azure's answers mean.
-
-A blob's read (through the HTTP object-store template, `ObjectReads`) is pinned to its listed ETag with If-Match: a
-blob replaced meanwhile answers 412, and the run fails saying it changed rather than land a mix of two versions. The
-Content-MD5 of a whole blob's answer is never taken as evidence of the blob: Azure (and Azurite) may compute it from
-the bytes held now, so it vouches for a corrupted copy too; only the MD5 recorded when the blob was written, which
-the listing shows, is (`source`). A blob without one is read in answers each checked as it comes (`range_md5`).
+"""Requests to one container of Azure Blob Storage (List Blobs pages, ranged blob GETs) on our HTTP/1.1 connections,
+authorized as `AzureAccess` says, and what Azure's answers mean. A blob's read (`ObjectReads`) is pinned to its listed
+ETag with If-Match: a blob replaced meanwhile answers 412, and the run fails saying it changed rather than land a mix of
+two versions. A whole answer's Content-MD5 is no evidence of the blob: Azure (and Azurite) may compute it from the bytes
+held now, vouching for a corrupted copy too; only the MD5 recorded when the blob was written, which the listing shows,
+is (`source`); a blob without one: `range_md5`.
 """
 
 from __future__ import annotations
@@ -42,7 +39,6 @@ class ContainerRequests:
         self._access = access
         self._base = f"{access.endpoint.path}/{quote(location.container, safe='$')}"
         self._http = HttpGetter(ssl.create_default_context, timeout, TRUST)
-        #: Its blobs' reads (`ObjectReads`), asked and judged as Azure asks and answers.
         self.objects = ObjectReads(self._http, self)
 
     def list_page(self, params: dict[str, str], where: str) -> bytes:
@@ -50,15 +46,13 @@ class ContainerRequests:
         return self._http.retrying("list", where, partial(self._list_page_once, params, where))
 
     def read_of(self, file: RemoteFile, offset: int, length: int) -> ObjectRead:
-        """The read of `file`'s bytes [offset, offset + length), pinned to its listed ETag; a blob without an MD5 of
-        its own in answers of `MAX_HASHED_RANGE` bytes at most, each checked against the MD5 Azure sends of it."""
+        """`file`'s bytes [offset, offset + length) pinned to its ETag; without an MD5 of its own, in hashed answers."""
         where = self.location.uri_of(file.locator)
         read = ObjectRead(file.locator, file.version, offset, length, file.size, where)
         return read if file.checksum is not None else replace(read, piece=MAX_HASHED_RANGE, checked=HashedAnswer)
 
     def request(self, read: ObjectRead, answer: Answer) -> Request:
-        """An authorized GET of `answer`'s bytes of the blob, with If-Match on its ETag; a hashed one asks for their
-        MD5, which its sink checks (`HashedAnswer`)."""
+        """An authorized GET of `answer`'s bytes, If-Match its ETag; hashed, it asks for their MD5 (`HashedAnswer`)."""
         headers = {"if-match": f'"{read.version}"'} if read.version else {}
         if read.piece:
             headers[ASK_FOR_MD5] = "true"
@@ -94,8 +88,7 @@ class ContainerRequests:
         return f"{path}?{query}" if query else path
 
     def _failure(self, verb: str, where: str, response: Response) -> Exception:
-        """Azure's error answer (x-ms-error-code, else the body's Code, and its Message) as the exception that says
-        what to do: a transient one retried, the rest final."""
+        """Azure's error (x-ms-error-code, else the body's Code; its Message) as what to do: transient ones retried."""
         body = response.read_all().decode(errors="replace")
         code = response.header("x-ms-error-code") or xml_field(body, "Code") or response.reason
         message = (xml_field(body, "Message") or "").split("\n", 1)[0]  # then RequestId and Time
@@ -107,8 +100,7 @@ class ContainerRequests:
 
 
 def azure_error(verb: str, where: str, container: str, answer: tuple[int, str, str], check: str) -> str:
-    """The message for a failed request, from Azure's answer (status, code, message); `container` names the
-    container, `check` what to check when the credential is refused."""
+    """A failed request's message from Azure's answer (status, code, message); `check`: what to check when refused."""
     status, code, message = answer
     if code == "ContainerNotFound":
         return f"the container {container} does not exist ({code})"

@@ -1,7 +1,5 @@
-"""Microsoft Entra tokens for Azure Storage, from azure-identity's own chain (DefaultAzureCredential): AKS workload
-identity (AZURE_CLIENT_ID, AZURE_TENANT_ID, AZURE_FEDERATED_TOKEN_FILE), a service principal's variables, managed
-identity. azure-identity is imported when the first request needs a token, never on runs signed otherwise; each
-token is kept until it is about to expire, then fetched again, and hidden from the logs.
+"""Microsoft Entra tokens for Azure Storage from azure-identity's DefaultAzureCredential, imported for the first token,
+never on runs signed otherwise; each is kept until about to expire, then fetched again, and hidden from the logs.
 """
 
 from __future__ import annotations
@@ -18,10 +16,8 @@ from initializers.common import logs
 from initializers.common.errors import ConfigError, FetchError
 from initializers.common.uri_credentials import credentials_sent
 
-#: The audience of tokens for Azure Storage.
 STORAGE_SCOPE = "https://storage.azure.com/.default"
-#: A token is replaced this long before it expires, as azure-core's own pipeline does: a request signed with it
-#: must still be in time however long it waits on a throttled server.
+#: Replaced this long before expiry, as azure-core does: a signed request must stay in time on a throttled server.
 REFRESH_BEFORE_SECONDS = 300.0
 #: Where a refused token comes from, for messages.
 ENTRA_CHECK = (
@@ -32,8 +28,7 @@ ENTRA_CHECK = (
 
 
 class EntraToken:
-    """Requests authorized with a bearer token for Azure Storage, from `credential` (azure-identity's chain unless
-    given), fetched again `REFRESH_BEFORE_SECONDS` before it expires; thread-safe, one thread fetching for all."""
+    """Bearer tokens from `credential` (azure-identity's chain unless given); thread-safe, one thread fetching all."""
 
     check = ENTRA_CHECK
 
@@ -78,8 +73,7 @@ ENTRA_SETTINGS = (
     "AZURE_TENANT_ID, AZURE_AUTHORITY_HOST (an https:// URL), AZURE_CLIENT_CERTIFICATE_PATH (a PEM or PKCS12 file "
     "holding the private key and its certificate) and AZURE_CLIENT_CERTIFICATE_PASSWORD (for an encrypted key only)"
 )
-#: What azure-identity reads to prove who the run is, and sends a token endpoint: a service principal's secret and
-#: its certificate's password, App Service's identity header (and its older name).
+#: What azure-identity sends to prove who the run is: a client secret, a certificate's password, App Service's header.
 _IDENTITY_SECRETS = ("AZURE_CLIENT_SECRET", "AZURE_CLIENT_CERTIFICATE_PASSWORD", "IDENTITY_HEADER", "MSI_SECRET")
 #: The file holding AKS workload identity's projected token, which azure-identity sends Entra as its assertion.
 FEDERATED_TOKEN_FILE = "AZURE_FEDERATED_TOKEN_FILE"
@@ -100,9 +94,8 @@ def _default_credential() -> Any:
 
 
 def _hide_what_is_sent(request: Any) -> None:
-    """azure-core's hook on each request azure-identity's credentials make (msal's token requests included: it sends
-    them through azure-identity's pipeline): every credential it carries (the client assertion signed with
-    AZURE_CLIENT_CERTIFICATE_PATH's key, minted for this request alone; a client secret; a federated token) hidden
+    """azure-core's hook on every request of azure-identity's credentials (msal's too, sent through its pipeline): each
+    credential it carries (a client assertion, minted for this request alone; a secret; a federated token) is hidden
     before it leaves, so that a token endpoint quoting it back never prints it."""
     sent = request.http_request
     for secret in credentials_sent(sent.url, sent.body, sent.headers):

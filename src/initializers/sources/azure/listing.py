@@ -1,6 +1,4 @@
-"""List Blobs as plain data: the query for one page, the parsing of its answer, and the check that a chain of pages
-ends (`PageChain`). Pure functions, no I/O.
-"""
+"""List Blobs as plain data: one page's query, its answer parsed, and a chain of pages checked to end. No I/O."""
 
 from __future__ import annotations
 
@@ -23,8 +21,7 @@ class ListedBlob(NamedTuple):
     name: str
     size: int
     etag: str  # without quotes
-    #: The Content-MD5 the service recorded, as hex: a blob put in one request has one, a blob committed from blocks
-    #: none (unless its writer set it).
+    #: The Content-MD5 recorded, as hex: a blob put in one request has one, one committed from blocks none unless set.
     md5: str | None
     #: Hot, Cool, Cold or Archive ("" when the listing says nothing).
     tier: str = ""

@@ -1,6 +1,5 @@
 """Where in Azure Blob Storage `STORAGE_URI` points: `az://CONTAINER[/PREFIX]` (the account from the credentials, as
-fsspec and obstore read it) or `https://ACCOUNT.blob.core.windows.net/CONTAINER[/PREFIX]` (as KServe writes it).
-Pure functions, no I/O.
+fsspec and obstore read it) or an account's blob URL as KServe writes it (`AzureLocation.URL_USAGE`). No I/O.
 """
 
 from __future__ import annotations
@@ -16,10 +15,8 @@ from initializers.config.uris import folder_prefix
 
 #: The host of an account's blob service in Azure's public cloud: `ACCOUNT.blob.core.windows.net`.
 BLOB_HOST_SUFFIX = ".blob.core.windows.net"
-#: Container names Azure accepts: 3 to 63 lowercase letters, digits and single hyphens, a letter or digit at each end;
-#: and its three system containers.
+#: Container names Azure accepts (`_CONTAINER_RULE`), and its three system containers.
 _CONTAINER = re.compile(r"(?=[a-z0-9-]{3,63}$)[a-z0-9]+(?:-[a-z0-9]+)*|\$root|\$web|\$logs")
-#: Storage account names: 3 to 24 lowercase letters and digits.
 ACCOUNT_NAME = re.compile(r"[a-z0-9]{3,24}")
 _CONTAINER_RULE = "3 to 63 lowercase letters, digits and single hyphens, beginning and ending with a letter or digit"
 
@@ -52,8 +49,7 @@ class AzureLocation:
 
     @classmethod
     def _from_url(cls, uri: str) -> AzureLocation:
-        """An account's blob URL, its path percent-decoded as a URL's is (a SAS in its query is refused: it would
-        show wherever the URI does)."""
+        """A blob URL, its path percent-decoded; a SAS in its query is refused: it would show wherever the URI does."""
         parts = urlsplit(uri)
         shown = masked(f"https://{parts.netloc}{parts.path}")
         if parts.query or parts.fragment:

@@ -1,6 +1,5 @@
-"""How to reach Azure Blob Storage, by the variables Azure's own tools read (the az CLI, the SDKs' connection
-strings), declared beside `access`, which reads them as `config.options(AzureOptions)`; and the variables
-azure-identity reads itself, for Microsoft Entra tokens."""
+"""How to reach Azure Blob Storage: the variables Azure's tools read (the az CLI, the SDKs' connection strings), read
+by `access`; and those azure-identity reads itself, for Microsoft Entra tokens."""
 
 from __future__ import annotations
 
@@ -9,8 +8,7 @@ from dataclasses import dataclass
 from initializers.config.settings import setting_field
 from initializers.sources.azure.connection_string import secret_parts
 
-#: azure-identity's own, for a Microsoft Entra token: AKS workload identity (the first three), a service principal,
-#: managed identity's endpoints; and the CA certificates our connections read.
+#: What azure-identity reads for a Microsoft Entra token, and the CA certificates our connections read.
 ENTRA_VARIABLES = ("AZURE_CLIENT_ID", "AZURE_TENANT_ID", "AZURE_FEDERATED_TOKEN_FILE", "AZURE_AUTHORITY_HOST",
                    "AZURE_CLIENT_SECRET", "AZURE_CLIENT_CERTIFICATE_PATH", "IDENTITY_ENDPOINT", "IDENTITY_HEADER",
                    "MSI_ENDPOINT", "SSL_CERT_FILE")  # fmt: skip

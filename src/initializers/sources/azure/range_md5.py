@@ -1,13 +1,10 @@
-"""Azure's MD5 of each range it sends, for blobs that have no Content-MD5 of their own (committed from blocks).
-
-Asked with `x-ms-range-get-content-md5: true` beside a Range of at most 4 MiB, Azure (and Azurite) answers with the
-Content-MD5 of the bytes it sends: each answer is hashed as it streams in and its last bytes are held back until the
-hash matches. A mismatch (bytes changed on the way: a proxy, a NIC, a bad cable) starts the range over and is retried
-under the one policy; bytes that keep missing fail the run. The service computes the hash from what it holds now,
-so this vouches for the way, never for a stored copy gone bad: such a blob is still recorded by its size and ETag.
-
-Azure offers a CRC-64 of a range too (`x-ms-range-get-content-crc64`): Python's standard library has no CRC-64 (its
-MD5 is C), and Azurite refuses the header (500), so it could be neither fast nor tested here.
+"""Azure's MD5 of each range it sends, for blobs that have no Content-MD5 of their own (committed from blocks): asked
+with `x-ms-range-get-content-md5: true` beside a Range of at most 4 MiB, Azure (and Azurite) answers with the
+Content-MD5 of the bytes it sends. Each answer is hashed as it streams in, its last bytes held back until the hash
+matches; a mismatch (bytes changed on the way: a proxy, a NIC, a bad cable) starts the range over under the one retry
+policy. The hash is of what the service holds now: it vouches for the way, never for a stored copy gone bad (such a blob
+is still recorded by its size and ETag). A range's CRC-64 (`x-ms-range-get-content-crc64`) is unused: Python has no
+CRC-64 (its MD5 is C), and Azurite refuses the header (500), so it could be neither fast nor tested here.
 """
 
 from __future__ import annotations
@@ -22,14 +19,12 @@ from initializers.store.sink import Sink
 
 #: The largest range Azure sends an MD5 of; a larger one is refused (400).
 MAX_HASHED_RANGE = 4 << 20
-#: The request header that asks for it.
 ASK_FOR_MD5 = "x-ms-range-get-content-md5"
 
 
 def checked_of(kept: tuple[tuple[int, int], ...], size: int) -> tuple[tuple[int, int], ...]:
-    """Of the intervals an earlier run kept of a blob of `size` bytes read in hashed answers, those whose every answer
-    was checked: answers end every `MAX_HASHED_RANGE` bytes of the blob (or at its end), and bytes past the last such
-    end came from an answer cut short (a kill, a crash), never checked."""
+    """The kept intervals of a hashed blob whose every answer was checked: answers end every `MAX_HASHED_RANGE` bytes
+    (or at the blob's end); bytes past the last such end came from an answer cut short (a kill, a crash), unchecked."""
     checked = []
     for offset, length in kept:
         end = offset + length

@@ -1,8 +1,6 @@
-"""Azure Storage's SharedKey authorization for bodiless GETs: HMAC-SHA256, keyed with the account's key, over the
-canonical string Azure defines (versions 2009-09-19 and later). Pure functions, no I/O.
-
-Written here, as `sources/aws/sigv4.py` is for S3, rather than through azure-storage-blob: its pipeline costs far more
-CPU per request than the request's own signing, and small blobs are all requests.
+"""Azure Storage's SharedKey authorization for bodiless GETs: HMAC-SHA256 with the account's key over Azure's canonical
+string (versions 2009-09-19 and later). Written here, as `sources/aws/sigv4.py` is for S3, not through
+azure-storage-blob: its pipeline costs far more CPU per request than the signing, and small blobs are all requests.
 """
 
 from __future__ import annotations
@@ -22,10 +20,9 @@ STANDARD_HEADERS = ("content-encoding", "content-language", "content-length", "c
 
 
 def string_to_sign(method: str, account: str, path: str, params: Mapping[str, str], headers: Mapping[str, str]) -> str:
-    """Azure's canonical string of a request: the verb, the standard headers in their order (a zero Content-Length
-    as empty), the x-ms-* headers sorted (names in lower case, values stripped), then the resource: `/ACCOUNT`, the
-    path as sent (percent-encoded; on a path-style endpoint it names the account again) and each query parameter,
-    decoded, on a line of its own in name order."""
+    """Azure's canonical string of a request: the verb, the standard headers in order (a zero Content-Length empty),
+    the x-ms-* headers sorted (lower-case names, stripped values), then `/ACCOUNT`, the path as sent (percent-encoded;
+    path-style, it names the account again) and each query parameter, decoded, on its own line in name order."""
     lower = {name.lower(): value for name, value in headers.items()}
     standard = [
         "" if name == "content-length" and lower.get(name) == "0" else lower.get(name, "") for name in STANDARD_HEADERS
@@ -44,7 +41,6 @@ class SharedKey:
         except (binascii.Error, ValueError):
             raise ConfigError(f"{variable}: not a storage account key, which is base64 (value not shown)") from None
         self._account = account
-        #: What to check when Azure refuses the signature.
         self.check = variable
 
     def __repr__(self) -> str:  # never show the key, even in a traceback

@@ -1,6 +1,5 @@
-"""The az:// source: a container's blobs under a prefix, listed by List Blobs pages and read by ranged GETs pinned
-to their listed ETags (`container`), each verified against the Content-MD5 Azure recorded when it was written; one
-without (committed from blocks) is checked answer by answer (`range_md5`) and recorded by its size and ETag.
+"""The az:// source: a container's blobs under a prefix (`container`), each verified by the Content-MD5 recorded at
+write time; one without (committed from blocks), answer by answer (`range_md5`), recorded by size and ETag.
 """
 
 from __future__ import annotations
@@ -54,8 +53,7 @@ class AzureSource(ObjectStorage):
                     yield self._remote_file(first, name.rsplit("/", 1)[-1])
 
     def _listing(self, prefix: str) -> Iterator[ListedBlob]:
-        """Every blob under `prefix`, page after page, but for a Data Lake account's directories (listed as empty
-        blobs named without a trailing `/`: no file either)."""
+        """Every blob under `prefix`, page after page, but a Data Lake account's directories (empty blobs: no files)."""
         chain = PageChain()
         marker: str | None = None
         while True:

@@ -1,10 +1,6 @@
-"""How a run reaches Cloud Storage, decided once: where requests go (GCS_ENDPOINT, else Google's), and the
-authorization each carries as of now.
-
-Tokens come from google-auth, Google's own library, as every Google client finds them: a service-account key or a
-workload-identity-federation file named by GOOGLE_APPLICATION_CREDENTIALS, gcloud's application-default credentials,
-or the metadata server (GKE Workload Identity); each is refreshed before it expires. ANONYMOUS sends none, for
-public buckets; an emulator (STORAGE_EMULATOR_HOST) takes none.
+"""How a run reaches Cloud Storage, decided once: where requests go (GCS_ENDPOINT, else Google's) and the authorization
+each carries as of now: google-auth's tokens, found as every Google client finds them (`_NO_CREDENTIALS` lists where)
+and refreshed before they expire; none for ANONYMOUS (public buckets) or an emulator (STORAGE_EMULATOR_HOST).
 """
 
 from __future__ import annotations
@@ -47,8 +43,7 @@ class GcsAccess:
 
 
 def access_from(config: Config) -> GcsAccess:
-    """The run's `GcsAccess`: an emulator, unsigned requests, or google-auth's credentials (resolved now: a run with
-    none is refused before it lists anything)."""
+    """The run's `GcsAccess`, google-auth's credentials resolved now: a run with none is refused before it lists."""
     options = config.options(GcsOptions)
     if options.emulator_host:
         emulator = options.emulator_host
@@ -113,9 +108,8 @@ def _hide_the_key_file(path: str) -> None:
 
 
 class _HidingRequest:
-    """google-auth's transport, through which every token request goes (to a token endpoint, an STS, the metadata
-    server): each credential it sends (a signed assertion, a subject token, a refresh token) is hidden before it
-    leaves, each token it receives as it arrives, so that an endpoint quoting either back never prints it."""
+    """google-auth's transport of every token request: each credential sent (a signed assertion, a subject or refresh
+    token) hidden before it leaves, each token received as it arrives, so an endpoint quoting either never prints it."""
 
     def __init__(self, inner: Any) -> None:
         self._inner = inner

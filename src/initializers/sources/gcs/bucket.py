@@ -1,9 +1,6 @@
-"""Requests to one Cloud Storage bucket over its JSON API: listing pages, an object's metadata, and ranged reads of
-an object pinned to its generation, on our HTTP/1.1 connections (`sources/http`), with what Cloud Storage's answers
-mean.
-
-Reads ask for the stored bytes (`Accept-Encoding: gzip`): an object stored gzip-encoded is otherwise decompressed on
-the way, and neither its size nor its checksums would match what arrives.
+"""Requests to one Cloud Storage bucket over its JSON API (listing pages, an object's metadata, ranged reads pinned to
+its generation) and what its answers mean. Reads ask for the stored bytes (`Accept-Encoding: gzip`): an object stored
+gzip-encoded is otherwise decompressed on the way, and neither its size nor its checksums would match what arrives.
 """
 
 from __future__ import annotations
@@ -38,7 +35,6 @@ class GcsBucket:
         self._authorization = access.authorization
         self._http = HttpGetter(ssl.create_default_context, timeout, GCS_TRUST)
         self._objects = f"/storage/v1/b/{quote(bucket, safe='')}/o"
-        #: Its objects' reads (`ObjectReads`), asked and judged as Cloud Storage asks and answers.
         self.objects = ObjectReads(self._http, self)
 
     @property

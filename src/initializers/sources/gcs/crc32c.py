@@ -1,5 +1,4 @@
-"""Cloud Storage's CRC-32C (Castagnoli's), which every object has: its kind, computed by google-crc32c (native code,
-imported once an object is hashed)."""
+"""Cloud Storage's CRC-32C, which every object has, computed by google-crc32c (native; imported once one is hashed)."""
 
 from __future__ import annotations
 

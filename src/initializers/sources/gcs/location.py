@@ -1,5 +1,4 @@
-"""Where in Google Cloud Storage `STORAGE_URI` points: `gs://BUCKET[/PREFIX]`, a folder-like prefix, or one object
-when the name is one's (as for `s3://`)."""
+"""Where in Cloud Storage `STORAGE_URI` points: `gs://BUCKET[/PREFIX]`, a folder-like prefix, or one object."""
 
 from __future__ import annotations
 
@@ -11,8 +10,7 @@ from initializers.common.errors import ConfigError
 from initializers.common.uri_credentials import masked
 from initializers.config.uris import folder_prefix
 
-#: Google's bucket naming rules: 3-63 characters of lowercase letters, digits, '-', '_' and '.', starting and ending
-#: with a letter or digit (up to 222 with dots, each dot-separated part at most 63).
+#: Google's bucket naming rules: 3-63 characters (up to 222 with dots, each dot-separated part at most 63).
 _BUCKET = re.compile(r"[a-z0-9][a-z0-9._-]{1,220}[a-z0-9]")
 
 

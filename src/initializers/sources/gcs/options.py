@@ -1,5 +1,4 @@
-"""How to reach Cloud Storage, declared for the schema: another endpoint, or an emulator as Google's own client
-libraries find one. The credentials are google-auth's, by its own variables (`GOOGLE_AUTH_VARIABLES`)."""
+"""How to reach Cloud Storage: another endpoint or an emulator; credentials by google-auth's `GOOGLE_AUTH_VARIABLES`."""
 
 from __future__ import annotations
 

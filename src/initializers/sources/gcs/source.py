@@ -1,6 +1,5 @@
-"""The gs:// source: a bucket's objects under a prefix, listed through the JSON API and read in ranges pinned to the
-generation listed, each verified against the CRC32C Cloud Storage holds for it (every object has one; its ranges'
-CRCs combine, and google-crc32c takes a fifteenth of MD5's CPU here: bench/results.md), else its MD5."""
+"""The gs:// source: a bucket's objects under a prefix (`bucket`), each verified by its CRC32C (every object has one;
+ranges' CRCs combine; google-crc32c costs a fifteenth of MD5's CPU: bench/results.md), else its MD5."""
 
 from __future__ import annotations
 
@@ -53,8 +52,7 @@ class GcsSource(ObjectStorage):
                 yield one
 
     def _listing(self, prefix: str) -> Iterator[RemoteFile]:
-        """Every object under `prefix`, page after page, read as Cloud Storage's docs describe a page (`items`, each
-        with the fields asked for, and `nextPageToken`); a listing whose pages go nowhere fails."""
+        """Every object under `prefix`, page by page as Cloud Storage documents them; a listing going nowhere fails."""
         token: str | None = None
         empty, seen = 0, set[str]()
         while True:
@@ -87,8 +85,7 @@ def _named(item: Mapping[str, Any], name: str) -> Mapping[str, Any]:
 
 
 def _remote_file(item: Mapping[str, Any], path: str) -> RemoteFile:
-    """A listed object (its name read already): its size, its generation as its version, and the checksum Cloud
-    Storage holds for it (its CRC32C, else its MD5); Malformed naming it when the answer says something else."""
+    """A listed object (its name read already) versioned by its generation; Malformed naming it if the answer is off."""
     name = item["name"]
     size = answers.size(item.get("size"), f"the size of {name!r}")
     generation = answers.digits(item.get("generation"), f"the generation of {name!r}")

@@ -1,5 +1,4 @@
-"""The cache:// source: an Iceberg table read with pyiceberg (`storage`: its FileIO over S3, on the AWS access it
-shares with the S3 source, `sources.aws`; `parts`: one data file's rows into shard parts) and made into Parquet shards
+"""The cache:// source: an Iceberg table read with pyiceberg (`storage`, `parts`, `errors`) into Parquet shards
 (`source`). This face declares it (`PLUGIN`); pyiceberg and pyarrow are imported when a cache:// URI is opened.
 """
 
@@ -14,14 +13,12 @@ from initializers.sources.aws.options import BOTOCORE_VARIABLES, AwsOptions
 from initializers.sources.iceberg.location import CacheLocation
 from initializers.sources.iceberg.options import CacheOptions
 
-#: Every row of the table is sharded, and pyarrow reads its files: selection and the bandwidth cap do not apply.
 _REFUSES = {
     "ignore_patterns": "every row of the table is sharded",
     "allow_patterns": "every row of the table is sharded",
     "max_bandwidth": "pyarrow reads the table's files",
 }
 
-#: What SHARD_INDEX and SHARD_COUNT mean here: one of the table's shards (NUM_DATA_NODES of them), not a plan's share.
 _NOTES = {
     "shard_index": "For cache://, the one shard (of NUM_DATA_NODES) this node materialises.",
     "shard_count": "For cache://, unset or NUM_DATA_NODES: the table is sharded for its data nodes.",

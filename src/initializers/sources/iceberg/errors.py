@@ -1,6 +1,5 @@
-"""What pyarrow's S3 client says when a read fails, read the cache source's way: the AWS error type it names (or, for
-an answer without a body, the HTTP status), which decides whether another attempt is worth it, and the message with
-what to check."""
+"""pyarrow's S3 failures read the cache source's way: the AWS error type it names (or a bodiless answer's HTTP status)
+decides whether another attempt is worth it, and the message says what to check."""
 
 from __future__ import annotations
 
@@ -26,9 +25,7 @@ _THROTTLING_STATUSES = frozenset({429, 503})
 
 
 def pyarrow_transient(exc: OSError, explained: str) -> Retriable | None:
-    """The cache's one rule for what is worth another attempt, for every read pyarrow's S3 client makes (metadata,
-    manifests, deletes, data files): the AWS error types of a 5xx, a dropped connection or throttling; None for a
-    failure no retry changes. `explained`: the failure as messages say it."""
+    """The cache's one retry rule, for every read of pyarrow's S3 client: Retriable (`explained`) or None."""
     error_type = _aws_error_type(exc)
     if error_type in _TRANSIENT_TYPES:
         return Retriable(explained, throttled=error_type in _THROTTLING_TYPES)

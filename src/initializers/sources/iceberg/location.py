@@ -11,8 +11,7 @@ from initializers.common.uri_credentials import masked
 
 @dataclass(frozen=True)
 class CacheLocation:
-    """`cache://SCHEMA/TABLE`: the Iceberg table Kubeflow's data cache names. The name is only shown (messages, the
-    manifest): the table's data is found through METADATA_LOC."""
+    """The table Kubeflow's data cache names, only shown (messages, the manifest): its data is found by METADATA_LOC."""
 
     table: str  # SCHEMA/TABLE
 

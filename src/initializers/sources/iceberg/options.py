@@ -1,5 +1,4 @@
-"""The cache:// (Iceberg) source's own settings, as Kubeflow's data cache initializer receives them, declared
-beside it, one of its plug-in's option groups. It also reads `AwsOptions`, for the table's storage."""
+"""The cache:// source's own settings, as Kubeflow's data cache initializer sends them; it also reads `AwsOptions`."""
 
 from __future__ import annotations
 

@@ -1,10 +1,9 @@
-"""Writing one shard part of an Iceberg table: a data file copied byte for byte, or a slice of its rows re-written.
-
-Rows are read a row group and a batch at a time with pyarrow's `ParquetFile`, so memory stays near one batch
-per worker whatever the table's size: pyiceberg 0.12's own readers hold whole files (its scanner reads
-ahead 16 batches per file, its batch reader submits every file at once). Projection onto the current schema
-(renamed, added and promoted columns, identity partition values missing from a file) and positional
-deletes reuse pyiceberg's own functions, which are private in 0.12: hence the pinned minor version.
+"""Writing one shard part of an Iceberg table: a data file copied byte for byte, or a slice of its rows re-written, a
+row group and a batch at a time (pyarrow's `ParquetFile`), so memory stays near one batch per worker whatever the
+table's size: pyiceberg 0.12's own readers hold whole files (its scanner reads ahead 16 batches per file, its batch
+reader submits every file at once). Projection onto the current schema (renamed, added and promoted columns, identity
+partition values missing from a file) and positional deletes reuse pyiceberg's own functions, private in 0.12: hence the
+pinned minor version.
 """
 
 from __future__ import annotations
@@ -105,8 +104,7 @@ class PartWriter:
         self.target = reading_schema(table)
 
     def write(self, parts: list[tuple[Part, str]], on_bytes: Callable[[int], None]) -> str:
-        """Leave each part, all cut from one data file, as a complete Parquet file at its destination, reading the
-        data file once; returns how: "copied" or "rewritten"."""
+        """Write the parts, cut from one data file read once, as whole Parquet files; return "copied" or "rewritten"."""
         first = parts[0][0]
         if first.task is None:
             for _, destination in parts:

@@ -1,11 +1,9 @@
-"""The cache source: an Apache Iceberg table, read with pyiceberg, delivered as balanced Parquet shards.
-
-Kubeflow's data cache names a table (`cache://SCHEMA/TABLE`) and its metadata file (METADATA_LOC). The
-table's current snapshot is laid out as one folder per data node, `shard-<i>/`, whose row counts differ
-by at most one, so node i reads `shard-<i>` with no cache cluster at all. A shard is made of parts, one
-per data file it overlaps, in table order; `iceberg_parts` writes each (a byte copy where that is exact).
-Every part's version names the snapshot and schema, so an unchanged table is a no-op and a new snapshot or
-schema re-materialises the shards.
+"""The cache source: an Apache Iceberg table, read with pyiceberg, delivered as balanced Parquet shards. Kubeflow's data
+cache names a table (`cache://SCHEMA/TABLE`) and its metadata file (METADATA_LOC). The table's current snapshot is laid
+out as one folder per data node, `shard-<i>/`, whose row counts differ by at most one, so node i reads `shard-<i>` with
+no cache cluster at all. A shard is made of parts, one per data file it overlaps, in table order, each written by
+`parts` (a byte copy where exact). Every part's version names the snapshot and schema, so an unchanged table is a no-op
+and a new snapshot or schema re-materialises the shards.
 """
 
 from __future__ import annotations
@@ -159,8 +157,7 @@ class IcebergSource(Maker):
         )
 
     def _retrying(self, verb: str, what: str, call: Callable[[], _T], metadata: bool = False) -> _T:
-        """`call()` under the one retry policy, with pyarrow's and pyiceberg's failures in words that say what failed
-        and what to check; pyarrow's own retries have run out by the time it raises."""
+        """`call()` under the one retry policy, failures worded by `_translated_errors` (pyarrow's retries spent)."""
 
         def attempt() -> _T:
             with self._translated_errors(what, metadata):
@@ -217,9 +214,8 @@ def data_nodes(options: CacheOptions) -> int:
 
 
 def node_shard(config: Config, nodes: int) -> int | None:
-    """SHARD_INDEX as the cache source reads it: the one shard of the table's `nodes` this node materialises (None:
-    all of them), rather than a share of a plan split over SHARD_COUNT initializers; SHARD_COUNT may only repeat
-    the number of data nodes."""
+    """SHARD_INDEX as the cache source reads it: the one shard (of `nodes`) this node materialises (None: all), not a
+    share of a plan split over SHARD_COUNT initializers; SHARD_COUNT may only repeat the number of data nodes."""
     if config.shard_count is not None and config.shard_count != nodes:
         raise ConfigError(
             f"SHARD_COUNT={config.shard_count}, but the table is sharded for {nodes} data nodes "

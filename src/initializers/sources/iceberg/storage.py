@@ -1,12 +1,9 @@
 """pyiceberg's FileIO for the cache source: the contract's settings, the bucket's own region, current credentials.
-
-pyarrow's S3 filesystem takes one region and static keys. Credentials come from where the S3 source gets them
-(`sources.aws`: static keys, the AWS chain, an assumed role) and refresh the same way: a FileIO is made anew whenever
-botocore has refreshed them, so an assumed role's or web identity's session never expires under a long
-materialisation. pyarrow does not follow S3's region redirects, so when the metadata file is on S3 its first byte is
-read first, with the S3 source's signed GETs (`S3Getter`): S3 redirects that request when the bucket lives in another
-region than configured, and pyarrow is then given the bucket's own region. That read also reports a missing or
-forbidden metadata file in S3's words.
+pyarrow's S3 filesystem takes one region and static keys. Credentials come from `sources.aws`, as for the S3 source, and
+a FileIO is made anew whenever botocore has refreshed them, so an assumed role's or web identity's session never expires
+under a long materialisation. pyarrow does not follow S3's region redirects: a metadata file on S3 is first read with
+the S3 source's signed GETs (`S3Getter`), which learn the bucket's own region from S3's redirect for pyarrow, and report
+a missing or forbidden metadata file in S3's words.
 """
 
 from __future__ import annotations
