@@ -87,9 +87,11 @@ class Store(ABC):
         """The bytes of a file are checked against a checksum the source vouches for (else by size only)."""
         return bool(self.source.checksum_kinds)
 
-    @abstractmethod
     def put(self, files: dict[str, bytes]) -> None:
-        """Make the source hold exactly `files` (path relative to the source's root -> bytes)."""
+        """Make the source hold exactly `files` (path relative to the source's root -> bytes): each put as a change,
+        unless the store has a way to put them at once."""
+        for path, data in files.items():
+            self.change(path, data)
 
     @abstractmethod
     def change(self, path: str, data: bytes) -> None:

@@ -36,10 +36,6 @@ class AzureStore(Store):
         self.azurite, self.container, self.relay = azurite, container, relay
         azurite.create_container(container)
 
-    def put(self, files: dict[str, bytes]) -> None:
-        for path, data in files.items():
-            self.change(path, data)
-
     def change(self, path: str, data: bytes) -> None:
         self.azurite.put_blob(self.container, f"{self.prefix}/{path}", data)
 

@@ -40,10 +40,6 @@ class GcsStore(Store):
         self.gcs, self.bucket, self.relay = gcs, bucket, relay
         gcs.create_bucket(bucket)
 
-    def put(self, files: dict[str, bytes]) -> None:
-        for path, data in files.items():
-            self.change(path, data)
-
     def change(self, path: str, data: bytes) -> None:
         self.gcs.put_object(self.bucket, f"{self.prefix}/{path}", data)
 

@@ -33,10 +33,6 @@ class S3Store(Store):
         self.seaweed, self.s3, self.bucket, self.relay = seaweed, s3, bucket, relay
         self.prefix = "root"
 
-    def put(self, files: dict[str, bytes]) -> None:
-        for path, data in files.items():
-            self.change(path, data)
-
     def change(self, path: str, data: bytes) -> None:
         self.s3.put_object(Bucket=self.bucket, Key=f"{self.prefix}/{path}", Body=data)
 
