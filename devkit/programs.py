@@ -79,11 +79,20 @@ def wait_for_event(process: subprocess.Popen[str], event: str) -> dict[str, Any]
     program's exit ends the wait otherwise. What is read here is no longer in what `communicate` returns."""
     assert process.stderr is not None
     read = []
-    for line in process.stderr:
+    while line := _one_line(process.stderr.fileno()):
         if f'"event": "{event}"' in line:
             return dict(json.loads(line))
         read.append(line)
     raise AssertionError(f"exited before {event!r}:\n{''.join(read[-20:])}")
+
+
+def _one_line(descriptor: int) -> str:
+    """The next line from `descriptor`, read a byte at a time: a buffered read would take the lines after it too,
+    which `communicate` (it reads the descriptor itself) would then never return, such as a run's last event."""
+    line = bytearray()
+    while not line.endswith(b"\n") and (byte := os.read(descriptor, 1)):
+        line += byte
+    return line.decode()
 
 
 #: The TIMEOUTs `run_until_the_deadline_catches` tries in turn: a test's own, short one first, then ones that outlast a

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -146,6 +147,15 @@ def test_a_stop_at_any_point_ends_the_run_stopped_or_complete_never_in_an_intern
         assert result.code == 1, result.stderr
         assert result.last["error"].startswith(f"stopped by {signal.Signals(signum).name} while waiting for")
         assert leftovers(output) == []
+
+
+def test_waiting_for_an_event_leaves_the_events_after_it_to_communicate() -> None:
+    """The stops above read the log up to an event, then `communicate`: a run's last events, written in the same
+    moment as the one waited for, must still be in what `communicate` returns (a buffered read took them once)."""
+    both = 'import sys; sys.stderr.write(\'{"event": "listed"}\\n{"event": "done"}\\n\'); sys.stderr.flush()'
+    process = subprocess.Popen([sys.executable, "-c", both], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert wait_for_event(process, "listed") == {"event": "listed"}
+    assert finish(process).last == {"event": "done"}
 
 
 def test_the_deadline_ends_a_slow_run_saying_what_it_waited_for(

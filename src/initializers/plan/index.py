@@ -11,7 +11,8 @@ import hashlib
 import heapq
 import os
 import sqlite3
-from collections.abc import Iterable, Iterator
+from collections.abc import Generator, Iterable, Iterator
+from contextlib import closing
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -115,7 +116,7 @@ class PlanIndex:
         self._refuse_clash(self._at_paths("SELECT path FROM folders", [file.path for file in files]))
         self._refuse_clash(self._at_paths("SELECT path FROM planned", folders))
 
-    def _at_paths(self, select: str, paths: list[str]) -> Iterator[tuple[Any, ...]]:
+    def _at_paths(self, select: str, paths: list[str]) -> Generator[tuple[Any, ...], None, None]:
         """The rows `select` finds at `paths`, asked `_MOST_VALUES` paths at a time."""
         for start in range(0, len(paths), _MOST_VALUES):
             chunk = paths[start : start + _MOST_VALUES]
@@ -131,9 +132,11 @@ class PlanIndex:
                 )
         raise FetchError(f"the source lists a file twice, among {files[0].locator!r} .. {files[-1].locator!r}")
 
-    def _refuse_clash(self, found: Iterator[tuple[Any, ...]]) -> None:
-        """Refuse the plan if `found` names a path that is both a planned file and the folder of another."""
-        row = next(found, None)
+    def _refuse_clash(self, found: Generator[tuple[Any, ...], None, None]) -> None:
+        """Refuse the plan if `found` names a path that is both a planned file and the folder of another (its query
+        closed at once: left open, it would outlive the database)."""
+        with closing(found):
+            row = next(found, None)
         if row is None:
             return
         (folder,) = row
