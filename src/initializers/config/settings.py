@@ -254,12 +254,10 @@ def env_of(instance: Any) -> dict[str, str]:
     return env
 
 
-def parse_settings(
-    settings: list[tuple[str, Setting]], env: Mapping[str, str], options: Mapping[str, str | None] | None
-) -> dict[str, Any]:
-    """{field name: parsed value} of the settings given in variables or options; an option wins over its variable."""
+def parse_schema(schema: type[S], env: Mapping[str, str], options: Mapping[str, str | None] | None = None) -> S:
+    """A schema parsed from variables and raw option values; an option given wins over its variable."""
     values: dict[str, Any] = {}
-    for name, setting in settings:
+    for name, setting in settings_of(schema):
         option = (options or {}).get(name)
         if option is not None:
             source, raw = setting.option, option
@@ -284,9 +282,4 @@ def parse_settings(
         except ValueError:
             shown = "***" if setting.secret else repr(raw)
             raise ConfigError(f"{source}: expected {setting.codec.expected}, got {shown}") from None
-    return values
-
-
-def parse_schema(schema: type[S], env: Mapping[str, str], options: Mapping[str, str | None] | None = None) -> S:
-    """A schema parsed from variables and raw option values; an option given wins over its variable."""
-    return build(schema, parse_settings(settings_of(schema), env, options))
+    return build(schema, values)
