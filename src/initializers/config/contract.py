@@ -21,8 +21,8 @@ from initializers.config.settings import (
     NON_NEGATIVE_INT,
     POSITIVE_INT,
     POSITIVE_NUMBER,
+    Codec,
     Setting,
-    bounded_int,
     build,
     choice,
     env_of,
@@ -31,6 +31,7 @@ from initializers.config.settings import (
     setting_field,
     settings_of,
     values_of,
+    whole_number,
 )
 
 G = TypeVar("G")
@@ -163,7 +164,7 @@ class Config:
         "MAX_WORKERS",
         "Most parallel transfers, at most 256 [default: per source, stored files: 64 streams, from 8 up while it "
         "pays, and 256 small-file requests: 64 at once, more from the first over a long round trip].",
-        bounded_int(MAX_WORKERS_LIMIT),
+        Codec(whole_number(1, MAX_WORKERS_LIMIT), str, f"an integer from 1 to {MAX_WORKERS_LIMIT}"),
     )
     read_timeout: float = setting_field(
         "READ_TIMEOUT",

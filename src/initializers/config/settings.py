@@ -79,11 +79,6 @@ def _parse_bool(raw: str) -> bool:
     raise ValueError("not a boolean")
 
 
-def bounded_int(most: int) -> Codec[int]:
-    """A positive integer up to `most`."""
-    return Codec(whole_number(1, most), str, f"an integer from 1 to {most}")
-
-
 def _patterns(variable: str, empty_means_unset: bool) -> Codec[tuple[str, ...]]:
     """Comma-separated globs, as the Kubeflow SDK joins them; blanks around and between commas are dropped."""
 
