@@ -312,10 +312,7 @@ class Config:
 
     def to_env(self) -> dict[str, str]:
         """The variables that reproduce this configuration: `Config.from_env(c.to_env()) == c`."""
-        env = env_of(self)
-        for group in self.source_options:
-            env.update(env_of(group))
-        return env
+        return {name: value for group in (self, *self.source_options) for name, value in env_of(group).items()}
 
     def secrets(self) -> list[str]:
         """Secret values present in this configuration, for log redaction."""
