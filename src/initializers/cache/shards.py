@@ -9,6 +9,7 @@ manifest and the parts' footers only, and refuses a folder that is not the compl
 from __future__ import annotations
 
 import bisect
+import itertools
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -114,19 +115,13 @@ class MaterialisedTable:
         for part in self._parts[first:]:
             if part.first_row >= stop:
                 return
-            selected, position = [], part.first_row
-            skipped = None  # the table row the first selected row group starts at
-            for index, rows in enumerate(part.row_groups):
-                if position + rows > start and position < stop:
-                    selected.append(index)
-                    skipped = position if skipped is None else skipped
-                position += rows
+            bounds = list(itertools.accumulate(part.row_groups, initial=part.first_row))  # the row groups' first rows
+            selected = [index for index, end in enumerate(bounds[1:]) if end > start and bounds[index] < stop]
             if not selected:
                 continue
-            assert skipped is not None
             parquet = pq.ParquetFile(part.path, pre_buffer=False, buffer_size=_READ_BUFFER)
             try:
-                position = skipped
+                position = bounds[selected[0]]
                 for batch in parquet.iter_batches(row_groups=selected, use_threads=False):
                     low, high = max(start - position, 0), min(stop - position, batch.num_rows)
                     position += batch.num_rows
