@@ -29,13 +29,11 @@ def partition_of(path: list[bytes]) -> tuple[int, int]:
     """(index, total) from a descriptor's path of two decimal integers; a ValueError saying what is wrong."""
     if len(path) != 2:
         raise ValueError(f"expected a path of two integers, the partition index and total, got {len(path)} parts")
-    numbers = []
     for name, raw in zip(("index", "total"), path, strict=True):
         text = raw.decode("utf-8", "replace")
         if not _DIGITS.fullmatch(text):
             raise ValueError(f"the partition {name} must be an integer, 0 or more; got {text!r}")
-        numbers.append(int(text))
-    index, total = numbers
+    index, total = map(int, path)
     if total == 0:
         raise ValueError("the partition total must be at least 1, got 0")
     if index >= total:
