@@ -126,11 +126,11 @@ def exit_code(options: Mapping[str, str | None]) -> int:
     return EXIT_OK
 
 
-def _command() -> click.Command:
+def main(argv: list[str] | None = None) -> None:
     def callback(**options: str | None) -> NoReturn:
         exit_now(exit_code(options))
 
-    return click.Command(
+    command = click.Command(
         name=PROGRAM,
         params=options_for(settings_of(ServerConfig)),
         callback=callback,
@@ -139,10 +139,7 @@ def _command() -> click.Command:
         "by SIGTERM or SIGINT, 1 no complete materialisation to serve (or the port is taken), 2 bad configuration.",
         context_settings={"max_content_width": 110, "terminal_width": 110},
     )
-
-
-def main(argv: list[str] | None = None) -> None:
-    _command().main(args=sys.argv[1:] if argv is None else argv, prog_name=PROGRAM)
+    command.main(args=sys.argv[1:] if argv is None else argv, prog_name=PROGRAM)
 
 
 if __name__ == "__main__":
