@@ -19,7 +19,7 @@ from initializers.config.registry import option_groups
 from initializers.config.settings import BOOL, FALSE_WORDS, TRUE_WORDS, Setting, settings_of
 
 if TYPE_CHECKING:
-    from initializers.run import Outcome
+    from initializers.steps.outcome import Outcome
 
 EXIT_OK, EXIT_FETCH_FAILED, EXIT_BAD_CONFIG = 0, 1, 2
 #: Read by every source's HTTP client, as boto3 and huggingface_hub read them.

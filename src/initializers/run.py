@@ -17,8 +17,6 @@ from initializers.steps.signing import signing_for
 from initializers.transfer.live_view import reporters
 from initializers.transfer.progress import Progress
 
-__all__ = ["Outcome", "perform"]
-
 
 def perform(config: Config, kind: Kind, log: Any) -> Outcome:
     """One run; SIGTERM, SIGINT and TIMEOUT stop it cleanly, naming what it was waiting for. A stop that comes once
