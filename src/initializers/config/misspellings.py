@@ -36,7 +36,7 @@ def misspelt(env: Iterable[str], known: Iterable[str], habits: Mapping[str, str]
     """{given: meant} for each variable of `env` that is a near miss of one of the `known` ones, or one of `habits`
     ({another tool's name for one of our settings: ours}, `ACCESS_KEY`: `ACCESS_KEY_ID`), in any case."""
     ours = {name: name.split("_") for name in known}
-    joined = {_letters(name): name for name in ours}
+    joined = {name.replace("_", ""): name for name in ours}  # by letters: `DRYRUN`, `DRY__RUN` are `DRY_RUN`'s
     found = {}
     for name in env:
         upper = name.upper()
@@ -47,18 +47,13 @@ def misspelt(env: Iterable[str], known: Iterable[str], habits: Mapping[str, str]
             continue
         if upper.startswith(FOREIGN_PREFIXES) or _SERVICE_VARIABLE.fullmatch(upper) or upper in _OTHERS_JOINED:
             continue
-        meant = upper if upper in ours else joined.get(_letters(upper))
+        meant = upper if upper in ours else joined.get(upper.replace("_", ""))
         if meant is None and _OUR_SHAPE.fullmatch(upper):
             words = upper.split("_")
             meant = next((ok for ok, its in ours.items() if _one_word_slipped(words, its)), None)
         if meant is not None:
             found[name] = meant
     return found
-
-
-def _letters(name: str) -> str:
-    """`name` without its `_`s: `DRYRUN` and `DRY__RUN` are `DRY_RUN`'s letters."""
-    return name.replace("_", "")
 
 
 def message(found: Mapping[str, str]) -> str:
