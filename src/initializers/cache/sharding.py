@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import bisect
+import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -37,18 +39,12 @@ def shard_range(total: int, shards: int, index: int) -> tuple[int, int]:
 def cut(row_counts: Sequence[int], shards: int) -> list[Piece]:
     """Lay the inputs end to end and cut them into balanced shards; inputs without rows give no pieces. Pieces come in
     shard order, then in input order, so reading a shard's pieces in order reads its rows in table order."""
-    pieces: list[Piece] = []
-    boundaries = [shard_range(sum(row_counts), shards, index) for index in range(shards)]
-    shard = 0
-    offset = 0  # where the current input starts in the whole sequence
-    for index, count in enumerate(row_counts):
-        end = offset + count
-        while shard < shards and boundaries[shard][0] < end:
-            low, high = max(offset, boundaries[shard][0]), min(end, boundaries[shard][1])
-            if low < high:
-                pieces.append(Piece(shard, index, low - offset, high - offset))
-            if boundaries[shard][1] > end:
-                break
-            shard += 1
-        offset = end
-    return sorted(pieces, key=lambda piece: (piece.shard, piece.input))
+    starts = list(itertools.accumulate(row_counts, initial=0))  # where each input starts in the whole sequence
+    pieces = []
+    for shard in range(shards):
+        low, high = shard_range(starts[-1], shards, shard)
+        for index in range(bisect.bisect_right(starts, low) - 1, bisect.bisect_left(starts, high)):
+            start, stop = max(low, starts[index]), min(high, starts[index + 1])
+            if start < stop:
+                pieces.append(Piece(shard, index, start - starts[index], stop - starts[index]))
+    return pieces
