@@ -79,28 +79,6 @@ def _parse_bool(raw: str) -> bool:
     raise ValueError("not a boolean")
 
 
-def _patterns(variable: str, empty_means_unset: bool) -> Codec[tuple[str, ...]]:
-    """Comma-separated globs, as the Kubeflow SDK joins them; blanks around and between commas are dropped."""
-
-    def parse(raw: str) -> tuple[str, ...]:
-        given = tuple(part.strip() for part in raw.split(",") if part.strip())
-        for pattern in given:
-            if pattern.startswith("/"):
-                raise ConfigError(
-                    f"{variable}: {pattern!r} starts with '/', but patterns match paths relative to the source root "
-                    f"(write {pattern.lstrip('/')!r})"
-                )
-        return given
-
-    def write(given: tuple[str, ...]) -> str:
-        for pattern in given:
-            if "," in pattern:
-                raise ConfigError(f"{variable}: pattern {pattern!r} contains ',', which the list form cannot carry")
-        return ",".join(given)
-
-    return Codec(parse, write, "comma-separated glob patterns", empty_means_unset)
-
-
 #: Rates' suffixes: binary multiples, as rclone's --bwlimit reads them.
 _BANDWIDTH_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
 _BANDWIDTH = re.compile(r"(\d+(?:\.\d+)?)\s*([KMGT]?)", re.IGNORECASE)
@@ -181,8 +159,26 @@ def setting_field(env: str, help: HelpText, codec: Codec[Any] = TEXT, default: A
 
 
 def patterns_field(env: str, help: HelpText, *, empty_means_unset: bool = True) -> Any:
-    """Comma-separated globs read from `env` (messages name it); `empty_means_unset=False`: empty is the empty list."""
-    return setting_field(env, help, _patterns(env, empty_means_unset))
+    """Comma-separated globs read from `env` (messages name it), as the Kubeflow SDK joins them; blanks around and
+    between commas are dropped; `empty_means_unset=False`: empty is the empty list."""
+
+    def parse(raw: str) -> tuple[str, ...]:
+        given = tuple(part.strip() for part in raw.split(",") if part.strip())
+        for pattern in given:
+            if pattern.startswith("/"):
+                raise ConfigError(
+                    f"{env}: {pattern!r} starts with '/', but patterns match paths relative to the source root "
+                    f"(write {pattern.lstrip('/')!r})"
+                )
+        return given
+
+    def write(given: tuple[str, ...]) -> str:
+        for pattern in given:
+            if "," in pattern:
+                raise ConfigError(f"{env}: pattern {pattern!r} contains ',', which the list form cannot carry")
+        return ",".join(given)
+
+    return setting_field(env, help, Codec(parse, write, "comma-separated glob patterns", empty_means_unset))
 
 
 def group_field(group: type) -> Any:
