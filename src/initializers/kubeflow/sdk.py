@@ -64,13 +64,10 @@ class _InitializerConfig:
         return Config.build({**self._values(), "output_path": output_path}, self.kind)
 
     def _values(self) -> dict[str, Any]:
-        """{setting field: value} of the fields this configuration shares with the programs' schema."""
+        """{setting field: value} of the fields this configuration shares with the programs' schema, lists as tuples."""
         own = {name for name, _ in Config.settings(self.kind)}
-        values: dict[str, Any] = {f.name: getattr(self, f.name) for f in fields(self) if f.name in own}
-        for patterns in ("ignore_patterns", "allow_patterns"):
-            if values.get(patterns) is not None:
-                values[patterns] = tuple(values[patterns])
-        return values
+        values = {f.name: getattr(self, f.name) for f in fields(self) if f.name in own}
+        return {name: tuple(value) if isinstance(value, list) else value for name, value in values.items()}
 
 
 def _keyword_fields(name: str, groups: tuple[type, ...]) -> type:
