@@ -156,7 +156,6 @@ def _ours(plugin: SourcePlugin, kind: Kind) -> type[_InitializerConfig]:
     def body(namespace: dict[str, Any]) -> None:
         namespace.update(
             __module__=__name__,
-            __qualname__=name,
             __doc__=f"Ours alone: the Kubeflow SDK has no {plugin.scheme}:// initializer. The source's settings are "
             f"keyword fields: {', '.join(f.name for f in fields(settings))}.",
             __annotations__={"ignore_patterns": "list[str] | None", "allow_patterns": "list[str] | None"},
