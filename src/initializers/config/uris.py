@@ -22,8 +22,7 @@ def scheme_of(uri: str, kind: Kind) -> str:
     claimed = next((plugin.scheme for plugin in plugins if plugin.claims(uri)), None)
     if claimed is not None:
         return claimed
-    scheme, sep, _ = uri.partition("://")
-    scheme = scheme.lower()
+    scheme, sep, _ = uri.lower().partition("://")
     if sep and scheme in kind.schemes:
         return scheme
     if not sep or not scheme:
