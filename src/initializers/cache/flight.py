@@ -41,10 +41,6 @@ def partition_of(path: list[bytes]) -> tuple[int, int]:
     return index, total
 
 
-def ticket_for(index: int, total: int) -> bytes:
-    return json.dumps({"partition": [index, total]}).encode()
-
-
 def partition_of_ticket(ticket: bytes) -> tuple[int, int]:
     """The partition a ticket of ours names; a ValueError for anything else."""
     try:
@@ -69,7 +65,7 @@ class CacheFlightServer(flight.FlightServerBase):
     ) -> flight.FlightInfo:
         index, total = self._partition(descriptor)
         start, stop = shard_range(self.table.rows, total, index)
-        endpoint = flight.FlightEndpoint(ticket_for(index, total), [self.location])
+        endpoint = flight.FlightEndpoint(json.dumps({"partition": [index, total]}).encode(), [self.location])
         return flight.FlightInfo(self.table.schema, descriptor, [endpoint], stop - start, -1)
 
     def get_schema(self, context: flight.ServerCallContext, descriptor: flight.FlightDescriptor) -> flight.SchemaResult:
