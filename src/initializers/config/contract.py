@@ -112,9 +112,8 @@ def _either(words: list[str]) -> str:
 
 
 def _storage_uri_help(kind: Kind) -> str:
-    plugins = kind.plugins
-    claims = "".join(f"; or {plugin.claim.usage}" for plugin in plugins if plugin.claim)
-    return f"Source: {_either([plugin.usage for plugin in plugins])}{claims}."
+    claims = "".join(f"; or {plugin.claim.usage}" for plugin in kind.plugins if plugin.claim)
+    return f"Source: {_either([plugin.usage for plugin in kind.plugins])}{claims}."
 
 
 _GLOBS = "Comma-separated globs matched against paths relative to the source root"
@@ -274,9 +273,8 @@ class Config:
     def help_text(name: str, setting: Setting, kind: Kind) -> str:
         """`setting`'s --help in the `kind` program: its text for that program, then what it means for, or why it is
         refused by, each of the program's sources that says so (`SourcePlugin.notes`, `refuses`)."""
-        plugins = kind.plugins
-        notes = [plugin.notes[name] for plugin in plugins if name in plugin.notes]
-        notes += [f"Does not apply to {p.scheme}://: {p.refuses[name]}." for p in plugins if name in p.refuses]
+        notes = [plugin.notes[name] for plugin in kind.plugins if name in plugin.notes]
+        notes += [f"Does not apply to {p.scheme}://: {p.refuses[name]}." for p in kind.plugins if name in p.refuses]
         return " ".join([setting.help_for(kind), *notes])
 
     @staticmethod

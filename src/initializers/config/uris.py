@@ -18,8 +18,7 @@ def scheme_of(uri: str, kind: Kind) -> str:
             "reads them from its variables alone (a SAS token from AZURE_STORAGE_SAS_TOKEN, Google's from "
             "GOOGLE_APPLICATION_CREDENTIALS), where they stay out of logs, messages and the manifest"
         )
-    plugins = kind.plugins
-    claimed = next((plugin.scheme for plugin in plugins if plugin.claims(uri)), None)
+    claimed = next((plugin.scheme for plugin in kind.plugins if plugin.claims(uri)), None)
     if claimed is not None:
         return claimed
     scheme, sep, _ = uri.lower().partition("://")
@@ -27,7 +26,7 @@ def scheme_of(uri: str, kind: Kind) -> str:
         return scheme
     if not sep or not scheme:
         raise ConfigError(f"STORAGE_URI: {masked(uri)!r} is not a URI; the {kind.program} accepts {accepted}")
-    takes = [plugin.claim.usage for plugin in plugins if plugin.claim and scheme in plugin.claim.schemes]
+    takes = [plugin.claim.usage for plugin in kind.plugins if plugin.claim and scheme in plugin.claim.schemes]
     if takes:
         raise ConfigError(
             f"STORAGE_URI: {masked(uri)!r}: the only {scheme}:// URI the {kind.program} accepts is "
