@@ -298,15 +298,11 @@ class Config:
         """The `kind` program's configuration (None: the shared settings alone) from {field name: value}, shared or a
         group's (names are unique: `programs` checks them); settings not given keep their defaults."""
         groups = option_groups(kind.plugins if kind else ())
-        unknown = set(values) - {name for name, _ in cls.settings(kind)}
-        if unknown:
-            raise TypeError(f"Config has no setting {', '.join(sorted(unknown))}")
-
-        def own(schema: type) -> dict[str, Any]:
-            names = {name for name, _ in settings_of(schema)}
-            return {name: value for name, value in values.items() if name in names}
-
-        return replace(build(cls, own(cls)), source_options=tuple(build(group, own(group)) for group in groups))
+        owner = {name: group for group in groups for name, _ in settings_of(group)}
+        given: dict[type, dict[str, Any]] = {schema: {} for schema in (cls, *groups)}
+        for name, value in values.items():
+            given[owner.get(name, cls)][name] = value  # an unknown name goes to Config, whose `build` refuses it
+        return replace(build(cls, given[cls]), source_options=tuple(build(group, given[group]) for group in groups))
 
     def to_env(self) -> dict[str, str]:
         """The variables that reproduce this configuration: `Config.from_env(c.to_env()) == c`."""
