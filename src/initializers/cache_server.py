@@ -15,7 +15,6 @@ import dataclasses
 import os
 import signal
 import socket
-import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -111,9 +110,8 @@ def exit_code(options: Mapping[str, str | None]) -> int:
         table = MaterialisedTable.open(Path(config.output_path))
     except FetchError as exc:
         return failed(log, str(exc), exc.exit_code)
-    advertised = config.advertised()
     try:
-        server = CacheFlightServer(table, config.bind_address, config.port, advertised, log)
+        server = CacheFlightServer(table, config.bind_address, config.port, config.advertised(), log)
     except (OSError, ValueError) as exc:  # pyarrow's ArrowException is both
         return failed(log, f"cannot listen on {config.bind_address}:{config.port}: {exc}", EXIT_FETCH_FAILED)
     log.info("serving", output_path=str(table.folder), rows=table.rows, files=table.files,
@@ -126,7 +124,7 @@ def exit_code(options: Mapping[str, str | None]) -> int:
     return EXIT_OK
 
 
-def main(argv: list[str] | None = None) -> None:
+def main() -> None:
     def callback(**options: str | None) -> NoReturn:
         exit_now(exit_code(options))
 
@@ -139,7 +137,7 @@ def main(argv: list[str] | None = None) -> None:
         "by SIGTERM or SIGINT, 1 no complete materialisation to serve (or the port is taken), 2 bad configuration.",
         context_settings={"max_content_width": 110, "terminal_width": 110},
     )
-    command.main(args=sys.argv[1:] if argv is None else argv, prog_name=PROGRAM)
+    command.main(prog_name=PROGRAM)
 
 
 if __name__ == "__main__":

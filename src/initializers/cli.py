@@ -201,9 +201,9 @@ def failed(log: Any, error: str, exit_code: int, traceback: bool = False) -> int
     return exit_code
 
 
-def main(kind: Kind, argv: list[str] | None = None) -> None:
+def main(kind: Kind) -> None:
     flags = {setting.option for _, setting in Config.settings(kind) if setting.codec is BOOL}
-    args, words = _options_only(sys.argv[1:] if argv is None else argv, flags)
+    args, words = _options_only(sys.argv[1:], flags)
     build_command(kind, words).main(args=args, prog_name=kind.program)
 
 
