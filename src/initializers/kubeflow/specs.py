@@ -102,8 +102,7 @@ def trainjob_env(
     a variable of the same name where it stands (so `$(STORAGE_URI)` in `env` expands). `storageUri` wins
     (kubeflow/trainer#3958; on master 8c0f505 a STORAGE_URI in `env` silently replaced it, #3955): a STORAGE_URI in
     `env` is refused beside `storageUri`, as that change refuses it at admission, and used without it."""
-    names = [str(variable["name"]) for variable in env]
-    if storage_uri is not None and "STORAGE_URI" in names:
+    if storage_uri is not None and any(variable["name"] == "STORAGE_URI" for variable in env):
         raise ConfigError(
             "STORAGE_URI: given both as storageUri and in env; Kubeflow refuses this TrainJob (storageUri wins)"
         )
