@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import os
 
-VARIABLE = "ARROW_DEFAULT_MEMORY_POOL"
-
 
 def prefer_system_allocator() -> None:
-    os.environ.setdefault(VARIABLE, "system")
+    os.environ.setdefault("ARROW_DEFAULT_MEMORY_POOL", "system")
