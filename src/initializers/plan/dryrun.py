@@ -31,65 +31,47 @@ _ROWS_AT_ONCE = 1000
 def print_plan(planned: Iterable[list[RemoteFile]], out: TextIO) -> tuple[int, int]:
     """Print the planned files, the totals and what `planned` returns as skipped; returns (files, bytes)."""
     with tempfile.SpooledTemporaryFile(_SPOOL_BYTES, mode="w+", encoding="utf-8", newline="\n") as spool:
-        writer = _Table(out, spool) if out.isatty() else _JsonLines(out)
+        rows = spool if out.isatty() else out
         files = size = 0
         batches: KeepsReturnValue[list[RemoteFile], Selected] = KeepsReturnValue(planned)
         for batch in batches:
             files += len(batch)
             size += sum(file.size for file in batch)
-            writer.rows(batch)
-        writer.totals(files, size, *batches.value.skipped_totals())
+            rows.writelines(json.dumps({"path": file.path, "size": file.size}) + "\n" for file in batch)
+        skipped_files, skipped_bytes = batches.value.skipped_totals()
+        if rows is spool:
+            _print_table(out, spool, files, size, skipped_files, skipped_bytes)
+        else:
+            totals = {"total_files": files, "total_bytes": size, "skipped_files": skipped_files,
+                      "skipped_bytes": skipped_bytes}  # fmt: skip
+            out.write(json.dumps(totals) + "\n")
     out.flush()
     return files, size
 
 
-class _JsonLines:
-    """The plan for programs: a JSON object per line."""
-
-    def __init__(self, out: TextIO) -> None:
-        self._out = out
-
-    def rows(self, batch: list[RemoteFile]) -> None:
-        self._out.writelines(json.dumps({"path": file.path, "size": file.size}) + "\n" for file in batch)
-
-    def totals(self, files: int, size: int, skipped_files: int, skipped_bytes: int) -> None:
-        totals = {"total_files": files, "total_bytes": size, "skipped_files": skipped_files,
-                  "skipped_bytes": skipped_bytes}  # fmt: skip
-        self._out.write(json.dumps(totals) + "\n")
-
-
-class _Table:
+def _print_table(out: TextIO, rows: TextIO, files: int, size: int, skipped_files: int, skipped_bytes: int) -> None:
     """The plan for people, printed whole once the plan is complete, so what is logged meanwhile (the listing, a wait,
-    the selection's `skipped`) comes before it, never between its lines. Its rows wait in `spool`, a temporary file
+    the selection's `skipped`) comes before it, never between its lines. Its rows wait in `rows`, a temporary file
     beyond `_SPOOL_BYTES` (memory stays flat for a million files), then are written `_ROWS_AT_ONCE` at a time as plain
     lines (rich only styles the header and the total: laying out a million rows as tables would take minutes)."""
+    from rich.console import Console
+    from rich.text import Text
 
-    def __init__(self, out: TextIO, spool: TextIO) -> None:
-        self._out = out
-        self._rows = spool
+    console = Console(file=out, highlight=False, color_system="auto" if terminal.colours(out) else None)
+    width = console.width  # asked of the terminal each time
 
-    def rows(self, batch: list[RemoteFile]) -> None:
-        self._rows.writelines(json.dumps([file.size, file.path]) + "\n" for file in batch)  # a path's newline escaped
+    def bold(size_text: str, text: str) -> None:
+        for line in _row(size_text, text, width):
+            console.print(Text(line, style="bold"), overflow="ignore", crop=False)
 
-    def totals(self, files: int, size: int, skipped_files: int, skipped_bytes: int) -> None:
-        from rich.console import Console
-        from rich.text import Text
-
-        console = Console(file=self._out, highlight=False, color_system="auto" if terminal.colours(self._out) else None)
-        width = console.width  # asked of the terminal each time
-
-        def bold(size_text: str, text: str) -> None:
-            for line in _row(size_text, text, width):
-                console.print(Text(line, style="bold"), overflow="ignore", crop=False)
-
-        bold("size", "path")
-        self._rows.seek(0)
-        while chunk := list(itertools.islice(self._rows, _ROWS_AT_ONCE)):
-            rows = (_row(human.size(file_size), path, width) for file_size, path in map(json.loads, chunk))
-            self._out.write("".join(line + "\n" for row in rows for line in row))
-        console.rule(style="dim")
-        skipped = f"{human.count(skipped_files, 'file')}, {human.size(skipped_bytes)} skipped by the selection"
-        bold(human.size(size), f"in {human.count(files, 'file')} to fetch ({skipped})")
+    bold("size", "path")
+    rows.seek(0)
+    while chunk := list(itertools.islice(rows, _ROWS_AT_ONCE)):
+        lines = (_row(human.size(row["size"]), row["path"], width) for row in map(json.loads, chunk))
+        out.write("".join(line + "\n" for row_lines in lines for line in row_lines))
+    console.rule(style="dim")
+    skipped = f"{human.count(skipped_files, 'file')}, {human.size(skipped_bytes)} skipped by the selection"
+    bold(human.size(size), f"in {human.count(files, 'file')} to fetch ({skipped})")
 
 
 def _row(size_text: str, text: str, width: int) -> list[str]:
