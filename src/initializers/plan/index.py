@@ -31,7 +31,6 @@ CREATE TABLE planned (path TEXT PRIMARY KEY, locator TEXT, size INTEGER, version
     hexdigest TEXT, exact_size INTEGER, share INTEGER) WITHOUT ROWID;
 CREATE TABLE folders (path TEXT PRIMARY KEY) WITHOUT ROWID;
 """
-_BATCH_ROWS = 10_000
 #: The most values bound to one statement (SQLite builds before 3.32 take at most 999).
 _MOST_VALUES = 500
 #: The index's file in a run's state folder (`.initializer/`; a dry run's in a temporary folder elsewhere).
@@ -165,16 +164,15 @@ class PlanIndex:
         """Split the plan into `count` shares balanced by bytes: largest file first, each to the share with the
         fewest bytes so far (ties: the lower number); the same plan always splits the same way."""
         loads = [(0, share) for share in range(count)]
-        batch: list[tuple[int, str]] = []
-        # The ORDER BY sorts into a temporary b-tree before the first row comes, so updating as rows come is safe.
-        for path, size in self._db.execute("SELECT path, size FROM planned ORDER BY size DESC, path"):
-            load, share = heapq.heappop(loads)
-            heapq.heappush(loads, (load + size, share))
-            batch.append((share, path))
-            if len(batch) == _BATCH_ROWS:
-                self._db.executemany("UPDATE planned SET share = ? WHERE path = ?", batch)
-                batch.clear()
-        self._db.executemany("UPDATE planned SET share = ? WHERE path = ?", batch)
+
+        def assigned() -> Iterator[tuple[int, str]]:
+            # The ORDER BY sorts into a temporary b-tree before the first row comes, so updating as rows come is safe.
+            for path, size in self._db.execute("SELECT path, size FROM planned ORDER BY size DESC, path"):
+                load, share = heapq.heappop(loads)
+                heapq.heappush(loads, (load + size, share))
+                yield share, path
+
+        self._db.executemany("UPDATE planned SET share = ? WHERE path = ?", assigned())
 
     def share(self, number: int) -> Iterator[list[RemoteFile]]:
         """The planned files of share `number`, in path order, in batches."""
@@ -218,12 +216,8 @@ class PlanIndex:
 def _folders(files: list[RemoteFile]) -> list[str]:
     """Every folder the files are in, at every depth, once (files listed together mostly share theirs)."""
     folders: set[str] = set()
-    last = None
     for file in files:
         folder = file.path.rpartition("/")[0]
-        if folder == last:
-            continue
-        last = folder
         while folder and folder not in folders:
             folders.add(folder)
             folder = folder.rpartition("/")[0]

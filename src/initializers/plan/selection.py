@@ -11,15 +11,13 @@ from __future__ import annotations
 
 from collections.abc import Generator, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from initializers.common.errors import FetchError
+from initializers.common.remote_file import RemoteFile
 from initializers.common.streams import KeepsReturnValue
 from initializers.config.contract import Config, Kind, WeightFormat
 from initializers.config.patterns import Globs
-
-if TYPE_CHECKING:
-    from initializers.common.remote_file import RemoteFile
 
 #: Paths named per reason in the log.
 EXAMPLES = 5
@@ -85,20 +83,17 @@ class Selection:
         listing shows whether it does); returns what was skipped, which it logs. Raises when every file was skipped."""
         by_patterns = KeepsReturnValue(self._by_patterns(files))
         by_format = KeepsReturnValue(self._one_weight_format(iter(by_patterns)))
-        kept = 0
-        for file in by_format:
-            kept += 1
-            yield file
+        yield from by_format
         (listed, skipped), (dropped, skipped_formats) = by_patterns.value, by_format.value
         skipped.update(skipped_formats)  # rules of their own: no name in common
         ignored = (*self.ignore.patterns, *(p for f in dropped for p in (*f.patterns, *f.companions)))
         selected = Selected(listed, skipped, ignored, frozenset(self._left_out or ()))
+        files_skipped, bytes_skipped = selected.skipped_totals()  # each listed file is kept, or skipped by one rule
         if skipped:
-            files_skipped, bytes_skipped = selected.skipped_totals()
             by_rule = {rule: vars(s) for rule, s in skipped.items()}
             self._log.info("skipped", files=files_skipped, bytes=bytes_skipped, by=by_rule)
         placeholders = skipped[PLACEHOLDERS].files if PLACEHOLDERS in skipped else 0
-        if selected.listed > placeholders and not kept:  # folders alone are a source without files (`plan_files`)
+        if files_skipped == selected.listed > placeholders:  # folders alone are a source without files (`plan_files`)
             raise FetchError(f"nothing to download: all {selected.listed} files are excluded by {self.describe()}")
         return selected
 

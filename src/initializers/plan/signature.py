@@ -115,11 +115,8 @@ def _by_file(resources: dict[str, str]) -> dict[str, dict[tuple[int, int] | None
     files: dict[str, dict[tuple[int, int] | None, str]] = {}
     for name, digest in resources.items():
         path, _, span = name.partition(":")
-        if span:
-            start, end = span.split(":")
-            files.setdefault(path, {})[(int(start), int(end))] = digest
-        else:
-            files.setdefault(name, {})[None] = digest
+        start, _, end = span.partition(":")
+        files.setdefault(path, {})[(int(start), int(end)) if span else None] = digest
     return files
 
 
