@@ -6,6 +6,7 @@ line holds all but the file entries and opens the `files` array, then one entry 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import operator
 from collections.abc import Iterable, Iterator
@@ -38,7 +39,7 @@ def lines(
     signature: dict[str, Any] | None = None,
     this_run: dict[str, int] | None = None,
 ) -> Iterator[bytes]:
-    """The manifest, line by line, for `files` in path order, each as finished; `signature`: the verdict on the
+    """The manifest, an entry at a time, for `files` in path order, each as finished; `signature`: the verdict on the
     publisher's signature (SIGNATURE), if checked; `this_run`: what this run fetched and kept (a share: its own)."""
     head = {
         "format": FORMAT,
@@ -53,15 +54,12 @@ def lines(
         **({"this_run": this_run} if this_run is not None else {}),
         **({"signature": signature} if signature is not None else {}),
     }
-    yield (json.dumps(head)[:-1] + ", " + _OPENING + "\n").encode()
-    previous = None
+    yield (json.dumps(head)[:-1] + ", " + _OPENING).encode()
+    separator = "\n"
     for file, done in files:
-        if previous is not None:
-            yield (previous + ",\n").encode()
-        previous = json.dumps(_entry(file, done))
-    if previous is not None:
-        yield (previous + "\n").encode()
-    yield _CLOSING.encode()
+        yield (separator + json.dumps(_entry(file, done))).encode()
+        separator = ",\n"
+    yield ("\n" + _CLOSING).encode()
 
 
 def _public(source: dict[str, Any]) -> dict[str, Any]:
@@ -119,15 +117,11 @@ def read_files(path: Path) -> Iterator[DoneFile]:
             except (ValueError, AttributeError):
                 return
         for entry in entries:
+            checksum = entry.get("checksum") or {}
             try:
-                yield _done_file(entry)
+                yield DoneFile(*_DONE_FIELDS(entry), checksum.get("algorithm"), checksum.get("hexdigest"))
             except (KeyError, TypeError):
                 continue
-
-
-def _done_file(entry: dict[str, Any]) -> DoneFile:
-    checksum = entry.get("checksum") or {}
-    return DoneFile(*_DONE_FIELDS(entry), checksum.get("algorithm"), checksum.get("hexdigest"))
 
 
 _DONE_FIELDS = operator.itemgetter("path", "size", "version", "mtime_ns")
@@ -141,20 +135,13 @@ def _entry_lines(handle: TextIO) -> Iterator[Any]:
     while lines := handle.readlines(_CHUNK_BYTES):
         text = "".join(lines).rstrip().removesuffix(_CLOSING_TEXT).rstrip()
         try:
-            entries = json.loads("[" + text.rstrip(",") + "]")
+            yield from json.loads("[" + text.rstrip(",") + "]")
         except ValueError:
-            entries = list(_parsed_one_by_one(lines))
-        yield from entries
-
-
-def _parsed_one_by_one(lines: list[str]) -> Iterator[Any]:
-    for line in lines:
-        text = line.rstrip("\n").rstrip(",")
-        if text and text != _CLOSING_TEXT:
-            try:
-                yield json.loads(text)
-            except ValueError:
-                continue
+            for line in lines:
+                text = line.rstrip("\n").rstrip(",")
+                if text and text != _CLOSING_TEXT:
+                    with contextlib.suppress(ValueError):
+                        yield json.loads(text)
 
 
 def describes(head: dict[str, Any] | None, source: dict[str, Any], files: int) -> bool:
