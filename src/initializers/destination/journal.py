@@ -42,9 +42,8 @@ class Journal:
     def restart(self, finished: Iterable[DoneFile]) -> None:
         """Start a fresh journal holding `finished` (what the old one may be trusted for), written and synced whole,
         under a header naming this boot."""
-        header = boot_header()
         self._destination.write_atomically(
-            self.path, itertools.chain([header], (d.to_json().encode() + b"\n" for d in finished))
+            self.path, itertools.chain([boot_header()], (d.to_json().encode() + b"\n" for d in finished))
         )
         with self._destination.folder(self._folder) as folder:
             self._fd = os.open(JOURNAL, os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=folder)

@@ -69,15 +69,13 @@ class RunLock:
     def in_place(self) -> bool:
         """Whether each lock held is still the file at its path: a run that failed early removes the lock files it
         made while it holds them (`state`), and one that was waiting for such a file must take the lock anew."""
-        for fd, path in zip(self._fds, self.paths, strict=True):
-            try:
-                there = os.stat(path, follow_symlinks=False)
-            except FileNotFoundError:
-                return False
-            held = os.fstat(fd)
-            if (there.st_dev, there.st_ino) != (held.st_dev, held.st_ino):
-                return False
-        return True
+        try:
+            return all(
+                os.path.samestat(os.stat(path, follow_symlinks=False), os.fstat(fd))
+                for fd, path in zip(self._fds, self.paths, strict=True)
+            )
+        except FileNotFoundError:
+            return False
 
     def alone(self) -> bool:
         """Whether no other run holds the destination: a run that is no share holds it exclusively; a share asks

@@ -10,13 +10,10 @@ import shutil
 import stat
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from initializers.common.errors import FetchError
+from initializers.destination.done import DoneFile
 from initializers.destination.tree import Tree
-
-if TYPE_CHECKING:
-    from initializers.destination.done import DoneFile
 
 #: How state files and temporaries are opened: never through a link planted at their name.
 NEW_FILE = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC

@@ -73,7 +73,11 @@ class StateDir:
             completed = True
         finally:
             self.journal.close()
-            self.temps.clear_quietly(keep_partials=not completed)
+            with contextlib.suppress(OSError):  # best effort: a failure here must not mask the error that ended the run
+                if completed:
+                    self.temps.clear()
+                else:
+                    self.temps.keep_partials()
             if not completed:
                 self._leave_as_found()
             self.lock.release()
@@ -90,9 +94,7 @@ class StateDir:
             probe = self.tmp / f".probe-{os.getpid()}-{secrets.token_hex(8)}"
             try:
                 self.root.mkdir(parents=True, exist_ok=True)
-                with self.destination.folder(self.tmp):
-                    pass
-                self.destination.new_file(probe, lambda fd: None)
+                self.destination.new_file(probe, lambda fd: None)  # its folders made on the way
                 self.destination.unlink(probe)
             except FileNotFoundError:
                 if attempt + 1 < _PREPARE_ATTEMPTS:  # a folder removed under this run: made again

@@ -114,15 +114,6 @@ class Temporaries:
                 if name.endswith((_SUFFIX, RECORD_SUFFIX)):
                     _unlink(name, folder)
 
-    def clear_quietly(self, keep_partials: bool) -> None:
-        """Best effort on the way out (a failure here must not mask the error that ended the run): remove every
-        temporary, or, when `keep_partials`, those a re-run could not resume."""
-        with contextlib.suppress(OSError):
-            if keep_partials:
-                self.keep_partials()
-            else:
-                self.clear()
-
 
 def _kept(name: str, folder: int) -> Partial | None:
     """The partial in temporary `name`: a regular file of its record's size, bytes landed; else None, it removed."""
