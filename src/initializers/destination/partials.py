@@ -107,17 +107,14 @@ def read_partial(data: bytes) -> Partial | None:
 
 def merged(intervals: Iterable[tuple[int, int]], size: int) -> tuple[tuple[int, int], ...]:
     """`intervals` (offset, length) within [0, size), overlapping or adjoining ones joined, in order."""
-    joined: list[tuple[int, int]] = []
+    joined: list[list[int]] = []  # [start, end]
     for offset, length in sorted(intervals):
         start, end = max(0, offset), min(size, offset + length)
-        if end <= start:
-            continue
-        if joined and start <= joined[-1][0] + joined[-1][1]:
-            last_start, last_length = joined[-1]
-            joined[-1] = (last_start, max(last_length, end - last_start))
-        else:
-            joined.append((start, end - start))
-    return tuple(joined)
+        if joined and start <= joined[-1][1]:
+            joined[-1][1] = max(joined[-1][1], end)
+        elif start < end:
+            joined.append([start, end])
+    return tuple((start, end - start) for start, end in joined)
 
 
 def missing(kept: tuple[tuple[int, int], ...], size: int) -> list[tuple[int, int]]:
