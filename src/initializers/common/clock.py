@@ -13,8 +13,5 @@ class Clock(Protocol):
 
 
 class SystemClock:
-    def monotonic(self) -> float:
-        return time.monotonic()
-
-    def sleep(self, seconds: float) -> None:
-        time.sleep(seconds)
+    monotonic = staticmethod(time.monotonic)
+    sleep = staticmethod(time.sleep)

@@ -19,8 +19,6 @@ class ConfigError(InitializerError, ValueError):
 class FetchError(InitializerError):
     """The fetch failed: not found, denied, network, disk, nothing to download. Exit code 1."""
 
-    exit_code = 1
-
 
 class Stopped(BaseException):
     """The run was stopped before it completed (a signal or the deadline). Exit code 1. A BaseException, as

@@ -123,7 +123,7 @@ def retrying(
                 failures += 1
                 if failures == ATTEMPTS:
                     raise FetchError(f"cannot {verb} {where} after {failures} attempts: {_reason(exc)}") from None
-                wait = _backoff(failures)
+                wait = min(0.2 * 2**failures, _MAX_BACKOFF_SECONDS) * random.uniform(0.5, 1.5)
             _log.info("waiting to retry", request=f"{verb} {where}", reason=_reason(exc), wait_s=round(wait, 2))
             if not throttled:  # the fleet's hold is waited out at the next turn, where a probe may end it
                 clock.sleep(wait)
@@ -145,10 +145,6 @@ def _refuse_untrusted(exc: Exception, request: str, trust: str | None) -> None:
         raise FetchError(
             f"cannot {request}: the server's TLS certificate does not verify ({failure.verify_message}){hint}"
         ) from None
-
-
-def _backoff(failures: int) -> float:
-    return min(0.2 * 2**failures, _MAX_BACKOFF_SECONDS) * random.uniform(0.5, 1.5)
 
 
 def _reason(exc: BaseException) -> str:

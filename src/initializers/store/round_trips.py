@@ -25,5 +25,4 @@ class RoundTrips:
     @property
     def shortest(self) -> float | None:
         """Seconds; None before any request was answered."""
-        with self._lock:
-            return self._shortest
+        return self._shortest
