@@ -49,20 +49,18 @@ class RunLock:
         does: up to date if it completed, finishing the job if it died. The shares of a split plan run together (each
         holds the destination's lock shared, its share's exclusively); a second run of the same share is refused."""
         try:
-            self._fds.append(self._wait_for(self._shared / LOCK, self._share is None, waiting))
+            self._wait_for(self._shared / LOCK, self._share is None, waiting)
             if self._share is not None:
                 fd = open_lock(self._destination, self._share_folder / LOCK)
+                self._fds.append(fd)
                 if not _try_lock(fd, exclusive=True):
-                    holder = _holder(fd)
-                    os.close(fd)
                     raise ConfigError(
                         f"SHARD_INDEX {self._share[0]} (of {self._share[1]}) is already being fetched into OUTPUT_PATH "
-                        f"{str(self._destination.root)!r} by {holder}: every initializer of a split plan needs its own "
-                        "SHARD_INDEX"
+                        f"{str(self._destination.root)!r} by {_holder(fd)}: every initializer of a split plan needs "
+                        "its own SHARD_INDEX"
                     )
-                self._fds.append(fd)
                 _name_holder(fd)
-        except BaseException:
+        except BaseException:  # the locks opened so far closed, held or not
             self.release()
             raise
 
@@ -86,21 +84,17 @@ class RunLock:
         while self._fds:
             os.close(self._fds.pop())  # closing the descriptor releases the lock
 
-    def _wait_for(self, path: Path, exclusive: bool, waiting: Callable[[str, float], None]) -> int:
+    def _wait_for(self, path: Path, exclusive: bool, waiting: Callable[[str, float], None]) -> None:
         fd = open_lock(self._destination, path)
+        self._fds.append(fd)
         started = next_report = self._clock.monotonic()
-        try:
-            while not _try_lock(fd, exclusive):
-                if self._clock.monotonic() >= next_report:
-                    waiting(_holder(fd), self._clock.monotonic() - started)
-                    next_report += _LOCK_REPORT_SECONDS
-                self._clock.sleep(_LOCK_POLL_SECONDS)
-            if exclusive:
-                _name_holder(fd)
-        except BaseException:
-            os.close(fd)
-            raise
-        return fd
+        while not _try_lock(fd, exclusive):
+            if self._clock.monotonic() >= next_report:
+                waiting(_holder(fd), self._clock.monotonic() - started)
+                next_report += _LOCK_REPORT_SECONDS
+            self._clock.sleep(_LOCK_POLL_SECONDS)
+        if exclusive:
+            _name_holder(fd)
 
 
 @contextlib.contextmanager
