@@ -120,10 +120,8 @@ def merged(intervals: Iterable[tuple[int, int]], size: int) -> tuple[tuple[int, 
 def missing(kept: tuple[tuple[int, int], ...], size: int) -> list[tuple[int, int]]:
     """The intervals (offset, length) of [0, size) that `kept` (merged, in order) does not cover."""
     gaps, position = [], 0
-    for offset, length in kept:
+    for offset, length in (*kept, (size, 0)):  # the end of the file closes the last gap
         if offset > position:
             gaps.append((position, offset - position))
         position = offset + length
-    if position < size:
-        gaps.append((position, size - position))
     return gaps
