@@ -53,3 +53,27 @@ def test_a_manifest_of_the_earlier_layout_is_read_whole(tmp_path: Path):
     entry = {"path": "a.bin", "size": 3, "version": "v", "mtime_ns": 7, "checksum": None}
     path.write_text(json.dumps({"format": 1, "files": [entry, {"path": "b.bin"}]}, indent=2))
     assert list(manifest.read_files(path)) == [DoneFile("a.bin", 3, "v", 7)]
+
+
+def test_entries_of_another_shape_are_skipped_not_a_crash(tmp_path: Path):
+    """A manifest is read back from the volume, where anything may have written: an entry that is no object, a
+    checksum that is no object, or files that are no list, are no finished file."""
+    path = tmp_path / "manifest.json"
+    good = {
+        "path": "a.bin",
+        "size": 3,
+        "version": "v",
+        "mtime_ns": 7,
+        "checksum": {"algorithm": "md5", "hexdigest": "0"},
+    }
+    odd = [5, "a.bin", None, [], {**good, "checksum": "md5"}]
+    path.write_text(json.dumps({"format": 1, "files": [*odd, good]}))
+    assert list(manifest.read_files(path)) == [DoneFile("a.bin", 3, "v", 7, "md5", "0")]
+    for files in (5, "a.bin", None):
+        path.write_text(json.dumps({"format": 1, "files": files}))
+        assert list(manifest.read_files(path)) == []
+    _write(path, 2)
+    lines = path.read_text().splitlines(keepends=True)
+    lines[1] = "7,\n"  # the streamed layout: a line that parses, but as a number
+    path.write_text("".join(lines))
+    assert len(list(manifest.read_files(path))) == 1

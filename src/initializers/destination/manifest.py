@@ -113,14 +113,14 @@ def read_files(path: Path) -> Iterator[DoneFile]:
         else:
             handle.seek(0)
             try:
-                entries = json.load(handle).get("files", [])
-            except (ValueError, AttributeError):
+                entries = list(json.load(handle).get("files", []))
+            except (ValueError, AttributeError, TypeError):
                 return
         for entry in entries:
-            checksum = entry.get("checksum") or {}
             try:
+                checksum = entry.get("checksum") or {}
                 yield DoneFile(*_DONE_FIELDS(entry), checksum.get("algorithm"), checksum.get("hexdigest"))
-            except (KeyError, TypeError):
+            except (AttributeError, KeyError, TypeError):  # no object, a field missing: not a finished file
                 continue
 
 
