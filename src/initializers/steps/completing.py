@@ -14,7 +14,7 @@ from initializers.plan.index import PlanIndex
 from initializers.plan.selection import Selected
 from initializers.plan.todo import Listed
 from initializers.steps.context import RunContext
-from initializers.steps.outcome import Outcome, finished, outcome_of, this_run, up_to_date
+from initializers.steps.outcome import Outcome, finished, outcome_of, up_to_date
 from initializers.steps.signing import check_landed
 from initializers.store.contract import Source
 from initializers.transfer.progress import Progress
@@ -76,7 +76,7 @@ def complete(
                 entries,
                 listing.allow_patterns,
                 verdict.record() if verdict else None,
-                this_run(progress.fetched()),
+                progress.fetched()._asdict(),
             )
         )
     state.journal.remove()

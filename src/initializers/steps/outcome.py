@@ -33,19 +33,13 @@ def outcome(
 ) -> Outcome:
     """A run's outcome: `totals` as (files, bytes), and what this run `fetched`."""
     seconds = (ended_at - started_at).total_seconds()
-    return Outcome(*totals, seconds=seconds, output_path=output_path, **this_run(fetched))
+    return Outcome(*totals, seconds=seconds, output_path=output_path, **fetched._asdict())
 
 
 def outcome_of(index: PlanIndex, progress: Progress | None, started_at: datetime, output_path: str) -> Outcome:
     """Sizes as written (a produced file's is known once there); `progress`: what this run fetched, None for nothing."""
     fetched = progress.fetched() if progress is not None else Fetched()
     return outcome(index.totals(), fetched, started_at, datetime.now(UTC), output_path)
-
-
-def this_run(fetched: Fetched) -> dict[str, int]:
-    """What this run fetched and what a resume kept, as the manifest records it."""
-    return {"fetched_files": fetched.files, "fetched_bytes": fetched.bytes, "resumed_files": fetched.resumed_files,
-            "kept_bytes": fetched.kept_bytes}  # fmt: skip
 
 
 def up_to_date(

@@ -53,11 +53,12 @@ class Snapshot:
 
 
 class Fetched(NamedTuple):
-    """What one run fetched: its files done and their bytes that came over the network, and of those files the ones
-    an earlier run had started (resumed), with the bytes that run had fetched and this one kept."""
+    """What one run fetched (named as the manifest's `this_run` names it): its files done and their bytes that came
+    over the network, and of those files the ones an earlier run had started (resumed), with the bytes that run had
+    fetched and this one kept."""
 
-    files: int = 0
-    bytes: int = 0
+    fetched_files: int = 0
+    fetched_bytes: int = 0
     resumed_files: int = 0
     kept_bytes: int = 0
 
@@ -148,16 +149,12 @@ class Progress:
                 self.files_done, self.files_done_bytes - self.kept_bytes, self.files_resumed, self.kept_bytes
             )
 
-    @property
-    def elapsed(self) -> float:
-        return time.monotonic() - self._started
-
     def snapshot(self) -> Snapshot:
         with self._lock:
             counters = self.files_done, self.total_files, self.bytes_done, self.total_bytes, self.listing_done
             present = self.files_present
-        in_flight = sorted(self._in_flight(), key=lambda file: (-file.size, file.path))
-        return Snapshot(*counters, seconds=self.elapsed, in_flight=tuple(in_flight), files_present=present)
+        in_flight = tuple(sorted(self._in_flight(), key=lambda file: (-file.size, file.path)))
+        return Snapshot(*counters, seconds=time.monotonic() - self._started, in_flight=in_flight, files_present=present)
 
     def _report_periodically(self, reporter: Reporter) -> None:
         wait = reporter.first
