@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import os
 import stat
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -36,19 +35,14 @@ CREDENTIAL_FILE_VARIABLES = (
 )
 
 
-@dataclass(frozen=True)
-class Identity:
-    uid: int
-    gid: int
-    groups: tuple[int, ...]  # supplementary
-
-
 def adopt(output_path: str, log: Any) -> str | None:
     """Switch to the user chosen from OUTPUT_PATH's nearest existing folder, and log it. Returns, when a switch was
     wanted but would lock a credential file away, why the program stays root."""
     if os.environ.get(ENABLE) != "1" or os.geteuid() != 0:
         return None
-    folder = _nearest_existing(Path(output_path).absolute())
+    folder = Path(output_path).absolute()
+    while not folder.exists() and folder != folder.parent:  # its nearest existing folder
+        folder = folder.parent
     info = folder.stat()
     if info.st_uid != 0:
         uid, gid = info.st_uid, info.st_gid
@@ -56,32 +50,26 @@ def adopt(output_path: str, log: Any) -> str | None:
         uid, gid = IMAGE_USER
     else:
         return None
-    target = Identity(uid, gid, tuple(sorted({g for g in os.getgroups() if g not in (0, gid)})))
+    groups = sorted({g for g in os.getgroups() if g not in (0, gid)})  # supplementary
     for variable in CREDENTIAL_FILE_VARIABLES:
         path = os.environ.get(variable)
-        if path and os.path.isfile(path) and not _readable_by(path, target):
+        if path and os.path.isfile(path) and not _readable_by(path, uid, gid, groups):
             return (
-                f"{variable} ({path}) would be unreadable as uid {uid} gid {gid} groups {list(target.groups)}: "
+                f"{variable} ({path}) would be unreadable as uid {uid} gid {gid} groups {groups}: "
                 "staying root; make it readable by the pod's fsGroup to run unprivileged"
             )
-    os.setgroups(list(target.groups))
+    os.setgroups(groups)
     os.setgid(gid)
     os.setuid(uid)  # last: after it, nothing above is permitted any more
-    log.info("running as the workspace's user", uid=uid, gid=gid, groups=list(target.groups))
+    log.info("running as the workspace's user", uid=uid, gid=gid, groups=groups)
     return None
 
 
-def _readable_by(path: str, who: Identity) -> bool:
+def _readable_by(path: str, uid: int, gid: int, groups: list[int]) -> bool:
     """By the permission bits, as the kernel would decide for that user (ACLs aside)."""
     info = os.stat(path)
-    if info.st_uid == who.uid:
+    if info.st_uid == uid:
         return bool(info.st_mode & stat.S_IRUSR)
-    if info.st_gid == who.gid or info.st_gid in who.groups:
+    if info.st_gid == gid or info.st_gid in groups:
         return bool(info.st_mode & stat.S_IRGRP)
     return bool(info.st_mode & stat.S_IROTH)
-
-
-def _nearest_existing(path: Path) -> Path:
-    while not path.exists() and path != path.parent:
-        path = path.parent
-    return path
