@@ -257,16 +257,13 @@ class Ramp:
         """The bytes one transfer moves in `_PART_SECONDS` at `throughput`: the range its connection calls for."""
         return throughput / self.workers * _PART_SECONDS
 
-    def _ranges_last_a_window(self, throughput: float) -> bool:
-        """Whether a range takes about a window at the rate measured (fast connections, whose bytes keep the CPU busy).
-        Over capped ones a range lasts seconds: a halving would cost that long at half the rate before it could be
-        judged, and the network, not the CPU, is their limit."""
-        return self._range_bytes(throughput) >= PART_SIZE
-
     def _double(self, throughput: float, cpu_share: float) -> int:
         """Try twice the streams while the CPU has room; where it is the limit, try half until half delivers less:
-        threads contending for it (the interpreter's lock, passed between cores each read) cost more than they add."""
-        busy = cpu_share >= _BUSY_CPU and not self._fewer_lost and self._ranges_last_a_window(throughput)
+        threads contending for it (the interpreter's lock, passed between cores each read) cost more than they add.
+        Halving is tried only where a range takes about a window at the rate measured (fast connections, whose bytes
+        keep the CPU busy). Over capped ones a range lasts seconds: a halving would cost that long at half the rate
+        before it could be judged, and the network, not the CPU, is their limit."""
+        busy = cpu_share >= _BUSY_CPU and not self._fewer_lost and self._range_bytes(throughput) >= PART_SIZE
         if throughput <= 0 or self.limit == (1 if busy else self.cap):
             self._windows_to_probe = _PROBE_EVERY
             return self.limit

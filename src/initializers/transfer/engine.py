@@ -82,7 +82,7 @@ class Engine:
         self._ramp = ramp
         self.progress = progress
         self.clock = clock or SystemClock()
-        self._threads: list[threading.Thread] = []
+        self._threads: dict[int, threading.Thread] = {}  # by number
         #: Set once a thread has failed or the run is being stopped; the task stream's producers stop on it too.
         self.cancel = threading.Event()
         self._transfers = Transfers(
@@ -113,7 +113,7 @@ class Engine:
             self._fail(exc)
             self._factory.interrupt()
             deadline = self.clock.monotonic() + _STOP_GRACE_SECONDS
-            for thread in self._threads:
+            for thread in self._threads.values():
                 if thread.is_alive():  # a thread that failed to start never began
                     thread.join(max(0.0, deadline - self.clock.monotonic()))
         if self._error is not None:
@@ -135,7 +135,7 @@ class Engine:
         self._start_threads(tasks)
         before = (self.clock.monotonic(), time.process_time(), self.progress.bytes_done)
         records_synced = before[0]
-        while any(thread.is_alive() for thread in self._threads):
+        while any(thread.is_alive() for thread in self._threads.values()):
             self._wake.wait(max(0.0, before[0] + WINDOW_SECONDS - self.clock.monotonic()))
             check_stop()
             self._wake.clear()
@@ -145,7 +145,7 @@ class Engine:
                 throughput, cpu_share = (now[2] - before[2]) / elapsed, (now[1] - before[1]) / elapsed
                 limit, requests = self._ramp.limit, self._ramp.requests
                 latency = self.request_times.window()
-                running = sum(thread.is_alive() for thread in self._threads)
+                running = sum(thread.is_alive() for thread in self._threads.values())
                 self._ramp.observe(throughput, cpu_share, latency, running)
                 if self._ramp.limit != limit or self._ramp.requests != requests:
                     _log.debug("streams", streams=self._ramp.limit, was=limit, workers=self._ramp.workers,
@@ -168,13 +168,10 @@ class Engine:
         self._started_for = self._ramp.workers
         # Daemon threads: a thread stuck in a read must not keep a stopped process alive.
         for number in range(self._started_for):
-            if number < len(self._threads) and self._threads[number].is_alive():
+            if number in self._threads and self._threads[number].is_alive():
                 continue
             thread = threading.Thread(target=self._work, args=(tasks, number), name=f"transfer-{number}", daemon=True)
-            if number < len(self._threads):
-                self._threads[number] = thread
-            else:
-                self._threads.append(thread)
+            self._threads[number] = thread
             thread.start()
 
     def _checkpoint(self) -> None:
