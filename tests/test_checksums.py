@@ -27,7 +27,7 @@ from initializers.transfer.checksums import (
     FileVerifier,
     InOrderDigest,
     combined_crc,
-    combiner,
+    crc_combine,
 )
 
 CRC32_POLYNOMIAL, CRC32C_POLYNOMIAL = CRC32_KIND.crc_polynomial or 0, CRC32C_KIND.crc_polynomial or 0
@@ -35,7 +35,7 @@ CRC32_POLYNOMIAL, CRC32C_POLYNOMIAL = CRC32_KIND.crc_polynomial or 0, CRC32C_KIN
 
 @given(st.binary(max_size=4096), st.binary(max_size=4096))
 def test_crc32_combine_matches_zlib_over_the_concatenation(first: bytes, second: bytes):
-    whole = combiner(CRC32_POLYNOMIAL).combine(zlib.crc32(first), zlib.crc32(second), len(second))
+    whole = crc_combine(CRC32_POLYNOMIAL, zlib.crc32(first), zlib.crc32(second), len(second))
     assert whole == zlib.crc32(first + second)
 
 
@@ -52,7 +52,7 @@ def test_ranges_in_any_order_combine_to_the_whole_files_crc(data: bytes, cuts: l
 def test_crc32c_combines_as_google_crc32c_computes_the_concatenation(first: bytes, second: bytes):
     import google_crc32c
 
-    whole = combiner(CRC32C_POLYNOMIAL).combine(google_crc32c.value(first), google_crc32c.value(second), len(second))
+    whole = crc_combine(CRC32C_POLYNOMIAL, google_crc32c.value(first), google_crc32c.value(second), len(second))
     assert whole == google_crc32c.value(first + second)
 
 

@@ -22,46 +22,41 @@ class ChecksumMismatch(FetchError, Retriable):
     """A file's bytes do not hash to what its source vouched for: corrupted on the way, worth fetching again."""
 
 
-class CrcCombiner:
-    """The CRC of two pieces joined, from the CRCs of each and the second's length (zlib's crc32_combine), for a
-    bit-reflected 32-bit CRC with all-ones start and end (CRC-32, CRC-32C): ranges' CRCs combine into the file's."""
-
-    def __init__(self, polynomial: int) -> None:
-        """`polynomial`: bit-reflected (`HashKind.crc_polynomial`)."""
-        self._polynomial = polynomial
-        #: x^(2^k) modulo the polynomial, k = 0..63: enough to shift a CRC past any length below 2^64 bits.
-        self._x_to_2_to_the = [1 << 30]  # x^1
-        for _ in range(63):
-            self._x_to_2_to_the.append(self._multiply(self._x_to_2_to_the[-1], self._x_to_2_to_the[-1]))
-
-    def _multiply(self, a: int, b: int) -> int:
-        """a * b modulo the polynomial, both reflected 32-bit polynomials over GF(2)."""
-        product = 0
-        bit = 1 << 31
-        while a:
-            if a & bit:
-                product ^= b
-                a ^= bit
-            bit >>= 1
-            b = (b >> 1) ^ self._polynomial if b & 1 else b >> 1
-        return product
-
-    def combine(self, crc_a: int, crc_b: int, length_b: int) -> int:
-        """crc(a + b) from crc(a), crc(b) and len(b): a's CRC shifted past b's bits, plus b's."""
-        shift = 1 << 31  # x^0
-        bits, power = length_b * 8, 0
-        while bits:
-            if bits & 1:
-                shift = self._multiply(self._x_to_2_to_the[power], shift)
-            bits >>= 1
-            power += 1
-        return self._multiply(shift, crc_a) ^ crc_b
+def crc_combine(polynomial: int, crc_a: int, crc_b: int, length_b: int) -> int:
+    """crc(a + b) from crc(a), crc(b) and len(b) (zlib's crc32_combine): a's CRC shifted past b's bits, plus b's. For a
+    bit-reflected 32-bit CRC with all-ones start and end (CRC-32, CRC-32C) of `polynomial`, bit-reflected too
+    (`HashKind.crc_polynomial`)."""
+    x_to_2_to_the = _x_to_2_to_the(polynomial)
+    shift = 1 << 31  # x^0
+    bits, power = length_b * 8, 0
+    while bits:
+        if bits & 1:
+            shift = _multiply(x_to_2_to_the[power], shift, polynomial)
+        bits >>= 1
+        power += 1
+    return _multiply(shift, crc_a, polynomial) ^ crc_b
 
 
 @functools.cache
-def combiner(polynomial: int) -> CrcCombiner:
-    """The combiner of the CRC of `polynomial`, made once: its table is 64 products."""
-    return CrcCombiner(polynomial)
+def _x_to_2_to_the(polynomial: int) -> tuple[int, ...]:
+    """x^(2^k) modulo `polynomial`, k = 0..63: enough to shift a CRC past any length below 2^64 bits; made once."""
+    powers = [1 << 30]  # x^1
+    for _ in range(63):
+        powers.append(_multiply(powers[-1], powers[-1], polynomial))
+    return tuple(powers)
+
+
+def _multiply(a: int, b: int, polynomial: int) -> int:
+    """a * b modulo `polynomial`, both reflected 32-bit polynomials over GF(2)."""
+    product = 0
+    bit = 1 << 31
+    while a:
+        if a & bit:
+            product ^= b
+            a ^= bit
+        bit >>= 1
+        b = (b >> 1) ^ polynomial if b & 1 else b >> 1
+    return product
 
 
 def combined_crc(polynomial: int, ranges: dict[int, tuple[int, int]], size: int) -> str | None:
@@ -72,7 +67,7 @@ def combined_crc(polynomial: int, ranges: dict[int, tuple[int, int]], size: int)
         length, range_crc = ranges[offset]
         if offset != position:
             return None
-        crc, position = combiner(polynomial).combine(crc, range_crc, length), position + length
+        crc, position = crc_combine(polynomial, crc, range_crc, length), position + length
     return f"{crc:08x}" if position == size else None
 
 
