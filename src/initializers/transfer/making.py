@@ -3,7 +3,7 @@ go as the unit of work, each into its transfer's temporary, which the transfer t
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import ExitStack
 from functools import partial
 
@@ -34,17 +34,13 @@ class MakeTasks:
             for transfer in group:
                 working.enter_context(transfer.working())
                 transfer.begin_made()  # so that a failure removes whatever the maker left there
-            self._maker.make([(transfer.file, transfer.temp) for transfer in group], _counting(context))
+            self._maker.make([(transfer.file, transfer.temp) for transfer in group], partial(_count, context))
             for transfer in group:
                 transfer.finish()
 
 
-def _counting(context: TransferContext) -> Callable[[int], None]:
+def _count(context: TransferContext, count: int) -> None:
     """Bytes the maker reports, counted as progress; a cancelled run stops it at its next report."""
-
-    def on_bytes(count: int) -> None:
-        if context.cancel.is_set():
-            raise Cancelled
-        context.progress.add_bytes(count)
-
-    return on_bytes
+    if context.cancel.is_set():
+        raise Cancelled
+    context.progress.add_bytes(count)
