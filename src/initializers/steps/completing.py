@@ -51,7 +51,7 @@ def complete(
         described = {**described, **shares.described(index, state.share)}
     if signing is None and up_to_date(progress.files_done, listing.listed, total, listing.previous, described):
         state.journal.remove()
-        standing = outcome_of(index, None, listing.started_at, root)
+        standing = outcome_of(index, progress, listing.started_at, root)  # it fetched nothing
         context.log.info("up to date", files=standing.files, bytes=standing.bytes, manifest=str(state.manifest_path))
         return standing
     _remove_stale(source, state, index, context.log)

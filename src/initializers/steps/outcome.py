@@ -36,10 +36,9 @@ def outcome(
     return Outcome(*totals, seconds=seconds, output_path=output_path, **fetched._asdict())
 
 
-def outcome_of(index: PlanIndex, progress: Progress | None, started_at: datetime, output_path: str) -> Outcome:
-    """Sizes as written (a produced file's is known once there); `progress`: what this run fetched, None for nothing."""
-    fetched = progress.fetched() if progress is not None else Fetched()
-    return outcome(index.totals(), fetched, started_at, datetime.now(UTC), output_path)
+def outcome_of(index: PlanIndex, progress: Progress, started_at: datetime, output_path: str) -> Outcome:
+    """Sizes as written (a produced file's is known once there), and what this run fetched by `progress`."""
+    return outcome(index.totals(), progress.fetched(), started_at, datetime.now(UTC), output_path)
 
 
 def up_to_date(
