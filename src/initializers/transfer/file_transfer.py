@@ -180,8 +180,7 @@ class FileTransfer:
         if self.file.exact_size and st.st_size != self.file.size:
             raise FetchError(f"{self.file.locator}: got {st.st_size} bytes, the source listed {self.file.size}")
         verified = self.verifier.verify(self.temp)
-        with self._transfers.placing(self):
-            self._transfers.temps.place(self.temp, self.file.path, recorded=self.record is not None)
+        self._transfers.place(self)
         done = DoneFile(self.file.path, st.st_size, self.file.version, st.st_mtime_ns)
         if verified is not None:
             done = done._replace(algorithm=verified.algorithm, hexdigest=verified.hexdigest)
@@ -252,15 +251,14 @@ class Transfers:
                 raise Cancelled
             self._open[transfer.file.path] = transfer
 
-    @contextlib.contextmanager
-    def placing(self, transfer: FileTransfer) -> Iterator[None]:
-        """While `transfer` is renamed into place: the fence waits for it; Cancelled once the run is fenced off."""
+    def place(self, transfer: FileTransfer) -> None:
+        """Rename `transfer`'s temporary into place, which the fence waits for; Cancelled once the run is fenced off."""
         with self._changes:
             if self._fenced:
                 raise Cancelled
             self._renaming += 1
         try:
-            yield
+            self.temps.place(transfer.temp, transfer.file.path, recorded=transfer.record is not None)
         finally:
             with self._changes:
                 self._renaming -= 1
