@@ -22,7 +22,7 @@ from initializers.common import logs
 from initializers.common.errors import FetchError, disk_error
 from initializers.common.remote_file import RemoteFile
 from initializers.destination.done import DoneFile
-from initializers.destination.partials import PartRecord, missing
+from initializers.destination.partials import PartRecord
 from initializers.destination.temporaries import Temporaries
 from initializers.store.contract import Source
 from initializers.transfer.checksums import FileVerifier
@@ -64,11 +64,6 @@ class FileTransfer:
         self.landed = sum(length for _offset, length in self.kept)
 
     # Its parts.
-
-    def gaps(self) -> list[tuple[int, int]]:
-        """The intervals (offset, length) of the file still to fetch: all of it but what an earlier run kept; one
-        empty interval at its end when all was kept, for the part that finishes it."""
-        return missing(self.kept, self.file.size) or [(self.file.size, 0)]
 
     def handed_out(self, last: bool) -> None:
         """One more part is handed out; `last`: the file's last."""

@@ -14,6 +14,7 @@ from functools import partial
 
 from initializers.common.errors import disk_error
 from initializers.common.remote_file import RemoteFile
+from initializers.destination.partials import missing
 from initializers.destination.stable_storage import start_writeback
 from initializers.store.contract import Storage, comes_whole
 from initializers.store.lane import LaneReads
@@ -59,7 +60,8 @@ class RangeTasks:
                     continue
                 yield Task(file.size, partial(self._transfer_range, context, transfer, 0, file.size))
                 continue
-            gaps = transfer.gaps()
+            # What an earlier run did not keep; all kept: one empty interval at its end, for the part that finishes it.
+            gaps = missing(transfer.kept, file.size) or [(file.size, 0)]
             for number, (offset, length) in enumerate(gaps):
                 end = offset + length
                 while True:
