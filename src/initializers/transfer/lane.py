@@ -124,8 +124,7 @@ class Lane(Generic[_Item]):
         try:
             request = self._work.start(item)
         except Exception as exc:
-            if self._work.failed(item, exc):
-                self._again(item)
+            self._failed(item, exc)
             return
         fd = request.fileno()
         in_flight[fd] = _InFlight(item, request, self._clock.monotonic() + self._timeout)
@@ -161,13 +160,13 @@ class Lane(Generic[_Item]):
         """Stop watching a failed request, drop its connection, and let the work decide what becomes of its item."""
         selector.unregister(fd)
         flight.request.abandon()
-        if self._work.failed(flight.item, error):
-            self._again(flight.item)
+        self._failed(flight.item, error)
 
-    def _again(self, item: _Item) -> None:
-        """The item back among those waiting, first: the lane asks for it again when its turn comes."""
-        with self._changes:
-            self._waiting.appendleft(item)
+    def _failed(self, item: _Item, error: Exception) -> None:
+        """The item back among those waiting, first, if the work would have the lane ask for it again."""
+        if self._work.failed(item, error):
+            with self._changes:
+                self._waiting.appendleft(item)
 
 
 class _InFlight(NamedTuple, Generic[_Item]):
