@@ -104,17 +104,14 @@ class FileTransfer:
 
     def start_over(self) -> None:
         """Keep nothing an earlier run or attempt wrote: the file is fetched whole, and checked from scratch."""
-        self.kept = ()
-        self.landed = 0
-        self.verifier.reset()
+        self.keep_only(())
 
     def keep_only(self, kept: tuple[tuple[int, int], ...]) -> None:
         """Keep only `kept` of what an earlier run wrote (`Storage.resumable`); the rest is fetched again."""
-        if not kept:
-            self.start_over()
-            return
         self.kept = kept
         self.landed = sum(length for _offset, length in kept)
+        if not kept:
+            self.verifier.reset()
 
     def fetch_again(self) -> None:
         """Its bytes missed its checksum: start over in a new temporary, to be fetched whole, in one part."""
