@@ -38,8 +38,7 @@ class Stop:
 
     @contextlib.contextmanager
     def interruptible(self) -> Iterator[None]:
-        """Within this block a stop raises Stopped as it arrives, wherever the main thread is: only for a wait in a
-        library's call that no thread of ours shares state with."""
+        """In this block a stop raises Stopped at once, wherever the main thread is (for which waits: the module's)."""
         self.check()
         self._interruptible = True
         try:

@@ -18,9 +18,8 @@ from initializers.steps.outcome import finished
 
 
 def signing_for(config: Config, kind: Kind) -> SigningOptions | None:
-    """The signature check this run makes, its settings checked before anything is fetched; None when SIGNATURE is
-    off. A source that does not read the options (one that makes its files) refuses them rather than skip a check
-    asked for."""
+    """The signature check this run makes; None when SIGNATURE is off. A source that does not read the options (one
+    that makes its files) refuses them rather than skip a check asked for."""
     plugin = plugin_of(config, kind)
     signing = config.options(SigningOptions)
     if not signing.enabled:

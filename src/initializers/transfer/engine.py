@@ -45,7 +45,7 @@ class TransferContext(Protocol):
 
     progress: Progress
     cancel: threading.Event  # set once the run fails or is being stopped
-    request_times: RequestTimes  # how long requests waited for their first byte, and took in all
+    request_times: RequestTimes  # how long requests waited for their first byte, and took in all: factories add
     clock: Clock
 
     def start(self, file: RemoteFile) -> FileTransfer:
@@ -100,7 +100,6 @@ class Engine:
         #: Set when a thread ends, or when smaller tasks call for more threads than run.
         self._wake = threading.Event()
         self._started_for = 0  # the number of threads `_start_threads` last started up to
-        #: How long requests waited for their first byte, and took in all: the factories add, each window reads.
         self.request_times = RequestTimes()
 
     def fetch(self, files: Iterable[RemoteFile], check_stop: Callable[[], None] | None = None) -> None:
