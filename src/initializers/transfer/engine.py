@@ -118,9 +118,9 @@ class Engine:
         if self._error is not None:
             self._transfers.discard_unfinished()
             with contextlib.suppress(OSError, FetchError):  # what did finish stays claimed, for the re-run
-                self._checkpoint()
+                self._checkpoint(self._journal)
             raise self._error
-        self._checkpoint()
+        self._checkpoint(self._journal)
 
     def _record_done(self, transfer: FileTransfer, done: DoneFile) -> None:
         self._journal.record_done(done)
@@ -152,13 +152,10 @@ class Engine:
                                part_mib=self._ramp.part_size >> 20, mb_s=round(throughput / 1e6, 1),
                                cpu_share=round(cpu_share, 2))  # fmt: skip
                 before = now
-                self._checkpoint()
+                self._checkpoint(self._journal)
                 if now[0] - records_synced >= _RECORDS_SYNC_SECONDS:
                     records_synced = now[0]
-                    try:
-                        self._temps.checkpoint()
-                    except OSError as exc:
-                        raise disk_error(exc) from None
+                    self._checkpoint(self._temps)
             if self._error is None and not self._tasks_ran_out:
                 self._start_threads(tasks)
 
@@ -173,10 +170,11 @@ class Engine:
             self._threads[number] = thread
             thread.start()
 
-    def _checkpoint(self) -> None:
-        """Claim the files finished since the last checkpoint, once their bytes are on stable storage."""
+    def _checkpoint(self, what: Journal | Temporaries) -> None:
+        """`what.checkpoint()`, a local disk failure raised as one: the journal claims the files finished since the last
+        checkpoint, once their bytes are on stable storage; the temporaries put what their records say landed there."""
         try:
-            self._journal.checkpoint()
+            what.checkpoint()
         except OSError as exc:
             raise disk_error(exc) from None
 
