@@ -113,9 +113,7 @@ class Ramp:
     #: Half the streams once delivered less while the CPU was busy: their bytes, not the streams, keep it busy (capped
     #: connections, each network-bound), so halving is not tried again; growth is judged by throughput alone.
     _fewer_lost: bool = False
-    #: A halving is being tried and the transfers above the new limit were still finishing their tasks in a window
-    #: since: the next window, the first without them, is the one that judges it.
-    _draining: bool = False
+    _draining: bool = False  # the transfers above a halved limit were still finishing their tasks (see `observe`)
     _task_bytes: float = 0.0  # running mean of the sizes of the tasks started, from the first one's (0: none yet)
     #: Tasks per stream: as many as move a part's bytes together, by `_task_bytes` (one before any started, as if each
     #: were a part); kept as the mean moves, since `workers` is read for every task.
@@ -126,8 +124,7 @@ class Ramp:
     _requests_settled: bool = False  # a doubling of `requests` did not pay: the waiting is not the round trip's
     #: The source's fleet hold: its throttled answers halve what runs at once.
     throttle: Throttle | None = None
-    #: Since then the server sets the pace: growth is back to a level it allowed, then one step per calm window.
-    _throttled_once: bool = False
+    _throttled_once: bool = False  # since then the server sets the pace (`_grow_back`)
     #: The level (streams, small-file requests) before throttling struck, doubled back to once answers are clean: a
     #: storm passes (a prefix being scaled up), and the fleet is back within a few windows. None: not recovering.
     _recovering_to: tuple[int, int] | None = None
