@@ -61,9 +61,7 @@ def complete(
     with shares.completing(state, index, described, context.log) as complete:
         if not complete:  # other shares of the split plan are still due: the last one writes the manifest
             return outcome_of(index, progress, listing.started_at, root)
-        if signing:
-            context.waiting.step = "the publisher's signature to be checked"
-        verdict = check_landed(signing, state, index, listing.selected, context.log, context.stop) if signing else None
+        verdict = check_landed(signing, state, index, listing.selected, context) if signing else None
         entries = ((file, finished(file, done)) for file, done in index.planned())
         state.write_manifest(
             manifest.lines(

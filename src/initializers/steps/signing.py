@@ -3,8 +3,6 @@ against it before the manifest is written."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from initializers.common.errors import ConfigError, FetchError
 from initializers.config.contract import Config, Kind
 from initializers.config.signing import SigningOptions
@@ -12,7 +10,7 @@ from initializers.destination.state import StateDir
 from initializers.plan import signature
 from initializers.plan.index import PlanIndex
 from initializers.plan.selection import Selected
-from initializers.process.stopping import Stop
+from initializers.steps.context import RunContext
 from initializers.steps.opening import plugin_of
 from initializers.steps.outcome import finished
 
@@ -32,21 +30,22 @@ def signing_for(config: Config, kind: Kind) -> SigningOptions | None:
 
 
 def check_landed(
-    signing: SigningOptions, state: StateDir, index: PlanIndex, selected: Selected, log: Any, stop: Stop
+    signing: SigningOptions, state: StateDir, index: PlanIndex, selected: Selected, context: RunContext
 ) -> signature.Verdict:
     """The verdict on what landed, before the manifest is written; under enforce, a failure takes the download back
     (`StateDir.discard`: no manifest, no file at a final path) and ends the run with the reason. A stop is still
     taken while files are hashed again: the run then ends as stopped, without a manifest, as before the last step."""
+    context.waiting.step = "the publisher's signature to be checked"
     planned = [(file, finished(file, done)) for file, done in index.planned()]
     landed = ((file.path, done.verified_against(file)) for file, done in planned)
-    verdict = signature.check(signing, state.root, landed, selected.left_out, stop.check)
+    verdict = signature.check(signing, state.root, landed, selected.left_out, context.stop.check)
     if verdict.verified:
-        log.info("signature verified", signer=verdict.signer, not_fetched=len(verdict.not_fetched))
+        context.log.info("signature verified", signer=verdict.signer, not_fetched=len(verdict.not_fetched))
         if verdict.not_fetched:
-            log.info("signed files not fetched", files=len(verdict.not_fetched), first=verdict.not_fetched[:5])
+            context.log.info("signed files not fetched", files=len(verdict.not_fetched), first=verdict.not_fetched[:5])
         return verdict
     if verdict.fails_the_run:
         state.discard(file.path for file, _ in planned)
         raise FetchError(f"SIGNATURE=enforce: {verdict.reason}; nothing was kept")
-    log.warning("signature did not verify", reason=verdict.reason, signer=verdict.signer)
+    context.log.warning("signature did not verify", reason=verdict.reason, signer=verdict.signer)
     return verdict
