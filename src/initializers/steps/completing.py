@@ -54,7 +54,10 @@ def complete(
         standing = outcome_of(index, progress, listing.started_at, root)  # it fetched nothing
         context.log.info("up to date", files=standing.files, bytes=standing.bytes, manifest=str(state.manifest_path))
         return standing
-    _remove_stale(source, state, index, context.log)
+    if source.owned_folders:  # files in the folders it owns (the cache source's shards) that the plan no longer lists
+        stale = state.destination.remove_stale(source.owned_folders, index.planned_paths(f"{source.owned_folders}/*"))
+        if stale:
+            context.log.info("removed stale files", files=len(stale), first=stale[:5])
     context.waiting.step = "the manifest to be written"
     context.stop.check()  # the last point a stop is taken at (but for re-hashing under SIGNATURE): the run completes
     index.add_finished(state.journal.files(), in_manifest=False)  # what this run finished, as it finished it
@@ -79,11 +82,3 @@ def complete(
         )
     state.journal.remove()
     return outcome_of(index, progress, listing.started_at, root)
-
-
-def _remove_stale(source: Source, state: StateDir, index: PlanIndex, log: Any) -> None:
-    """Files in the folders the source owns (the cache source's shards) that the plan no longer lists."""
-    if source.owned_folders:
-        stale = state.destination.remove_stale(source.owned_folders, index.planned_paths(f"{source.owned_folders}/*"))
-        if stale:
-            log.info("removed stale files", files=len(stale), first=stale[:5])
