@@ -91,7 +91,7 @@ class Engine:
         self.start = self._transfers.start  # `TransferContext.start`
         #: The files being fetched right now: for the progress shown, and for what a stopped run was waiting for.
         self.in_flight = self._transfers.in_flight
-        progress.watch(self.in_flight)
+        progress.in_flight = self.in_flight
         #: Threads take turns pulling tasks; nothing else ever waits for it, since its holder may wait on the listing.
         self._next_lock = threading.Lock()
         self._error_lock = threading.Lock()

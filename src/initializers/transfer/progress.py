@@ -88,7 +88,8 @@ class Progress:
         self.kept_bytes = 0  # of `files_done_bytes`, what an earlier run had fetched: not fetched again
         self.bytes_done = 0  # as they arrive, before their files are done
         self.files_present = 0  # listed and already here
-        self._in_flight: Callable[[], list[InFlight]] = list
+        #: Where the files being fetched are found (the engine sets its own), for reporters that show them.
+        self.in_flight: Callable[[], list[InFlight]] = list
         self._lock = threading.Lock()
         self._stopped = threading.Event()
         self._started = time.monotonic()
@@ -111,10 +112,6 @@ class Progress:
         final = self.snapshot()
         for reporter in self._reporters:
             reporter.close(final, failed=exc_type is not None)
-
-    def watch(self, in_flight: Callable[[], list[InFlight]]) -> None:
-        """Where the files being fetched are found (the engine's), for reporters that show them."""
-        self._in_flight = in_flight
 
     def add_todo(self, size: int) -> None:
         with self._lock:
@@ -153,7 +150,7 @@ class Progress:
         with self._lock:
             counters = self.files_done, self.total_files, self.bytes_done, self.total_bytes, self.listing_done
             present = self.files_present
-        in_flight = tuple(sorted(self._in_flight(), key=lambda file: (-file.size, file.path)))
+        in_flight = tuple(sorted(self.in_flight(), key=lambda file: (-file.size, file.path)))
         return Snapshot(*counters, seconds=time.monotonic() - self._started, in_flight=in_flight, files_present=present)
 
     def _report_periodically(self, reporter: Reporter) -> None:
