@@ -116,7 +116,7 @@ def still_to_fetch(
             state.destination.check_free_space(todo_bytes, free)
             progress.add_todo(file.size)
             yield file
-    progress.listed_all()
+    progress.listing_done = True
     if verify is not None:
         log.info(
             "verified",

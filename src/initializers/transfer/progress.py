@@ -81,7 +81,7 @@ class Progress:
     def __init__(self, reporters: Sequence[Reporter] = ()) -> None:
         self.total_files = 0  # known so far: they grow while the listing goes on
         self.total_bytes = 0
-        self.listing_done = False
+        self.listing_done = False  # set once the listing has ended: the totals are final, and an ETA can be given
         self.files_done = 0
         self.files_done_bytes = 0  # their whole sizes, resumed ones too
         self.files_resumed = 0  # of those done, the ones an earlier run had started
@@ -122,10 +122,6 @@ class Progress:
         """A file listed is already here as listed: nothing to fetch."""
         with self._lock:
             self.files_present += 1
-
-    def listed_all(self) -> None:
-        """The listing has ended: the totals are final, and an ETA can be given."""
-        self.listing_done = True
 
     def add_bytes(self, count: int) -> None:
         with self._lock:
