@@ -8,18 +8,25 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 
-@dataclass(frozen=True)
-class Piece:
-    """Rows [start, stop) of input number `input` (in the given order), destined for shard number `shard`."""
+class Span:
+    """Rows [start, stop) of one input: `rows` of them (for the dataclasses that declare both)."""
 
-    shard: int
-    input: int
     start: int
     stop: int
 
     @property
     def rows(self) -> int:
         return self.stop - self.start
+
+
+@dataclass(frozen=True)
+class Piece(Span):
+    """Rows [start, stop) of input number `input` (in the given order), destined for shard number `shard`."""
+
+    shard: int
+    input: int
+    start: int
+    stop: int
 
 
 def shard_sizes(total: int, shards: int) -> list[int]:

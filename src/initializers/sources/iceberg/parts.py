@@ -22,6 +22,7 @@ from pyiceberg.table import FileScanTask, Table
 from pyiceberg.types import ListType, MapType
 
 from initializers.adapters.pyiceberg import column_projection_values, combine_positional_deletes, to_requested_schema
+from initializers.cache.sharding import Span
 from initializers.common.errors import FetchError
 
 BATCH_ROWS = 65536
@@ -33,17 +34,13 @@ _FIELD_ID = b"PARQUET:field_id"
 
 
 @dataclass(frozen=True)
-class Part:
+class Part(Span):
     """Live rows [start, stop) of one data file (deletes applied), for one shard; no task: an empty shard."""
 
     task: FileScanTask | None
     start: int
     stop: int
     deletes: list[pa.ChunkedArray] | None  # positions deleted in the data file, None when there are none
-
-    @property
-    def rows(self) -> int:
-        return self.stop - self.start
 
     @property
     def estimated_bytes(self) -> int:
