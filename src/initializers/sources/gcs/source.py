@@ -14,8 +14,8 @@ from initializers.sources.gcs.bucket import GcsBucket
 from initializers.sources.gcs.crc32c import CRC32C, CRC32C_KIND
 from initializers.sources.gcs.location import GcsLocation
 from initializers.sources.http.objects import ObjectStorage
+from initializers.sources.http.pages import PageChain
 from initializers.store import answers
-from initializers.store.contract import MAX_EMPTY_PAGES
 from initializers.store.hashers import MD5, kinds
 
 
@@ -53,28 +53,26 @@ class GcsSource(ObjectStorage):
 
     def _listing(self, prefix: str) -> Iterator[RemoteFile]:
         """Every object under `prefix`, page by page as Cloud Storage documents them; a listing going nowhere fails."""
+        listing = f"listing {self._bucket.uri_of(prefix)}"
+        chain = PageChain()
+        chain.token_name = "nextPageToken"
         token: str | None = None
-        empty, seen = 0, set[str]()
         while True:
-            with answers.read_from(self._bucket.server, f"listing {self._bucket.uri_of(prefix)}"):
+            with answers.read_from(self._bucket.server, listing):
                 page = answers.record(self._bucket.listing_page(prefix, token), "a page")
-                items = answers.records(page.get("items"), "a page's items")
                 files = []
-                for item in items:
+                for item in answers.records(page.get("items"), "a page's items"):
                     item = answers.record(item, "an item of a page")
                     name = answers.text(item.get("name"), "an item's name")
                     files.append(_remote_file(item, answers.under(prefix, name)))
                 token = answers.token(page.get("nextPageToken"), "a page's nextPageToken")
+            try:
+                chain.follow_entries(tuple(file.locator for file in files), token)
+            except ValueError as exc:
+                raise FetchError(f"{listing} at {self._bucket.server} goes nowhere: {exc}") from None
             yield from files
             if not token:
                 return
-            empty = 0 if items else empty + 1
-            if empty >= MAX_EMPTY_PAGES or token in seen:
-                raise FetchError(
-                    f"listing {self._bucket.uri_of(prefix)} at {self._bucket.server} goes nowhere: "
-                    + ("a page token came back" if token in seen else f"{empty} pages in a row without an object")
-                )
-            seen.add(token)
 
 
 def _named(item: Mapping[str, Any], name: str) -> Mapping[str, Any]:
