@@ -128,8 +128,7 @@ class S3Getter:
         if answer.ranged:
             extra["range"] = f"bytes={answer.start}-{answer.end}"
         extra["x-amz-checksum-mode"] = "ENABLED"
-        endpoint = self._endpoint
-        return Request(endpoint.scheme, endpoint.netloc, *self._signed(endpoint.path(read.name), "", extra))
+        return self._signed(self._endpoint.path(read.name), "", extra)
 
     def judge(self, read: ObjectRead, answer: Answer, sent: Request, response: Response) -> None:
         """S3's failure raised as what it means, a changed object refused; the checksum it vouches for passed on."""
@@ -159,16 +158,13 @@ class S3Getter:
         return _aws_endpoint(access.session, region, self.bucket, access.anonymous)
 
     def _get_listing_page_once(self, query: str, where: str) -> bytes:
-        endpoint = self._endpoint
-        response = self._http.send(
-            Request(endpoint.scheme, endpoint.netloc, *self._signed(endpoint.path_prefix, query, {}))
-        )
+        response = self._http.send(self._signed(self._endpoint.path_prefix, query, {}))
         if response.status != 200:
             raise self._s3_failure(LIST, where, response)
         return response.read_all(_MAX_LISTING_PAGE)
 
-    def _signed(self, path: str, query: str, extra: dict[str, str]) -> tuple[str, dict[str, str]]:
-        """The target and headers of `GET path?query`, signed unless anonymous."""
+    def _signed(self, path: str, query: str, extra: dict[str, str]) -> Request:
+        """`GET path?query` to the bucket, signed unless anonymous."""
         credentials = self.credentials()
         endpoint, signer, extra = self._endpoint, self._signer, {**self._common, **extra}
         headers = (
@@ -176,7 +172,7 @@ class S3Getter:
             if credentials
             else {"host": endpoint.netloc, **extra}
         )
-        return (f"{path}?{query}" if query else path), headers
+        return Request(endpoint.scheme, endpoint.netloc, f"{path}?{query}" if query else path, headers)
 
     def _s3_failure(self, operation: Operation, where: str, response: Response) -> Exception:
         """S3's error answer as the exception that says what to do; a wrong region is corrected here, and retried."""

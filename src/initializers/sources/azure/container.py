@@ -58,8 +58,7 @@ class ContainerRequests:
             headers[ASK_FOR_MD5] = "true"
         if answer.ranged:
             headers["x-ms-range"] = f"bytes={answer.start}-{answer.end}"
-        target = self._authorized(f"{self._base}/{quote(read.name, safe='/~')}", {}, headers)
-        return Request(self._access.endpoint.scheme, self._access.endpoint.netloc, target, headers)
+        return self._authorized(f"{self._base}/{quote(read.name, safe='/~')}", {}, headers)
 
     def judge(self, read: ObjectRead, answer: Answer, sent: Request, response: Response) -> None:
         """Azure's failure raised as what it means, a changed blob refused, the MD5 of a hashed answer taken."""
@@ -72,20 +71,19 @@ class ContainerRequests:
             answer.sink.head(response, answer.start)
 
     def _list_page_once(self, params: dict[str, str], where: str) -> bytes:
-        headers: dict[str, str] = {}
-        target = self._authorized(self._base, params, headers)
-        response = self._http.send(Request(self._access.endpoint.scheme, self._access.endpoint.netloc, target, headers))
+        response = self._http.send(self._authorized(self._base, params, {}))
         if response.status != 200:
             raise self._failure("list", where, response)
         return response.read_all(_MAX_LISTING_PAGE)
 
-    def _authorized(self, path: str, params: dict[str, str], headers: dict[str, str]) -> str:
-        """The request's target, its credential's proof added to `headers` (or its query)."""
-        headers.update({"host": self._access.endpoint.netloc, "x-ms-version": API_VERSION, "user-agent": USER_AGENT})
+    def _authorized(self, path: str, params: dict[str, str], headers: dict[str, str]) -> Request:
+        """The GET of `path` with `params` and `headers`, its credential's proof added to the headers (or the query)."""
+        endpoint = self._access.endpoint
+        headers.update({"host": endpoint.netloc, "x-ms-version": API_VERSION, "user-agent": USER_AGENT})
         query = "&".join(f"{quote(name, safe='')}={quote(value, safe='')}" for name, value in params.items())
         sas = self._access.credential.authorize(path, params, headers)
         query = "&".join(part for part in (query, sas) if part)
-        return f"{path}?{query}" if query else path
+        return Request(endpoint.scheme, endpoint.netloc, f"{path}?{query}" if query else path, headers)
 
     def _failure(self, verb: str, where: str, response: Response) -> Exception:
         """Azure's error (x-ms-error-code, else the body's Code; its Message) as what to do: transient ones retried."""
