@@ -140,7 +140,8 @@ class Response:
         if self._chunked and not self._remaining:
             self._remaining = self._connection.read_chunk_size()
             if self._remaining == 0:
-                self._connection.read_trailers()
+                while self._connection.read_line():  # the trailers, up to the empty line that ends them
+                    pass
                 self._end()
                 return 0
         if self._remaining is None:  # delimited by the server closing the connection
@@ -330,15 +331,12 @@ class Connection:
             headers["connection"] = "close"
         return Response(self, int(parts[1]), parts[2] if len(parts) > 2 else "", headers)
 
-    def _read_pending(self, view: memoryview) -> int:
-        count = min(len(view), len(self._pending))
-        view[:count] = self._pending[:count]
-        self._pending = self._pending[count:]
-        return count
-
     def read_into(self, view: memoryview) -> int:
         if self._pending:
-            return self._read_pending(view)
+            count = min(len(view), len(self._pending))
+            view[:count] = self._pending[:count]
+            self._pending = self._pending[count:]
+            return count
         assert self._sock is not None
         started = time.monotonic()
         return self._received(self._sock.recv_into(view), started)
@@ -353,10 +351,6 @@ class Connection:
             return int(line, 16)
         except ValueError:
             raise ProtocolError(f"malformed chunk size {line[:20]!r}") from None
-
-    def read_trailers(self) -> None:
-        while self.read_line():
-            pass
 
     def _recv(self, size: int) -> bytes:
         assert self._sock is not None
