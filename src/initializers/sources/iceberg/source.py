@@ -95,19 +95,18 @@ class IcebergSource(Maker):
         self._writer = writer = PartWriter(table, self._storage.file_io)
         schema = table.schema()
         version = f"snapshot {snapshot.snapshot_id} schema {schema.schema_id}"
+        mine = range(self._nodes) if self._only is None else (self._only,)  # the shards this node materialises
         files_per_shard = [0] * self._nodes
         for piece in cut(live, self._nodes):
-            if self._only is not None and piece.shard != self._only:
+            if piece.shard not in mine:
                 continue
             task = tasks[piece.input]
             part = Part(task, piece.start, piece.stop, deletes.get(task.file.file_path))
             yield self._add(
                 piece.shard, files_per_shard, part, f"{version}: {task.file.file_path}[{piece.start}:{piece.stop}]"
             )
-        for shard, count in enumerate(files_per_shard):
-            if self._only is not None and shard != self._only:
-                continue
-            if not count:  # fewer rows than data nodes: the node still finds its folder, with the schema and no rows
+        for shard in mine:  # fewer rows than data nodes: the node still finds its folder, with the schema and no rows
+            if not files_per_shard[shard]:
                 yield self._add(shard, files_per_shard, Part(None, 0, 0, None), f"{version}: no rows")
         self._description.update(
             table_location=table.metadata.location,
@@ -122,7 +121,7 @@ class IcebergSource(Maker):
                 {
                     "path": shard_folder(i),
                     "rows": rows,
-                    "files": files_per_shard[i] if self._only in (None, i) else None,
+                    "files": files_per_shard[i] if i in mine else None,
                 }
                 for i, rows in enumerate(shard_sizes(sum(live), self._nodes))
             ],
