@@ -4,9 +4,6 @@ through `ObjectReads`, of object ranges pinned to the listed ETag; what S3's ans
 
 from __future__ import annotations
 
-import base64
-import binascii
-import contextlib
 import re
 import ssl
 import threading
@@ -19,7 +16,7 @@ from urllib.parse import quote, urlsplit
 
 from initializers.common import logs
 from initializers.common.errors import ConfigError, FetchError, changed_during_download
-from initializers.common.remote_file import Checksum, RemoteFile
+from initializers.common.remote_file import Checksum, RemoteFile, base64_digest
 from initializers.sources.aws.access import AwsAccess
 from initializers.sources.aws.crc32 import CRC32, CRC32_KIND
 from initializers.sources.aws.sigv4 import GetSigner, SigningCredentials, canonical_query
@@ -255,11 +252,10 @@ def _vouched(response: Response, etag: str, ranged: bool) -> Checksum | None:
     be a part's), else the MD5 a plain ETag is: CRC32 is several times cheaper than MD5, and ranges' CRCs combine."""
     stated = response.header("x-amz-checksum-type")
     full_object = (stated or ("" if ranged else "FULL_OBJECT")).upper() == "FULL_OBJECT"
-    for algorithm in _CHECKSUMS:
-        value = response.header(f"x-amz-checksum-{algorithm}")
-        if value and full_object and "-" not in value:  # "-N": a checksum of the parts' checksums
-            with contextlib.suppress(binascii.Error):
-                return Checksum(algorithm, base64.b64decode(value, validate=True).hex())
+    for algorithm, length in _CHECKSUMS if full_object else ():
+        digest = base64_digest(response.header(f"x-amz-checksum-{algorithm}"), length)  # "...-N" (of the parts'): None
+        if digest is not None:
+            return Checksum(algorithm, digest.hex())
     return _etag_md5(response, etag)
 
 
@@ -273,9 +269,9 @@ def _etag_md5(response: Response, etag: str) -> Checksum | None:
     return Checksum("md5", etag) if re.fullmatch(r"[0-9a-f]{32}", etag) and not encrypted else None
 
 
-#: Full-object checksums S3 may hold that the standard library computes, cheapest first (CRC32C and CRC64NVME
-#: need native code: their objects fall back to the ETag's MD5).
-_CHECKSUMS = (CRC32, "sha1", "sha256")
+#: Full-object checksums S3 may hold that the standard library computes, with their lengths, cheapest first (CRC32C
+#: and CRC64NVME need native code: their objects fall back to the ETag's MD5).
+_CHECKSUMS = ((CRC32, 4), ("sha1", 20), ("sha256", 32))
 #: What an object's bytes may be verified against: a full-object checksum S3 stores, or the MD5 a plain ETag is.
 CHECKSUM_KINDS = kinds(CRC32_KIND, SHA1, SHA256, MD5)
 
