@@ -41,17 +41,13 @@ class S3Source(ObjectStorage):
         self._getter = S3Getter(location.bucket, access, config.read_timeout)
         super().__init__(self._getter.objects, self._getter.read_of)
 
-    @property
-    def region(self) -> str:
-        """The bucket's region: as configured, or where S3 redirected the first request."""
-        return self._getter.region
-
     @classmethod
     def from_config(cls, uri: str, config: Config) -> S3Source:
         return cls(S3Location.parse(uri), config, access_from(config))
 
     def describe(self) -> dict[str, Any]:
-        return {"uri": str(self.location), "endpoint": self._endpoint_url, "region": self.region}
+        # The bucket's region: as configured, or where S3 redirected the first request.
+        return {"uri": str(self.location), "endpoint": self._endpoint_url, "region": self._getter.region}
 
     def list_files(self) -> Iterator[RemoteFile]:
         prefix = self.location.folder_prefix
