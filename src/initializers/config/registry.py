@@ -38,7 +38,8 @@ class SourcePlugin:
     #: The option groups (schemas declared beside the source) it reads, besides the shared settings.
     options: tuple[type, ...]
     #: Checks a URI it takes (of its scheme, or one it `claims`) for a program's kind and returns its parsed location,
-    #: whose `place` names what is fetched whatever its version; raises ConfigError naming STORAGE_URI.
+    #: whose `place` (else the location itself, as a string) names what is fetched whatever its version (an object's
+    #: ETag, a generation, a snapshot); raises ConfigError naming STORAGE_URI.
     locate: Callable[[str, Any], Any]
     #: Imports the source's modules and opens it: (uri, config holding the shared settings, OUTPUT_PATH among them
     #: (`Config.output_dir(kind)`), and only its own option groups, kind).

@@ -42,6 +42,7 @@ def _place(uri: Any, kind: Kind) -> str | None:
     if not isinstance(uri, str):
         return None
     try:
-        return str(kind.plugin(scheme_of(uri, kind)).locate(uri, kind).place)
+        location = kind.plugin(scheme_of(uri, kind)).locate(uri, kind)
+        return str(getattr(location, "place", location))
     except ConfigError:
         return None

@@ -78,11 +78,6 @@ class AzureLocation:
         return cls(container, name.lstrip("/"), account)
 
     @property
-    def place(self) -> str:
-        """What is fetched, whatever its version (a blob's is its ETag): the URI."""
-        return str(self)
-
-    @property
     def folder_prefix(self) -> str:
         """The name prefix of the folder this URI names: `data` means `data/`, never `data-old/`, as for s3://."""
         return folder_prefix(self.name)

@@ -36,11 +36,6 @@ class GcsLocation:
         return cls(bucket, name.lstrip("/"))
 
     @property
-    def place(self) -> str:
-        """What is fetched, whatever its generation: the URI."""
-        return str(self)
-
-    @property
     def folder_prefix(self) -> str:
         return folder_prefix(self.name)
 

@@ -25,10 +25,5 @@ class CacheLocation:
             raise ConfigError(f"STORAGE_URI: expected {cls.USAGE} (two non-empty names), got {masked(uri)!r}")
         return cls(table)
 
-    @property
-    def place(self) -> str:
-        """What is fetched, whatever its snapshot: the URI."""
-        return str(self)
-
     def __str__(self) -> str:
         return f"cache://{self.table}"

@@ -30,11 +30,6 @@ class S3Location:
         return cls(bucket, key.lstrip("/"))
 
     @property
-    def place(self) -> str:
-        """What is fetched, whatever its version (an object's is its ETag): the URI."""
-        return str(self)
-
-    @property
     def folder_prefix(self) -> str:
         return folder_prefix(self.key)
 
