@@ -13,7 +13,6 @@ from initializers.sources.aws.access import AwsAccess, access_from
 from initializers.sources.aws.bucket import CHECKSUM_KINDS, S3Getter
 from initializers.sources.http.objects import ObjectStorage
 from initializers.sources.s3.listing import (
-    PAGE_SIZE,
     ListedObject,
     ListPage,
     PageChain,
@@ -62,7 +61,8 @@ class S3Source(ObjectStorage):
             yield RemoteFile(listed.key[len(prefix) :], listed.size, listed.etag, listed.key)
         key = self.location.key
         if not found and key and not key.endswith("/"):  # the URI may name one object rather than a folder
-            for first in self._page(key, None, max_keys=1).objects:  # the key itself sorts first under its prefix
+            # The key itself sorts first under its prefix.
+            for first in self._page(key, page_query(key, None, max_keys=1)).objects:
                 if first.key == key:
                     yield RemoteFile(key.rsplit("/", 1)[-1], first.size, first.etag, key)
 
@@ -90,7 +90,8 @@ class S3Source(ObjectStorage):
         if 0 < len(folders) < PARALLEL_LISTINGS:
             # Too few to cut evenly: cut at the folders one level down too, those a first page of each shows (a
             # folder of a million files must not be listed twice to find out it has no folders).
-            below = [sub for folder in folders for sub in self._page(folder, None, delimiter="/").folders]
+            pages = (self._page(folder, page_query(folder, None, delimiter="/")) for folder in folders)
+            below = [sub for page in pages for sub in page.folders]
             folders = sorted({*folders, *below})
         inside_a_folder = after is not None and "/" in after[len(prefix) :]  # the rest of its folder comes first
         cuts = key_ranges(folders, PARALLEL_LISTINGS, after if inside_a_folder else None)
@@ -110,7 +111,7 @@ class S3Source(ObjectStorage):
                     yield listed
 
     def _pages(self, prefix: str, delimiter: str | None = None, start_after: str | None = None) -> Iterator[ListPage]:
-        page = self._page(prefix, None, delimiter=delimiter, start_after=start_after)
+        page = self._page(prefix, page_query(prefix, None, delimiter=delimiter, start_after=start_after))
         chain = PageChain()
         while True:
             try:
@@ -120,18 +121,11 @@ class S3Source(ObjectStorage):
             yield page
             if page.next_token is None:
                 return
-            page = self._page(prefix, page.next_token, delimiter=delimiter)
+            page = self._page(prefix, page_query(prefix, page.next_token, delimiter=delimiter))
 
-    def _page(
-        self,
-        prefix: str,
-        token: str | None,
-        max_keys: int = PAGE_SIZE,
-        delimiter: str | None = None,
-        start_after: str | None = None,
-    ) -> ListPage:
+    def _page(self, prefix: str, query: dict[str, str]) -> ListPage:
+        """The page `query` (a `page_query`) lists of the keys under `prefix`."""
         where = self._getter.uri_of(prefix)
-        query = page_query(prefix, token, max_keys, delimiter, start_after)
         try:
             return parse_page(self._getter.get_listing_page(query, where), prefix)
         except ValueError as exc:
