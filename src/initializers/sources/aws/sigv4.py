@@ -28,17 +28,6 @@ class SigningCredentials:
         return f"SigningCredentials(access_key={self.access_key!r}, secret_key='***')"
 
 
-def _hmac(key: bytes, message: str) -> bytes:
-    return hmac.new(key, message.encode(), hashlib.sha256).digest()
-
-
-def signing_key(secret_key: str, date: str, region: str, service: str = "s3") -> bytes:
-    key = _hmac(("AWS4" + secret_key).encode(), date)
-    for part in (region, service, "aws4_request"):
-        key = _hmac(key, part)
-    return key
-
-
 def canonical_query(params: Mapping[str, str]) -> str:
     """The query string as SigV4 signs it (sorted, every reserved character encoded); send it exactly so."""
     return "&".join(f"{quote(k, safe='-_.~')}={quote(v, safe='-_.~')}" for k, v in sorted(params.items()))
@@ -93,9 +82,13 @@ class GetSigner:
         return amz_date
 
     def _key(self, secret: str, date: str) -> bytes:
+        """The day's signing key: HMAC-SHA256 chained from "AWS4" + the secret over the date, region, service, and
+        "aws4_request"."""
         cached = self._cached
         if cached is not None and cached[0] == secret and cached[1] == date:
             return cached[2]
-        key = signing_key(secret, date, self.region)
+        key = ("AWS4" + secret).encode()
+        for part in (date, self.region, "s3", "aws4_request"):
+            key = hmac.new(key, part.encode(), hashlib.sha256).digest()
         self._cached = (secret, date, key)
         return key
