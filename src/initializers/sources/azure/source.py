@@ -48,7 +48,7 @@ class AzureSource(ObjectStorage):
             yield self._remote_file(blob, blob.name[len(prefix) :])
         name = self.location.name
         if not found and name and not name.endswith("/"):  # the URI may name one blob rather than a folder
-            for first in self._page(name, None, max_results=1).blobs:  # the name itself sorts first under it
+            for first in self._page(name, page_query(name, None, 1)).blobs:  # the name itself sorts first under it
                 if first.name == name:
                     yield self._remote_file(first, name.rsplit("/", 1)[-1])
 
@@ -57,7 +57,7 @@ class AzureSource(ObjectStorage):
         chain = PageChain()
         marker: str | None = None
         while True:
-            page = self._page(prefix, marker)
+            page = self._page(prefix, page_query(prefix, marker))
             try:
                 chain.follow(page)
             except ValueError as exc:
@@ -67,9 +67,9 @@ class AzureSource(ObjectStorage):
                 return
             marker = page.next_marker
 
-    def _page(self, prefix: str, marker: str | None, max_results: int | None = None) -> ListPage:
+    def _page(self, prefix: str, query: dict[str, str]) -> ListPage:
+        """The page `query` (a `page_query`) lists of the blobs under `prefix`."""
         where = self.location.uri_of(prefix)
-        query = page_query(prefix, marker) if max_results is None else page_query(prefix, marker, max_results)
         answer = self._requests.list_page(query, where)  # its errors (a credential's settings refused) its own
         try:
             return parse_page(answer, prefix)
