@@ -107,20 +107,19 @@ def _hide_the_key_file(path: str) -> None:
             logs.hide(secret)
 
 
-class _HidingRequest:
+def _hiding(inner: Any) -> Callable[..., Any]:
     """google-auth's transport of every token request: each credential sent (a signed assertion, a subject or refresh
     token) hidden before it leaves, each token received as it arrives, so an endpoint quoting either never prints it."""
 
-    def __init__(self, inner: Any) -> None:
-        self._inner = inner
-
-    def __call__(self, url: str, method: str = "GET", body: Any = None, headers: Any = None, **kwargs: Any) -> Any:
+    def request(url: str, method: str = "GET", body: Any = None, headers: Any = None, **kwargs: Any) -> Any:
         for secret in credentials_sent(url, body, headers or {}):
             logs.hide(secret)
-        response = self._inner(url, method=method, body=body, headers=headers, **kwargs)
+        response = inner(url, method=method, body=body, headers=headers, **kwargs)
         for secret in credentials_in_body(response.data):
             logs.hide(secret)
         return response
+
+    return request
 
 
 class _Tokens:
@@ -131,7 +130,7 @@ class _Tokens:
         from google.auth.transport.urllib3 import Request
 
         self._credentials = credentials
-        self._request = _HidingRequest(Request(urllib3.PoolManager()))
+        self._request = _hiding(Request(urllib3.PoolManager()))
         self._lock = threading.Lock()
 
     def headers(self) -> dict[str, str]:
