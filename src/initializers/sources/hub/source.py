@@ -124,8 +124,7 @@ class HfSource(ObjectStorage):
     def _tree(self, path: str, recursive: bool) -> list[Any]:
         """The tree's entries; a FetchError when its pages go round in a loop (an entry comes again)."""
         what = f"hf://{self.location.repo_id}/{path}"
-        entries: list[Any] = []
-        paths: set[str] = set()
+        entries: dict[str, Any] = {}  # by path
         try:
             with self._guard.listing(what):
                 for entry in self._api.list_repo_tree(
@@ -135,16 +134,15 @@ class HfSource(ObjectStorage):
                     revision=self.commit,
                     repo_type=self.repo_type,
                 ):
-                    if entry.path in paths:
+                    if entry.path in entries:
                         raise FetchError(
                             f"listing {what}: {self._server} lists {entry.path!r} again: its pages go round in a loop"
                         )
-                    paths.add(entry.path)
-                    entries.append(entry)
+                    entries[entry.path] = entry
                     self._guard.progressed()
         except self._hub.errors.RemoteEntryNotFoundError:
             return []
-        return entries
+        return list(entries.values())
 
     def _read_of(self, file: RemoteFile, offset: int, length: int) -> ObjectRead:
         """The read of `file`'s bytes [offset, offset + length) at its resolve URL (the commit in it)."""
