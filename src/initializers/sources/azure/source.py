@@ -57,24 +57,23 @@ class AzureSource(ObjectStorage):
         chain = PageChain()
         marker: str | None = None
         while True:
-            page = self._page(prefix, page_query(prefix, marker))
-            try:
-                chain.follow(page)
-            except ValueError as exc:
-                raise FetchError(f"listing {self.location.uri_of(prefix)}: {exc}") from None
+            page = self._page(prefix, page_query(prefix, marker), chain)
             yield from (blob for blob in page.blobs if not blob.directory)
             if page.next_marker is None:
                 return
             marker = page.next_marker
 
-    def _page(self, prefix: str, query: dict[str, str]) -> ListPage:
-        """The page `query` (a `page_query`) lists of the blobs under `prefix`."""
+    def _page(self, prefix: str, query: dict[str, str], chain: PageChain | None = None) -> ListPage:
+        """The page `query` (a `page_query`) lists of the blobs under `prefix`; the next of `chain`'s, if given."""
         where = self.location.uri_of(prefix)
         answer = self._requests.list_page(query, where)  # its errors (a credential's settings refused) its own
         try:
-            return parse_page(answer, prefix)
+            page = parse_page(answer, prefix)
+            if chain is not None:
+                chain.follow(page)
         except ValueError as exc:
             raise FetchError(f"listing {where} at {self._access.endpoint}: {exc}") from None
+        return page
 
     def _remote_file(self, blob: ListedBlob, path: str) -> RemoteFile:
         """The file a blob is, with the MD5 Azure recorded for it, if any; refused when it must be rehydrated."""

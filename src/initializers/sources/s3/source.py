@@ -111,22 +111,20 @@ class S3Source(ObjectStorage):
                     yield listed
 
     def _pages(self, prefix: str, delimiter: str | None = None, start_after: str | None = None) -> Iterator[ListPage]:
-        page = self._page(prefix, page_query(prefix, None, delimiter=delimiter, start_after=start_after))
         chain = PageChain()
-        while True:
-            try:
-                chain.follow(page)
-            except ValueError as exc:
-                raise FetchError(f"listing {self._getter.uri_of(prefix)} at {self._getter.server}: {exc}") from None
+        page = self._page(prefix, page_query(prefix, None, delimiter=delimiter, start_after=start_after), chain)
+        yield page
+        while page.next_token is not None:
+            page = self._page(prefix, page_query(prefix, page.next_token, delimiter=delimiter), chain)
             yield page
-            if page.next_token is None:
-                return
-            page = self._page(prefix, page_query(prefix, page.next_token, delimiter=delimiter))
 
-    def _page(self, prefix: str, query: dict[str, str]) -> ListPage:
-        """The page `query` (a `page_query`) lists of the keys under `prefix`."""
+    def _page(self, prefix: str, query: dict[str, str], chain: PageChain | None = None) -> ListPage:
+        """The page `query` (a `page_query`) lists of the keys under `prefix`; the next of `chain`'s, if given."""
         where = self._getter.uri_of(prefix)
         try:
-            return parse_page(self._getter.get_listing_page(query, where), prefix)
+            page = parse_page(self._getter.get_listing_page(query, where), prefix)
+            if chain is not None:
+                chain.follow(page)
         except ValueError as exc:
             raise FetchError(f"listing {where} at {self._getter.server}: {exc}") from None
+        return page
