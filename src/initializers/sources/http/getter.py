@@ -16,7 +16,7 @@ from typing import TypeVar
 from initializers import __version__
 from initializers.common.clock import Clock, SystemClock
 from initializers.common.errors import FetchError
-from initializers.sources.http.http1 import NOT_YET, Connection, Proxy, Response
+from initializers.sources.http.http1 import NOT_YET, Connection, Proxy, Response, proxy_url
 from initializers.store.retry import Retriable, retry_after, retrying
 from initializers.store.round_trips import RoundTrips
 from initializers.store.sink import Sink
@@ -159,7 +159,8 @@ class HttpGetter:
     def _new_connection(self, scheme: str, netloc: str) -> Connection:
         """A connection (opened on first use) through the environment's proxy, known to `interrupt` and `close`."""
         tls = self._ssl_context() if scheme == "https" else None
-        connection = Connection(scheme, netloc, self.timeout, tls, Proxy.for_origin(scheme, netloc))
+        proxy = proxy_url(scheme, netloc)  # the one the environment names for the origin; None: a direct connection
+        connection = Connection(scheme, netloc, self.timeout, tls, Proxy.parse(*proxy) if proxy else None)
         with self._lock:
             self._connections.add(connection)
         return connection

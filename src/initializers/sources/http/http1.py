@@ -57,12 +57,6 @@ class Proxy:
     authorization: str | None  # a Proxy-Authorization value, from user:password in the proxy URL
 
     @classmethod
-    def for_origin(cls, scheme: str, netloc: str) -> Proxy | None:
-        """The proxy the environment names for this origin; None for a direct connection."""
-        named = proxy_url(scheme, netloc)
-        return cls.parse(*named) if named else None
-
-    @classmethod
     def check_environment(cls) -> None:
         """Refuse proxy settings this client cannot follow before anything starts (exit 2, not a failed run)."""
         for scheme, url in _environment_proxies().items():
