@@ -65,8 +65,7 @@ class AwsAccess:
         """The credentials each request is signed with, as of now: none for ANONYMOUS (unsigned requests), the keys
         as given, else the chain's, resolved now and refreshing themselves (assumed roles, web identity)."""
         if self.anonymous or self.static:
-            static = self.static
-            return lambda: static
+            return lambda: self.static
         return refreshing_credentials(self.session, self.role)
 
 
