@@ -8,6 +8,7 @@ token goes only to the Hub, never to the CDN a download is redirected to; a resu
 from __future__ import annotations
 
 import ssl
+from dataclasses import replace
 from urllib.parse import urljoin, urlsplit
 
 from initializers.common.clock import Clock
@@ -75,8 +76,16 @@ class HubGetter:
         return self._http.retrying("download", where, probe)
 
     def request(self, read: ObjectRead, answer: Answer) -> Request:
-        """A GET of `answer`'s bytes of the file at `read.name`, its resolve URL (the commit in it)."""
-        return self._request_to(read.name, answer)
+        """A GET of `answer`'s bytes of the file at `read.name`, its resolve URL (the commit in it) or where that
+        redirected, with the token only when it is the Hub's own."""
+        parts = urlsplit(read.name)
+        headers = {"host": parts.netloc, **self._headers}
+        if answer.ranged:
+            headers["range"] = f"bytes={answer.start}-{answer.end}"
+        if self._token and (parts.scheme, parts.netloc) == self._hub_origin:
+            headers["authorization"] = f"Bearer {self._token}"
+        target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+        return Request(parts.scheme, parts.netloc, target, headers)
 
     def judge(self, read: ObjectRead, answer: Answer, sent: Request, response: Response) -> Request | None:
         """A redirect followed (to http:// and https:// only); the Hub's failure raised as what it means."""
@@ -88,21 +97,10 @@ class HubGetter:
                     f"{read.where}: {sent.netloc} redirected to a {urlsplit(url).scheme}:// URL; only http:// and "
                     "https:// redirects are followed"
                 )
-            return self._request_to(url, answer)
+            return self.request(replace(read, name=url), answer)
         if response.status not in (200, 206):
             raise self._hub_failure(response, read.where)
         return None
-
-    def _request_to(self, url: str, answer: Answer) -> Request:
-        """The GET of `answer`'s bytes at `url`, with the token only when it is the Hub's own."""
-        parts = urlsplit(url)
-        headers = {"host": parts.netloc, **self._headers}
-        if answer.ranged:
-            headers["range"] = f"bytes={answer.start}-{answer.end}"
-        if self._token and (parts.scheme, parts.netloc) == self._hub_origin:
-            headers["authorization"] = f"Bearer {self._token}"
-        target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
-        return Request(parts.scheme, parts.netloc, target, headers)
 
     def _hub_failure(self, response: Response, where: str) -> Exception:
         """The Hub's error answer (its X-Error-Code and status) as the exception that says what to do."""
