@@ -10,8 +10,8 @@ import contextlib
 import hashlib
 import os
 import re
-from collections.abc import Callable, Iterator
-from typing import Any, TypeVar
+from collections.abc import Iterator
+from typing import Any
 
 from initializers.common import logs
 from initializers.common.errors import ConfigError, FetchError
@@ -28,7 +28,6 @@ from initializers.store.contract import PART_SIZE, comes_whole
 from initializers.store.hashers import SHA256, Hasher, HashKind, kinds
 from initializers.store.retry import Retriable, retrying, untrusted_certificate
 
-_T = TypeVar("_T")
 _log = logs.get_logger("initializers.hf")
 #: Git's blob id, the Hub's id of a file not in LFS: sha1 over a "blob <size>" header, a NUL, and the content.
 GIT_SHA1 = "git-sha1"
@@ -85,13 +84,19 @@ class HfSource(ObjectStorage):
 
     def list_files(self) -> Iterator[RemoteFile]:
         def resolve_and_list() -> list[Any]:
-            commit = self._api.repo_info(self.location.repo_id, revision=self.revision, repo_type=self.repo_type).sha
-            if not isinstance(commit, str) or not _COMMIT.fullmatch(commit):
-                raise FetchError(f"{self._server}: the {self.repo_type} info names no commit (its sha is {commit!r})")
-            self.commit = commit
-            return self._entries()
+            with self._translated_errors():
+                info = self._api.repo_info(self.location.repo_id, revision=self.revision, repo_type=self.repo_type)
+                if not isinstance(info.sha, str) or not _COMMIT.fullmatch(info.sha):
+                    raise FetchError(
+                        f"{self._server}: the {self.repo_type} info names no commit (its sha is {info.sha!r})"
+                    )
+                self.commit = info.sha
+                return self._entries()
 
-        entries = self._retrying(str(self.location), resolve_and_list)
+        # Under the retry policy, the listing's requests and the downloads held together (throttling waited out).
+        entries = retrying(
+            "list", str(self.location), resolve_and_list, trust=HUB_TRUST, throttle=self._getter.throttle
+        )
         with answers.read_from(self._hub.constants.ENDPOINT, f"listing {self.location}"):
             files = [_remote_file(entry, self.location.sub_path) for entry in entries]
         yield from files
@@ -155,23 +160,13 @@ class HfSource(ObjectStorage):
     def _repo(self) -> str:
         return f"{self.repo_type} {self.location.repo_id}"
 
-    def _retrying(self, what: str, call: Callable[[], _T]) -> _T:
-        """`call` with huggingface_hub's errors translated, under the retry policy (throttling waited out)."""
-
-        def translated() -> _T:
-            with self._translated_errors(what):
-                return call()
-
-        # the listing's requests and the downloads are held together
-        return retrying("list", what, translated, trust=HUB_TRUST, throttle=self._getter.throttle)
-
     def _uri_of(self, file: RemoteFile) -> str:
         """The URI of a file, as messages name it."""
         return f"hf://{self.location.repo_id}/{file.path}"
 
     @contextlib.contextmanager
-    def _translated_errors(self, what: str) -> Iterator[None]:
-        """huggingface_hub's exceptions, turned into messages that say what to do; `what` is being listed."""
+    def _translated_errors(self) -> Iterator[None]:
+        """huggingface_hub's exceptions, turned into messages that say what to do."""
         errors = self._hub.errors
         repo = self._repo
         try:
