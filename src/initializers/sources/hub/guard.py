@@ -60,10 +60,8 @@ class HubGuard:
             self._local.listing = None
 
     def progressed(self) -> None:
-        """The listing delivered an entry."""
-        listing: _Listing | None = getattr(self._local, "listing", None)
-        if listing is not None:
-            listing.without_entries = 0
+        """The listing delivered an entry (inside `listing`, on its thread)."""
+        self._local.listing.without_entries = 0
 
     def _on_request(self, request: Any) -> None:
         url = request.url
