@@ -79,7 +79,6 @@ class AzureLocation:
 
     @property
     def folder_prefix(self) -> str:
-        """The name prefix of the folder this URI names: `data` means `data/`, never `data-old/`, as for s3://."""
         return folder_prefix(self.name)
 
     def uri_of(self, name: str) -> str:
