@@ -16,6 +16,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the devkit packa
 from devkit.azurite import Azurite
 from devkit.fake_gcs import FakeGCS
 from devkit.moto import Moto, allow
+from devkit.registry import Registry
 from devkit.seaweed import SeaweedFS
 
 #: Hypothesis bounds each example's time (200 ms) and its data's making by the wall clock, which shared cores and
@@ -27,7 +28,7 @@ settings.load_profile("shared-cores")
 #: fixture, or running the programs as processes (a run costs seconds of CPU), or building images. Found per test, by
 #: the fixtures it uses and the names its code reaches through the module's own functions, so new tests are sorted
 #: as they are added; mark a test `@pytest.mark.slow` by hand only for another reason.
-SLOW_FIXTURES = frozenset({"seaweed", "moto", "runtime", "fake_gcs", "azurite"})
+SLOW_FIXTURES = frozenset({"seaweed", "moto", "runtime", "fake_gcs", "azurite", "registry"})
 SLOW_NAMES = frozenset({"run_program", "start_program", "images"})
 
 
@@ -115,6 +116,13 @@ def fake_gcs() -> Iterator[FakeGCS]:
 def azurite() -> Iterator[Azurite]:
     """Azure Blob Storage (Azurite, strict), SharedKey enforced for the development account."""
     with Azurite.start() as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def registry() -> Iterator[Registry]:
+    """A container registry (CNCF Distribution), anonymous, over plain HTTP."""
+    with Registry.start() as server:
         yield server
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from initializers.config.contract import programs
 from initializers.config.registry import SourcePlugin
-from initializers.sources import azure, gcs, hub, iceberg, s3
+from initializers.sources import azure, gcs, hub, iceberg, oci, s3
 
-STORES: tuple[SourcePlugin, ...] = (hub.PLUGIN, s3.PLUGIN, gcs.PLUGIN, azure.PLUGIN, iceberg.PLUGIN)
+STORES: tuple[SourcePlugin, ...] = (hub.PLUGIN, s3.PLUGIN, gcs.PLUGIN, azure.PLUGIN, oci.PLUGIN, iceberg.PLUGIN)
 DATASET, MODEL = programs(STORES)

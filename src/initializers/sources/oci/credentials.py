@@ -1,0 +1,157 @@
+"""A registry's credentials, found as container tools find them, and the authorization each request carries: basic
+auth (OCI_USERNAME and OCI_PASSWORD, else the registry's entry in a Docker config file: REGISTRY_AUTH_FILE, as podman
+reads it, else DOCKER_CONFIG's `config.json`, as docker does; credential helpers are not run), and the bearer token a
+registry's challenge (`WWW-Authenticate: Bearer realm=...,service=...,scope=...`) asks for, fetched from its realm
+with those credentials (or none) and fetched again when the registry refuses it. Every secret is hidden (`logs.hide`)
+the moment it is read or minted.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import os
+import re
+import threading
+from pathlib import Path
+from urllib.parse import urlencode, urlsplit
+
+from initializers.common import logs
+from initializers.common.errors import ConfigError, FetchError
+from initializers.config.anonymous import AnonymousAccess
+from initializers.config.contract import Config
+from initializers.sources.http.getter import RETRIABLE_STATUS, USER_AGENT, HttpGetter, Request, retriable
+from initializers.sources.oci.options import AUTH_FILE_VARIABLES, OciOptions
+
+_CHALLENGE_PARAMETER = re.compile(r'(\w+)="([^"]*)"')
+_MAX_TOKEN_ANSWER = 1 << 20
+
+
+def basic_credentials(config: Config, registry: str) -> tuple[str, str] | None:
+    """The user and password for `registry`: the options', else its Docker config entry's; None: anonymous."""
+    if config.options(AnonymousAccess).anonymous:
+        return None
+    options = config.options(OciOptions)
+    if options.username or options.password:
+        if not (options.username and options.password):
+            raise ConfigError("OCI_USERNAME and OCI_PASSWORD: give both, or neither")
+        return options.username, options.password
+    return _from_auth_file(registry)
+
+
+def _from_auth_file(registry: str) -> tuple[str, str] | None:
+    """`registry`'s `auths` entry in the first Docker config file the variables name that exists; None: none."""
+    variable, path = next(
+        ((name, _auth_file(name, value)) for name in AUTH_FILE_VARIABLES if (value := os.environ.get(name))),
+        (None, None),
+    )
+    if variable is None or path is None:
+        return None
+    try:
+        auths = json.loads(path.read_text()).get("auths", {})
+    except (OSError, ValueError, AttributeError):
+        raise ConfigError(f"{variable}: {str(path)!r} is not a readable Docker config file (JSON)") from None
+    entry = next((value for key, value in auths.items() if _host_of(key) == registry), None)
+    if not isinstance(entry, dict):
+        return None
+    if "auth" in entry:
+        try:
+            logs.hide(str(entry["auth"]))
+            user, colon, password = base64.b64decode(str(entry["auth"]), validate=True).decode().partition(":")
+        except (binascii.Error, UnicodeDecodeError, ValueError):
+            user, colon, password = "", "", ""
+        if not colon:
+            raise ConfigError(f"{variable}: the auth of {registry} in {str(path)!r} is not base64 of user:password")
+        logs.hide(password)
+        return user, password
+    if isinstance(entry.get("username"), str) and isinstance(entry.get("password"), str):
+        logs.hide(entry["password"])
+        return entry["username"], entry["password"]
+    return None
+
+
+def _auth_file(variable: str, value: str) -> Path:
+    """The file a variable names: REGISTRY_AUTH_FILE the file itself, DOCKER_CONFIG the folder of `config.json`."""
+    return Path(value) / "config.json" if variable == "DOCKER_CONFIG" else Path(value)
+
+
+def _host_of(key: str) -> str:
+    """An `auths` key's registry: `host[:port]`, whether written bare or as a URL (`https://index.docker.io/v1/`)."""
+    host = urlsplit(key).netloc if "://" in key else key.partition("/")[0]
+    return "docker.io" if host in ("index.docker.io", "registry-1.docker.io") else host.lower()
+
+
+class RegistryAuth:
+    """The authorization of a registry's requests, as of now: basic credentials, or the bearer token its challenge
+    asked for; thread-safe, a token fetched once for all threads."""
+
+    def __init__(self, basic: tuple[str, str] | None, http: HttpGetter, repository: str) -> None:
+        self._basic = None
+        if basic is not None:
+            self._basic = "Basic " + base64.b64encode(":".join(basic).encode()).decode()
+            logs.hide(self._basic.partition(" ")[2])
+        self._http = http
+        self._repository = repository
+        self._token: str | None = None
+        self._lock = threading.Lock()
+
+    def headers(self) -> dict[str, str]:
+        """The authorization to send now: the token once there is one, else the basic credentials, else none."""
+        value = f"Bearer {self._token}" if self._token else self._basic
+        return {"authorization": value} if value else {}
+
+    def answer(self, challenge: str | None, sent: dict[str, str]) -> bool:
+        """Meet a 401's challenge to a request that carried `sent` headers: a token fetched (anew, unless another
+        thread did meanwhile), or basic credentials not yet sent; False when nothing more can be sent."""
+        scheme, _, parameters = (challenge or "").partition(" ")
+        if scheme.lower() == "basic":
+            return self._basic is not None and sent.get("authorization") != self._basic
+        if scheme.lower() != "bearer":
+            return False
+        with self._lock:
+            if self.headers().get("authorization") != sent.get("authorization"):
+                return True  # renewed by another thread since
+            fields = dict(_CHALLENGE_PARAMETER.findall(parameters))
+            self._token = self._fetch(fields)
+            return True
+
+    def _fetch(self, fields: dict[str, str]) -> str:
+        """A token from the challenge's realm, for its service and scope (else pulling this repository)."""
+        realm = urlsplit(fields.get("realm", ""))
+        if realm.scheme not in ("http", "https") or not realm.netloc:
+            raise FetchError(f"the registry's challenge names no token service (realm {fields.get('realm')!r})")
+        query = {"scope": fields.get("scope") or f"repository:{self._repository}:pull"}
+        if fields.get("service"):
+            query["service"] = fields["service"]
+        separator = "&" if realm.query else "?"
+        target = f"{realm.path or '/'}{'?' + realm.query if realm.query else ''}{separator}{urlencode(query)}"
+        headers = {
+            "host": realm.netloc,
+            "user-agent": USER_AGENT,
+            **({"authorization": self._basic} if self._basic else {}),
+        }
+        where = f"the token service at {realm.scheme}://{realm.netloc}"
+        return self._http.retrying(
+            "authenticate", where, lambda: self._token_from(Request(realm.scheme, realm.netloc, target, headers), where)
+        )
+
+    def _token_from(self, request: Request, where: str) -> str:
+        response = self._http.send(request)
+        body = response.read_all(_MAX_TOKEN_ANSWER)
+        if response.status in RETRIABLE_STATUS or response.status >= 500:
+            raise retriable(response.status, response.reason, response.header("retry-after"))
+        if response.status in (401, 403):
+            raise FetchError(
+                f"{where} refused the credentials ({response.status}): check OCI_USERNAME and OCI_PASSWORD or the "
+                "registry's entry in the Docker config file"
+            )
+        try:
+            answer = json.loads(body)
+            token = answer.get("token") or answer.get("access_token")
+        except (ValueError, AttributeError):
+            token = None
+        if response.status != 200 or not isinstance(token, str) or not token:
+            raise FetchError(f"{where} answered {response.status} without a token")
+        logs.hide(token)
+        return token
