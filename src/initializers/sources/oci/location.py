@@ -1,6 +1,6 @@
-"""Where in a container registry `STORAGE_URI` points: `oci://REGISTRY[:PORT]/REPOSITORY[:TAG|@sha256:DIGEST]`, as
-container tools name an image (`latest` when neither a tag nor a digest is given), checked by the distribution spec's
-grammar for repositories, tags and digests."""
+"""Where in a container registry `STORAGE_URI` points: `oci://REGISTRY[:PORT]/REPOSITORY[:TAG][@sha256:DIGEST]`, as
+container tools name an image (`latest` when neither a tag nor a digest is given; a digest wins over a tag given with
+it, which is then only recorded), checked by the distribution spec's grammar for repositories, tags and digests."""
 
 from __future__ import annotations
 
@@ -24,32 +24,34 @@ DOCKER_HUB, DOCKER_HUB_API = "docker.io", "registry-1.docker.io"
 
 @dataclass(frozen=True)
 class OciLocation:
-    """A registry (`host[:port]`), a repository in it, and a tag or a manifest digest (`sha256:...`)."""
+    """A registry (`host[:port]`), a repository in it, and a tag or a manifest digest (`sha256:...`): the reference
+    read; and the tag given with a digest, if any."""
 
     registry: str
     repository: str
     reference: str
+    tag: str | None = None
 
-    USAGE: ClassVar[str] = "oci://REGISTRY[:PORT]/REPOSITORY[:TAG|@sha256:DIGEST]"
+    USAGE: ClassVar[str] = "oci://REGISTRY[:PORT]/REPOSITORY[:TAG][@sha256:DIGEST]"
 
     @classmethod
     def parse(cls, uri: str) -> OciLocation:
         rest = uri.partition("://")[2]
         registry, _, path = rest.partition("/")
         if not _REGISTRY.fullmatch(registry) or not path:
-            raise ConfigError(f"STORAGE_URI: {masked(uri)!r} names no registry and repository; expected {cls.USAGE}")
+            raise ConfigError(
+                f"STORAGE_URI: {masked(uri)!r} does not name a registry and a repository in it; expected {cls.USAGE}"
+            )
         repository, at, digest = path.partition("@")
-        tag = "latest"
-        if not at:
-            last = repository.rsplit("/", 1)[-1]
-            if ":" in last:
-                repository, _, tag = repository.rpartition(":")
-                if not _TAG.fullmatch(tag):
-                    raise ConfigError(
-                        f"STORAGE_URI: {tag!r} is not a tag (up to 128 letters, digits, '_', '.' and '-', not starting "
-                        f"with '.' or '-'); expected {cls.USAGE}"
-                    )
-        elif not _DIGEST.fullmatch(digest):
+        tag = None
+        if ":" in repository.rsplit("/", 1)[-1]:
+            repository, _, tag = repository.rpartition(":")
+            if not _TAG.fullmatch(tag):
+                raise ConfigError(
+                    f"STORAGE_URI: {tag!r} is not a tag (up to 128 letters, digits, '_', '.' and '-', not starting "
+                    f"with '.' or '-'); expected {cls.USAGE}"
+                )
+        if at and not _DIGEST.fullmatch(digest):
             raise ConfigError(f"STORAGE_URI: {digest!r} is not a digest (sha256: and 64 lowercase hex digits)")
         if not _REPOSITORY.fullmatch(repository):
             raise ConfigError(
@@ -58,7 +60,9 @@ class OciLocation:
             )
         if registry.lower() == DOCKER_HUB and "/" not in repository:
             repository = f"library/{repository}"  # Docker Hub's official images, as docker names them
-        return cls(registry.lower(), repository, digest if at else tag)
+        if at:
+            return cls(registry.lower(), repository, digest, tag)
+        return cls(registry.lower(), repository, tag or "latest")
 
     @property
     def api_host(self) -> str:
@@ -75,4 +79,6 @@ class OciLocation:
         return f"oci://{self.registry}/{self.repository}"
 
     def __str__(self) -> str:
-        return f"{self.place}{'@' if self.is_digest else ':'}{self.reference}"
+        if self.is_digest:
+            return f"{self.place}{f':{self.tag}' if self.tag else ''}@{self.reference}"
+        return f"{self.place}:{self.reference}"

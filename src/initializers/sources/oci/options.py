@@ -6,39 +6,34 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from initializers.config.settings import FALSE_WORDS, TRUE_WORDS, Codec, setting_field
+from initializers.common.errors import ConfigError
+from initializers.config.settings import FALSE_WORDS, TRUE_WORDS, setting_field
 
 #: podman's and skopeo's auth file, then docker's config folder (its `config.json`), as those tools look for them.
 AUTH_FILE_VARIABLES = ("REGISTRY_AUTH_FILE", "DOCKER_CONFIG")
 _HOST_PORT = re.compile(r"[A-Za-z0-9.-]+(?::[0-9]{1,5})?")
 
 
-def _plain_http(raw: str) -> tuple[str, ...]:
-    """`true` (every registry: `("*",)`), false, or comma-separated `host[:port]`s."""
-    value = raw.strip().lower()
-    if value in TRUE_WORDS:
+def plain_http_hosts(value: str | None) -> tuple[str, ...]:
+    """The registries OCI_PLAIN_HTTP names: `("*",)` for true (every one), none for false, else its `host[:port]`s;
+    a ConfigError naming it otherwise."""
+    given = (value or "").strip().lower()
+    if given in TRUE_WORDS:
         return ("*",)
-    if value in FALSE_WORDS or not value:
+    if given in FALSE_WORDS or not given:
         return ()
-    hosts = tuple(part.strip() for part in value.split(",") if part.strip())
+    hosts = tuple(part.strip() for part in given.split(",") if part.strip())
     if not all(_HOST_PORT.fullmatch(host) for host in hosts):
-        raise ValueError("not host[:port] names")
+        raise ConfigError(f"OCI_PLAIN_HTTP: expected true, false or a comma-separated list of host:port, got {value!r}")
     return hosts
-
-
-PLAIN_HTTP: Codec[tuple[str, ...]] = Codec(
-    _plain_http, lambda hosts: "true" if hosts == ("*",) else ",".join(hosts), "true, false or host[:port],..."
-)
 
 
 @dataclass(frozen=True)
 class OciOptions:
-    plain_http: tuple[str, ...] = setting_field(
+    plain_http: str | None = setting_field(
         "OCI_PLAIN_HTTP",
         "Registries served over plain HTTP rather than HTTPS, as `oras --plain-http` reaches them: true (every one), "
         "or a comma-separated list of host:port.",
-        PLAIN_HTTP,
-        default=(),
     )
     username: str | None = setting_field(
         "OCI_USERNAME",

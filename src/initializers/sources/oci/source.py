@@ -16,7 +16,7 @@ from initializers.sources.http.objects import ObjectStorage
 from initializers.sources.oci import manifests
 from initializers.sources.oci.credentials import RegistryAuth, basic_credentials
 from initializers.sources.oci.location import OciLocation
-from initializers.sources.oci.options import OciOptions
+from initializers.sources.oci.options import OciOptions, plain_http_hosts
 from initializers.sources.oci.registry import OciRegistry, https_unless
 from initializers.store import answers
 from initializers.store.hashers import SHA256, kinds
@@ -42,12 +42,12 @@ class OciSource(ObjectStorage):
         location = OciLocation.parse(uri)
         http = OciRegistry.http(config.read_timeout)
         auth = RegistryAuth(basic_credentials(config, location.registry), http, location.repository)
-        scheme = https_unless(config.options(OciOptions).plain_http, location.registry)
+        scheme = https_unless(plain_http_hosts(config.options(OciOptions).plain_http), location.registry)
         return cls(location, OciRegistry(location, scheme, http, auth))
 
     def describe(self) -> dict[str, Any]:
         pinned = {"digest": self.digest, **({"index_digest": self.index_digest} if self.index_digest else {})}
-        tag = None if self.location.is_digest else self.location.reference
+        tag = self.location.tag if self.location.is_digest else self.location.reference
         return {"uri": str(self.location), "registry": self._registry.server, "repository": self.location.repository,
                 "tag": tag, **pinned}  # fmt: skip
 
