@@ -15,6 +15,7 @@ import base64
 import hashlib
 import http.server
 import json
+import re
 import shutil
 import subprocess
 import tempfile
@@ -105,7 +106,7 @@ class Registry:
         self, repository: str, tag: str, files: dict[str, bytes], layer_type: str = OCI_LAYER, **manifest: Any
     ) -> str:
         """An ORAS artifact of `files`, each one layer titled by its path; `manifest`: fields to add or replace
-        (`artifactType`, `config`); its manifest's digest."""
+        (`artifactType`, `config`; None leaves one out); its manifest's digest."""
         config = self.push_blob(repository, b"{}")
         layers = [
             {"mediaType": layer_type, "digest": self.push_blob(repository, data), "size": len(data),
@@ -120,7 +121,9 @@ class Registry:
             "layers": layers,
             **manifest,
         }
-        return self.push_manifest(repository, tag, document)
+        return self.push_manifest(
+            repository, tag, {name: value for name, value in document.items() if value is not None}
+        )
 
     def blob_file(self, digest: str) -> Path:
         """Where the registry keeps a blob's bytes."""
@@ -196,7 +199,7 @@ class TokenGate:
                 elif self.headers.get("Authorization") != f"Bearer {gate.token}":
                     challenge = (
                         f'Bearer realm="{gate.endpoint}/token",service="devkit",'
-                        f'scope="repository:{self.path.split("/")[2]}:pull"'
+                        f'scope="repository:{re.split("/(?:manifests|blobs)/", self.path[len("/v2/") :])[0]}:pull"'
                     )
                     body = b'{"errors":[{"code":"UNAUTHORIZED","message":"authentication required"}]}'
                     self._answer(401, body, {"WWW-Authenticate": challenge})

@@ -54,17 +54,27 @@ class OciRegistry:
         """The manifest `reference` names (a tag, a digest): its bytes, its Content-Type and Docker-Content-Digest."""
         where = f"{self.location.place}{'@' if reference.startswith('sha256:') else ':'}{reference}"
         target = f"/v2/{self.location.repository}/manifests/{reference}"
-        return self._http.retrying("open", where, lambda: self._manifest_once(target, where))
+        try:
+            return self._http.retrying("open", where, lambda: self._manifest_once(target, where))
+        except FetchError as exc:
+            if self._scheme == "https" and "WRONG_VERSION_NUMBER" in str(exc):  # TLS asked of a plain HTTP server
+                raise FetchError(
+                    f"{exc}: {self._netloc} does not answer over HTTPS; if it is served over plain HTTP, name it in "
+                    f"OCI_PLAIN_HTTP ({self._netloc})"
+                ) from None
+            raise
 
     def _manifest_once(self, target: str, where: str) -> tuple[bytes, str | None, str | None]:
         for _ in range(_CHALLENGES + 1):
             headers = {"host": self._netloc, "user-agent": USER_AGENT, "accept": ACCEPT, **self._auth.headers()}
             response = self._http.send(Request(self._scheme, self._netloc, target, headers))
-            if response.status == 401 and self._auth.answer(response.header("www-authenticate"), headers):
-                response.read_all()
-                continue
+            if response.status == 401:
+                body = response.read_all()  # first: the token service may be on this connection's origin
+                if self._auth.answer(response.header("www-authenticate"), headers):
+                    continue
+                raise self._failure(response, where, "no such repository or tag", body)
             if response.status != 200:
-                raise self._failure(response, where)
+                raise self._failure(response, where, "no such repository or tag")
             body = response.read_all(_MAX_MANIFEST + 1)
             if len(body) > _MAX_MANIFEST:
                 raise FetchError(f"{where}: {self.server} answered a manifest over {_MAX_MANIFEST} bytes")
@@ -103,24 +113,27 @@ class OciRegistry:
             if urlsplit(url).scheme not in ("http", "https"):
                 raise FetchError(f"{read.where}: {sent.netloc} redirected to a {urlsplit(url).scheme}:// URL")
             return self.request(replace(read, name=url), answer)
-        challenge = response.header("www-authenticate")
-        if response.status == 401 and sent.netloc == self._netloc and self._auth.answer(challenge, sent.headers):
-            return self.request(read, answer)
+        if response.status == 401 and sent.netloc == self._netloc:
+            body = response.read_all()  # first: the token service may be on this connection's origin
+            if self._auth.answer(response.header("www-authenticate"), sent.headers):
+                return self.request(read, answer)
+            raise self._failure(response, read.where, "no such blob", body)
         if response.status not in (200, 206):
-            raise self._failure(response, read.where)
+            raise self._failure(response, read.where, "no such blob")
         return None
 
-    def _failure(self, response: Response, where: str) -> Exception:
-        """The registry's error answer (`{"errors": [{"code", "message"}]}`) as the exception that says what to do."""
+    def _failure(self, response: Response, where: str, missing: str, body: bytes | None = None) -> Exception:
+        """The registry's error answer (`{"errors": [{"code", "message"}]}`, its `body` if read already) as the
+        exception that says what to do; `missing`: what a 404 means."""
         status = response.status
-        code, message = _error_fields(response.read_all())
+        code, message = _error_fields(response.read_all() if body is None else body)
         if status in RETRIABLE_STATUS or status >= 500:
             return retriable(status, code or response.reason, response.header("retry-after"))
         said = f"{status} {code or response.reason}{f': {message}' if message else ''}"
         if status == 404 and code == "NAME_UNKNOWN":
             return FetchError(f"{where}: {self.server} has no repository {self.location.repository!r} ({said})")
         if status == 404:
-            return FetchError(f"{where}: {self.server} has no such manifest or blob ({said})")
+            return FetchError(f"{where}: {self.server} has {missing} ({said})")
         if status == 401:
             return FetchError(
                 f"{where}: {self.server} requires credentials it accepts ({said}): set OCI_USERNAME and OCI_PASSWORD, "
