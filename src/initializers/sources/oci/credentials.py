@@ -124,8 +124,7 @@ class RegistryAuth:
         query = {"scope": fields.get("scope") or f"repository:{self._repository}:pull"}
         if fields.get("service"):
             query["service"] = fields["service"]
-        separator = "&" if realm.query else "?"
-        target = f"{realm.path or '/'}{'?' + realm.query if realm.query else ''}{separator}{urlencode(query)}"
+        target = f"{realm.path or '/'}?{'&'.join(filter(None, (realm.query, urlencode(query))))}"
         headers = {
             "host": realm.netloc,
             "user-agent": USER_AGENT,
