@@ -173,10 +173,12 @@ def docker_config(folder: Path, host: str, user: str, password: str) -> Path:
 @dataclass
 class TokenGate:
     """A registry behind a token service: requests without the issued bearer token are challenged (401); `/token`
-    issues it, counting the requests for it (`issued`), with the `scope` each asked for (`scopes`)."""
+    issues it, recording the `scope` each request for it asked for (`scopes`)."""
 
     upstream: str
     token: str
+    #: False: the token it issues is refused all the same (a token service that grants no pull).
+    honoured: bool = True
     endpoint: str = ""
     scopes: list[str] = field(default_factory=list)
     _server: http.server.ThreadingHTTPServer | None = None
@@ -196,7 +198,7 @@ class TokenGate:
 
                     gate.scopes += parse_qs(urlsplit(self.path).query).get("scope", [])
                     self._answer(200, json.dumps({"token": gate.token}).encode(), {})
-                elif self.headers.get("Authorization") != f"Bearer {gate.token}":
+                elif self.headers.get("Authorization") != f"Bearer {gate.token}" or not gate.honoured:
                     challenge = (
                         f'Bearer realm="{gate.endpoint}/token",service="devkit",'
                         f'scope="repository:{re.split("/(?:manifests|blobs)/", self.path[len("/v2/") :])[0]}:pull"'

@@ -242,6 +242,14 @@ def test_the_bearer_challenge_is_met_with_a_token_never_shown(registry: Registry
     assert token not in result.stdout + result.stderr
 
 
+def test_a_token_refused_as_soon_as_issued_fails_the_run_after_one_request_for_it(registry: Registry, tmp_path: Path):
+    repo = repository()
+    registry.push_artifact(repo, "v1", {"a": b"a"})
+    with TokenGate(registry.endpoint, "issued-but-useless-7Hq2", honoured=False) as gate:
+        failed(fetch(gate.host, repo, tmp_path / "out"), "requires credentials it accepts (401 UNAUTHORIZED")
+    assert gate.scopes == [f"repository:{repo}:pull"]
+
+
 def test_plain_http_only_where_oci_plain_http_names_the_registry(registry: Registry, tmp_path: Path):
     """Unnamed, the registry is reached over HTTPS, which a plain HTTP server cannot answer: exit 1 naming it."""
     repo = repository()

@@ -94,6 +94,8 @@ class RegistryAuth:
         self._http = http
         self._repository = repository
         self._token: str | None = None
+        #: A request carrying the current token was answered: refused later, it has expired and is asked for anew.
+        self._proven = False
         self._lock = threading.Lock()
 
     def headers(self) -> dict[str, str]:
@@ -101,9 +103,15 @@ class RegistryAuth:
         value = f"Bearer {self._token}" if self._token else self._basic
         return {"authorization": value} if value else {}
 
+    def answered(self, sent: dict[str, str]) -> None:
+        """A request that carried `sent` headers was answered, not refused."""
+        if self._token and sent.get("authorization") == f"Bearer {self._token}":
+            self._proven = True
+
     def answer(self, challenge: str | None, sent: dict[str, str]) -> bool:
         """Meet a 401's challenge to a request that carried `sent` headers: a token fetched (anew, unless another
-        thread did meanwhile), or basic credentials not yet sent; False when nothing more can be sent."""
+        thread did meanwhile), or basic credentials not yet sent; False when nothing more can be sent (a token
+        refused before any request carrying it was answered: fetching another would only loop)."""
         scheme, _, parameters = (challenge or "").partition(" ")
         if scheme.lower() == "basic":
             return self._basic is not None and sent.get("authorization") != self._basic
@@ -112,8 +120,9 @@ class RegistryAuth:
         with self._lock:
             if self.headers().get("authorization") != sent.get("authorization"):
                 return True  # renewed by another thread since
-            fields = dict(_CHALLENGE_PARAMETER.findall(parameters))
-            self._token = self._fetch(fields)
+            if self._token and not self._proven:
+                return False
+            self._token, self._proven = self._fetch(dict(_CHALLENGE_PARAMETER.findall(parameters))), False
             return True
 
     def _fetch(self, fields: dict[str, str]) -> str:

@@ -75,6 +75,7 @@ class OciRegistry:
                 raise self._failure(response, where, "no such repository or tag", body)
             if response.status != 200:
                 raise self._failure(response, where, "no such repository or tag")
+            self._auth.answered(headers)
             body = response.read_all(_MAX_MANIFEST + 1)
             if len(body) > _MAX_MANIFEST:
                 raise FetchError(f"{where}: {self.server} answered a manifest over {_MAX_MANIFEST} bytes")
@@ -120,6 +121,7 @@ class OciRegistry:
             raise self._failure(response, read.where, "no such blob", body)
         if response.status not in (200, 206):
             raise self._failure(response, read.where, "no such blob")
+        self._auth.answered(sent.headers)
         return None
 
     def _failure(self, response: Response, where: str, missing: str, body: bytes | None = None) -> Exception:
