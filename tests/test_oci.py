@@ -203,6 +203,18 @@ def test_an_unknown_repository_or_tag_names_the_reference(
     failed(fetch(registry.host, repo, tmp_path / "out", reference=reference), f"{repo}{reference}", said)
 
 
+def test_a_manifest_of_an_unknown_kind_is_refused_naming_the_registry(registry: Registry, tmp_path: Path):
+    """Docker's schema 1 (signed, long gone from registries), answered in the registry's place."""
+    repo = repository()
+    registry.push_artifact(repo, "v1", {"a": b"a"})
+    schema1 = "application/vnd.docker.distribution.manifest.v1+prettyjws"
+    body = json.dumps({"schemaVersion": 1, "mediaType": schema1, "fsLayers": []}).encode()
+    with Relay(registry.endpoint) as relay:
+        relay.add_fault(StatusFault(status=200, match="/manifests/v1", times=None, body=body, content_type=schema1))
+        result = fetch(relay.endpoint.partition("://")[2], repo, tmp_path / "out")
+    failed(result, relay.endpoint, f"a manifest of an unknown kind ('{schema1}')")
+
+
 @pytest.fixture(scope="module")
 def private_registry() -> Iterator[Registry]:
     with Registry.start(users={USER: PASSWORD}) as server:

@@ -40,18 +40,18 @@ NOT_YET = "unpacking layers is not supported yet"
 
 
 def kind_of(document: Mapping[str, Any], content_type: str | None) -> str:
-    """The manifest's media type: its own field, else the Content-Type it came with; FetchError for another kind."""
+    """The manifest's media type: its own field, else the Content-Type it came with; Malformed for another kind."""
     given = document.get("mediaType") or (content_type or "").partition(";")[0].strip()
-    if given in INDEXES or given in MANIFESTS:
-        return str(given)
+    if isinstance(given, str) and (given in INDEXES or given in MANIFESTS):
+        return given
     if document.get("schemaVersion") == 2 and "manifests" in document:
         return OCI_INDEX  # the OCI spec lets an index leave its media type out
     if document.get("schemaVersion") == 2 and "layers" in document:
         return OCI_MANIFEST
-    raise FetchError(f"a manifest of an unknown kind ({answers.shown(given or None)}): expected one of {ACCEPT}")
+    raise answers.Malformed(f"a manifest of an unknown kind ({answers.shown(given or None)}): expected one of {ACCEPT}")
 
 
-def chosen(index: Mapping[str, Any]) -> str:
+def chosen(index: Mapping[str, Any], where: str) -> str:
     """The digest of the manifest of `index` that is fetched (the module's docstring states the rule)."""
     entries = [
         answers.record(entry, "an entry of the index")
@@ -66,8 +66,8 @@ def chosen(index: Mapping[str, Any]) -> str:
             return _digest(found[0], "the index's manifest")
     platforms = sorted({"/".join(_platform(entry)) for entry in entries})
     raise FetchError(
-        f"the index holds {len(entries)} manifests ({', '.join(platforms) or 'no platforms'}) and none is chosen: an "
-        "artifact's (no platform), else linux/amd64's, is taken; name the manifest by its digest"
+        f"{where}: the index holds {len(entries)} manifests ({', '.join(platforms) or 'no platforms'}) and none is "
+        "chosen: an artifact's (no platform), else linux/amd64's, is taken; name the manifest by its digest"
     )
 
 

@@ -57,7 +57,7 @@ class OciSource(ObjectStorage):
             document, kind, digest = self._manifest(self.location.reference, where)
             if kind in manifests.INDEXES:
                 self.index_digest = digest
-                chosen = manifests.chosen(document)
+                chosen = manifests.chosen(document, where)
                 document, kind, digest = self._manifest(chosen, f"{where} ({chosen})")
                 if kind in manifests.INDEXES:
                     raise FetchError(f"{where}: the index's manifest {chosen} is an index itself, which is not read")
