@@ -240,6 +240,19 @@ def test_basic_auth_from_a_docker_config_file(private_registry: Registry, tmp_pa
         assert PASSWORD not in run.stdout + run.stderr and "not-it-4Kq9" not in run.stdout + run.stderr
 
 
+@pytest.mark.parametrize("content", ['{"auths": []}', '{"auths": "x"}', "[]", "{not json"])
+def test_a_docker_config_file_of_another_shape_is_refused_naming_its_variable(
+    registry: Registry, tmp_path: Path, content: str
+):
+    repo = repository()
+    registry.push_artifact(repo, "v1", FILES)
+    (tmp_path / "config.json").write_text(content)
+    result = fetch(registry.host, repo, tmp_path / "out", REGISTRY_AUTH_FILE=str(tmp_path / "config.json"))
+    assert result.code == 2 and "Traceback" not in result.stderr, result.stderr
+    assert result.last["error"].startswith("REGISTRY_AUTH_FILE: "), result.last
+    assert not (tmp_path / "out" / ".initializer" / "manifest.json").exists()
+
+
 def test_the_bearer_challenge_is_met_with_a_token_never_shown(registry: Registry, tmp_path: Path):
     """A registry behind a token service (`TokenGate`): challenged, the store asks the realm for a token to pull the
     repository, once, and sends it on every request."""

@@ -50,6 +50,8 @@ def _from_auth_file(registry: str) -> tuple[str, str] | None:
         return None
     try:
         auths = json.loads(path.read_text()).get("auths", {})
+        if not isinstance(auths, dict):
+            raise ValueError("auths is no object")
     except (OSError, ValueError, AttributeError):
         raise ConfigError(f"{variable}: {str(path)!r} is not a readable Docker config file (JSON)") from None
     entry = next((value for key, value in auths.items() if _host_of(key) == registry), None)
