@@ -164,6 +164,7 @@ def test_safe_paths_are_normalised(name: str, expected: str):
         ("a/../../x", "'..'"),
         ("/etc/passwd", "absolute"),
         ("a\0b", "NUL"),
+        ("a/\ud800.bin", "lone surrogate"),  # what a JSON listing's "\\ud800" decodes to
         ("", "names no file"),
         ("./", "names no file"),
         (".initializer/manifest.json", "reserved"),

@@ -20,9 +20,13 @@ PLAN_BATCH = 1024
 def safe_relative_path(name: str) -> str:
     """Normalise a source name into a path that stays inside OUTPUT_PATH, or refuse it. Empty and `.` segments are
     collapsed (S3 allows `a//b`); `..`, absolute names, NUL bytes and the state folder are refused, because writing them
-    would escape or corrupt the destination; so are names no filesystem takes (a segment over 255 bytes), which would
-    otherwise fail at the rename, mid-run."""
-    if _is_plain(name) and len(name.encode()) <= MAX_NAME_BYTES:
+    would escape or corrupt the destination; so are names no filesystem takes (a segment over 255 bytes, a lone UTF-16
+    surrogate, which a JSON listing's `\\ud800` decodes to and no UTF-8 encodes), which would otherwise fail mid-run."""
+    try:
+        size = len(name.encode())
+    except UnicodeEncodeError:
+        raise FetchError(f"refusing source file {name!r}: its name holds a lone surrogate, no character") from None
+    if _is_plain(name) and size <= MAX_NAME_BYTES:
         return name  # already normal, and too short for any segment to be too long: the common case, not split
     if "\0" in name:
         raise FetchError(f"refusing source file {name!r}: its name contains a NUL byte")
