@@ -179,6 +179,8 @@ class TokenGate:
     token: str
     #: False: the token it issues is refused all the same (a token service that grants no pull).
     honoured: bool = True
+    #: What `/token` answers in place of `{"token": TOKEN}` (a token service's hostile answer); None: that.
+    answer: bytes | None = None
     endpoint: str = ""
     scopes: list[str] = field(default_factory=list)
     _server: http.server.ThreadingHTTPServer | None = None
@@ -197,7 +199,8 @@ class TokenGate:
                     from urllib.parse import parse_qs, urlsplit
 
                     gate.scopes += parse_qs(urlsplit(self.path).query).get("scope", [])
-                    self._answer(200, json.dumps({"token": gate.token}).encode(), {})
+                    issued = json.dumps({"token": gate.token}).encode()
+                    self._answer(200, issued if gate.answer is None else gate.answer, {})
                 elif self.headers.get("Authorization") != f"Bearer {gate.token}" or not gate.honoured:
                     challenge = (
                         f'Bearer realm="{gate.endpoint}/token",service="devkit",'

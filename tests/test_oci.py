@@ -304,3 +304,57 @@ def test_a_blob_redirected_to_another_host_is_fetched_without_the_registrys_cred
     assert any(path.startswith(blob) for _, path in storage.traffic.requests), storage.traffic.requests
     assert all("authorization" not in headers for headers in storage.traffic.headers)
     assert any("authorization" in headers for headers in front.traffic.headers)
+
+
+NESTED = b"[" * 100_000  # JSON's parser recurses per bracket: a RecursionError, not a ValueError, unless caught
+
+
+@pytest.mark.parametrize(
+    ("fault", "said"),
+    [
+        (StatusFault(status=200, match="/manifests/v1", times=None, body=NESTED, content_type=OCI_MANIFEST),
+         "reading the manifest of {uri} at {server}: the manifest is not JSON"),
+        (StatusFault(status=400, match="/blobs/sha256:", times=None, body=NESTED, content_type="application/json"),
+         "answered 400 Bad Request: [[[["),
+        (StatusFault(status=307, match="/blobs/sha256:", times=None, body=b"", headers={"Location": "http://[::1/x"}),
+         "redirected to 'http://[::1/x', which is no URL"),
+        (StatusFault(status=401, match="/manifests/v1", times=None, body=b"{}", content_type="application/json",
+                     headers={"WWW-Authenticate": 'Bearer realm="http://[::1/token"'}),
+         "the registry's challenge names no token service (realm 'http://[::1/token')"),
+    ],
+    ids=["manifest-nested-deep", "error-nested-deep", "redirect-to-no-url", "realm-no-url"],
+)  # fmt: skip
+def test_a_hostile_answer_fails_the_run_naming_it(registry: Registry, tmp_path: Path, fault: StatusFault, said: str):
+    """Answers no registry gives, in the registry's place: exit 1 saying what was wrong, never an internal error."""
+    repo = repository()
+    registry.push_artifact(repo, "v1", {"a.bin": b"a"})
+    with Relay(registry.endpoint) as relay:
+        relay.add_fault(fault)
+        host = relay.endpoint.partition("://")[2]
+        result = fetch(host, repo, tmp_path / "out")
+    failed(result, said.format(uri=f"oci://{host}/{repo}:v1", server=relay.endpoint))
+    assert not landed(tmp_path / "out")
+
+
+def test_a_token_answer_nested_too_deep_is_no_token(registry: Registry, tmp_path: Path):
+    repo = repository()
+    registry.push_artifact(repo, "v1", {"a.bin": b"a"})
+    with TokenGate(registry.endpoint, "never-issued-4Rt8", answer=NESTED) as gate:
+        failed(
+            fetch(gate.host, repo, tmp_path / "out"),
+            f"the token service at {gate.endpoint} answered 200 without a token",
+        )
+
+
+def test_a_layer_titled_with_a_lone_surrogate_is_refused_naming_it(registry: Registry, tmp_path: Path):
+    """JSON's `\\ud800` decodes to no character UTF-8 encodes: no file can take that name."""
+    repo = repository()
+    data = b"w"
+    registry.push_artifact(repo, "v1", {"a.bin": data})
+    registry.push_manifest(repo, "v1", {
+        "schemaVersion": 2, "mediaType": OCI_MANIFEST, "artifactType": "application/x",
+        "config": {"mediaType": OCI_EMPTY_CONFIG, "digest": registry.push_blob(repo, b"{}"), "size": 2},
+        "layers": [{"mediaType": "application/octet-stream", "digest": digest_of(data), "size": 1,
+                    "annotations": {TITLE: "w\ud800.bin"}}],
+    })  # fmt: skip
+    failed(fetch(registry.host, repo, tmp_path / "out"), "refusing source file 'w\\ud800.bin'", "lone surrogate")

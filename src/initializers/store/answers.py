@@ -8,6 +8,7 @@ saying what is wrong; a source declares its answers' shapes with these readers, 
 from __future__ import annotations
 
 import contextlib
+import json
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -27,6 +28,15 @@ def shown(value: Any) -> str:
     """A value as a message quotes it, cut short: a server chooses its length."""
     text = repr(value)
     return text if len(text) <= _SHOWN else f"{text[:_SHOWN]}..."
+
+
+def parsed(body: bytes, what: str) -> Any:
+    """A JSON body's value; Malformed when it is not JSON, or nests deeper than the parser recurses (a server can send
+    `[[[[...` for a megabyte, which `json` meets with a RecursionError, not a ValueError)."""
+    try:
+        return json.loads(body)
+    except (ValueError, RecursionError):
+        raise Malformed(f"{what} is not JSON") from None
 
 
 def record(value: Any, what: str) -> Mapping[str, Any]:

@@ -23,6 +23,7 @@ from initializers.config.anonymous import AnonymousAccess
 from initializers.config.contract import Config
 from initializers.sources.http.getter import RETRIABLE_STATUS, USER_AGENT, HttpGetter, Request, retriable
 from initializers.sources.oci.options import AUTH_FILE_VARIABLES, OciOptions
+from initializers.store import answers
 
 _CHALLENGE_PARAMETER = re.compile(r'(\w+)="([^"]*)"')
 _MAX_TOKEN_ANSWER = 1 << 20
@@ -129,9 +130,14 @@ class RegistryAuth:
 
     def _fetch(self, fields: dict[str, str]) -> str:
         """A token from the challenge's realm, for its service and scope (else pulling this repository)."""
-        realm = urlsplit(fields.get("realm", ""))
+        try:
+            realm = urlsplit(fields.get("realm", ""))
+        except ValueError:  # an unclosed IPv6 bracket
+            realm = urlsplit("")
         if realm.scheme not in ("http", "https") or not realm.netloc:
-            raise FetchError(f"the registry's challenge names no token service (realm {fields.get('realm')!r})")
+            raise FetchError(
+                f"the registry's challenge names no token service (realm {answers.shown(fields.get('realm'))})"
+            )
         query = {"scope": fields.get("scope") or f"repository:{self._repository}:pull"}
         if fields.get("service"):
             query["service"] = fields["service"]
@@ -157,7 +163,7 @@ class RegistryAuth:
                 "registry's entry in the Docker config file"
             )
         try:
-            answer = json.loads(body)
+            answer = answers.parsed(body, "the token service's answer")  # Malformed is a ValueError
             token = answer.get("token") or answer.get("access_token")
         except (ValueError, AttributeError):
             token = None

@@ -6,7 +6,6 @@ authorization; a 401 is met with its challenge once (`credentials`). What the re
 
 from __future__ import annotations
 
-import json
 import ssl
 from dataclasses import replace
 from urllib.parse import urljoin, urlsplit
@@ -19,6 +18,7 @@ from initializers.sources.http.objects import Answer, ObjectRead, ObjectReads
 from initializers.sources.oci.credentials import RegistryAuth
 from initializers.sources.oci.location import OciLocation
 from initializers.sources.oci.manifests import ACCEPT
+from initializers.store import answers
 
 REGISTRY_TRUST = "SSL_CERT_FILE (or SSL_CERT_DIR)"
 _REDIRECTS = frozenset({301, 302, 303, 307, 308})
@@ -110,7 +110,11 @@ class OciRegistry:
         """A redirect followed (http:// and https:// only), a challenge met; a failure raised as what it means."""
         location = response.header("location")
         if response.status in _REDIRECTS and location:
-            url = urljoin(sent.url, location)
+            try:
+                url = urljoin(sent.url, location)
+            except ValueError:  # an unclosed IPv6 bracket
+                where = f"{read.where}: {sent.netloc} redirected to {answers.shown(location)}"
+                raise FetchError(f"{where}, which is no URL") from None
             if urlsplit(url).scheme not in ("http", "https"):
                 raise FetchError(f"{read.where}: {sent.netloc} redirected to a {urlsplit(url).scheme}:// URL")
             return self.request(replace(read, name=url), answer)
@@ -150,7 +154,7 @@ class OciRegistry:
 def _error_fields(body: bytes) -> tuple[str, str]:
     """The first error's code and message of a distribution API error; ("", its first line) when it is not one."""
     try:
-        error = json.loads(body)["errors"][0]
+        error = answers.parsed(body, "the error")["errors"][0]  # Malformed is a ValueError
         return str(error.get("code", ""))[:100], str(error.get("message", ""))[:300]
     except (ValueError, KeyError, IndexError, TypeError, AttributeError):
         text = body.decode(errors="replace").strip()

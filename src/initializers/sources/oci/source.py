@@ -5,7 +5,6 @@ digest as it lands, read in ranges through the HTTP object-store template (`regi
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -73,9 +72,5 @@ class OciSource(ObjectStorage):
         expected = reference if reference.startswith("sha256:") else said
         if expected and expected.startswith("sha256:") and expected != digest:
             raise FetchError(f"{where}: the manifest's digest is {digest}, not {expected}: checksum mismatch")
-        try:
-            document = json.loads(body)
-        except ValueError:
-            raise answers.Malformed("the manifest is not JSON") from None
-        document = answers.record(document, "the manifest")
+        document = answers.record(answers.parsed(body, "the manifest"), "the manifest")
         return dict(document), manifests.kind_of(document, content_type), digest
