@@ -114,7 +114,7 @@ def test_a_byte_flipped_in_the_registrys_storage_is_caught_and_nothing_lands(reg
 def test_a_manifest_changed_in_the_registrys_storage_is_caught(registry: Registry, tmp_path: Path, reference: str):
     """Its bytes no longer those of its digest (a space become a tab: still JSON): exit 1, nothing fetched."""
     repo = repository()
-    digest = registry.push_artifact(repo, "v1", {"a.bin": b"a"})
+    digest = registry.push_artifact(repo, "v1", {"a.bin": os.urandom(8)})  # its own manifest: others' stay whole
     stored = registry.blob_file(digest)
     stored.write_bytes(stored.read_bytes().replace(b" ", b"\t", 1))
     result = fetch(registry.host, repo, tmp_path / "out", reference=f"@{digest}" if reference == "@" else reference)
