@@ -358,3 +358,23 @@ def test_a_layer_titled_with_a_lone_surrogate_is_refused_naming_it(registry: Reg
                     "annotations": {TITLE: "w\ud800.bin"}}],
     })  # fmt: skip
     failed(fetch(registry.host, repo, tmp_path / "out"), "refusing source file 'w\\ud800.bin'", "lone surrogate")
+
+
+def test_credentials_reach_a_token_service_in_clear_only_where_oci_plain_http_names_it(
+    registry: Registry, tmp_path: Path
+):
+    """A registry (here the relay, named in OCI_PLAIN_HTTP) whose challenge names a realm over plain HTTP on another
+    host: basic credentials are not sent there unless that host is named too; anonymous, the token is fetched."""
+    repo = repository()
+    registry.push_artifact(repo, "v1", {"a.bin": b"a"})
+    credentials = {"OCI_USERNAME": USER, "OCI_PASSWORD": PASSWORD}
+    with TokenGate(registry.endpoint, "tok-7Gh3kLp2") as gate, Relay(gate.endpoint) as relay:
+        front = relay.endpoint.partition("://")[2]
+        refused = fetch(front, repo, tmp_path / "refused", OCI_PLAIN_HTTP=front, **credentials)
+        failed(refused, f"a token service over plain HTTP ({gate.endpoint})", f"name {gate.host} in OCI_PLAIN_HTTP")
+        assert gate.scopes == [] and PASSWORD not in refused.stdout + refused.stderr
+        anonymous = fetch(front, repo, tmp_path / "anonymous", OCI_PLAIN_HTTP=front)
+        named = fetch(front, repo, tmp_path / "named", OCI_PLAIN_HTTP=f"{front},{gate.host}", **credentials)
+    assert anonymous.code == 0, anonymous.stderr
+    assert named.code == 0, named.stderr
+    assert landed(tmp_path / "named") == {"a.bin": b"a"}

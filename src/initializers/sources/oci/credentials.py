@@ -22,7 +22,7 @@ from initializers.common.errors import ConfigError, FetchError
 from initializers.config.anonymous import AnonymousAccess
 from initializers.config.contract import Config
 from initializers.sources.http.getter import RETRIABLE_STATUS, USER_AGENT, HttpGetter, Request, retriable
-from initializers.sources.oci.options import AUTH_FILE_VARIABLES, OciOptions
+from initializers.sources.oci.options import AUTH_FILE_VARIABLES, OciOptions, https_unless
 from initializers.store import answers
 
 _CHALLENGE_PARAMETER = re.compile(r'(\w+)="([^"]*)"')
@@ -89,13 +89,17 @@ class RegistryAuth:
     """The authorization of a registry's requests, as of now: basic credentials, or the bearer token its challenge
     asked for; thread-safe, a token fetched once for all threads."""
 
-    def __init__(self, basic: tuple[str, str] | None, http: HttpGetter, repository: str) -> None:
+    def __init__(
+        self, basic: tuple[str, str] | None, http: HttpGetter, repository: str, plain_http: tuple[str, ...]
+    ) -> None:
         self._basic = None
         if basic is not None:
             self._basic = "Basic " + base64.b64encode(":".join(basic).encode()).decode()
             logs.hide(self._basic.partition(" ")[2])
         self._http = http
         self._repository = repository
+        #: OCI_PLAIN_HTTP's hosts: the only ones the basic credentials may reach in clear.
+        self._plain_http = plain_http
         self._token: str | None = None
         #: A request carrying the current token was answered: refused later, it has expired and is asked for anew.
         self._proven = False
@@ -129,7 +133,9 @@ class RegistryAuth:
             return True
 
     def _fetch(self, fields: dict[str, str]) -> str:
-        """A token from the challenge's realm, for its service and scope (else pulling this repository)."""
+        """A token from the challenge's realm, for its service and scope (else pulling this repository). The basic
+        credentials go with the request, but over plain HTTP only to a host OCI_PLAIN_HTTP names: a registry reached
+        over HTTPS that names an http:// realm would have them cross the network in clear."""
         try:
             realm = urlsplit(fields.get("realm", ""))
         except ValueError:  # an unclosed IPv6 bracket
@@ -137,6 +143,11 @@ class RegistryAuth:
         if realm.scheme not in ("http", "https") or not realm.netloc:
             raise FetchError(
                 f"the registry's challenge names no token service (realm {answers.shown(fields.get('realm'))})"
+            )
+        if self._basic and realm.scheme == "http" and https_unless(self._plain_http, realm.netloc) == "https":
+            raise FetchError(
+                f"the registry's challenge names a token service over plain HTTP (http://{realm.netloc}), which the "
+                f"credentials would reach in clear: refused; if that is meant, name {realm.netloc} in OCI_PLAIN_HTTP"
             )
         query = {"scope": fields.get("scope") or f"repository:{self._repository}:pull"}
         if fields.get("service"):

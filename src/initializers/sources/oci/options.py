@@ -28,12 +28,17 @@ def plain_http_hosts(value: str | None) -> tuple[str, ...]:
     return hosts
 
 
+def https_unless(plain_http: tuple[str, ...], host: str) -> str:
+    """The scheme a host is reached by: plain HTTP only where OCI_PLAIN_HTTP names it (or is true)."""
+    return "http" if "*" in plain_http or host.lower() in plain_http else "https"
+
+
 @dataclass(frozen=True)
 class OciOptions:
     plain_http: str | None = setting_field(
         "OCI_PLAIN_HTTP",
-        "Registries served over plain HTTP rather than HTTPS, as `oras --plain-http` reaches them: true (every one), "
-        "or a comma-separated list of host:port.",
+        "Registries (and token services) served over plain HTTP rather than HTTPS, as `oras --plain-http` reaches "
+        "them: true (every one), or a comma-separated list of host:port.",
     )
     username: str | None = setting_field(
         "OCI_USERNAME",

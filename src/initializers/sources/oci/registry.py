@@ -27,11 +27,6 @@ _MAX_MANIFEST = 4 << 20  # the distribution spec's advised limit
 _CHALLENGES = 2
 
 
-def https_unless(plain_http: tuple[str, ...], host: str) -> str:
-    """The scheme a registry is reached by: plain HTTP only where OCI_PLAIN_HTTP names it (or is true)."""
-    return "http" if "*" in plain_http or host.lower() in plain_http else "https"
-
-
 class OciRegistry:
     """Requests to the location's repository, authorized by `auth`, retried and paced under the one policy."""
 

@@ -15,8 +15,8 @@ from initializers.sources.http.objects import ObjectStorage
 from initializers.sources.oci import manifests
 from initializers.sources.oci.credentials import RegistryAuth, basic_credentials
 from initializers.sources.oci.location import OciLocation
-from initializers.sources.oci.options import OciOptions, plain_http_hosts
-from initializers.sources.oci.registry import OciRegistry, https_unless
+from initializers.sources.oci.options import OciOptions, https_unless, plain_http_hosts
+from initializers.sources.oci.registry import OciRegistry
 from initializers.store import answers
 from initializers.store.hashers import SHA256, kinds
 
@@ -40,8 +40,9 @@ class OciSource(ObjectStorage):
     def from_config(cls, uri: str, config: Config) -> OciSource:
         location = OciLocation.parse(uri)
         http = OciRegistry.http(config.read_timeout)
-        auth = RegistryAuth(basic_credentials(config, location.registry), http, location.repository)
-        scheme = https_unless(plain_http_hosts(config.options(OciOptions).plain_http), location.registry)
+        plain_http = plain_http_hosts(config.options(OciOptions).plain_http)
+        auth = RegistryAuth(basic_credentials(config, location.registry), http, location.repository, plain_http)
+        scheme = https_unless(plain_http, location.registry)
         return cls(location, OciRegistry(location, scheme, http, auth))
 
     def describe(self) -> dict[str, Any]:
