@@ -378,3 +378,18 @@ def test_credentials_reach_a_token_service_in_clear_only_where_oci_plain_http_na
     assert anonymous.code == 0, anonymous.stderr
     assert named.code == 0, named.stderr
     assert landed(tmp_path / "named") == {"a.bin": b"a"}
+
+
+def test_a_bearer_challenge_among_others_with_unquoted_parameters_is_met(registry: Registry, tmp_path: Path):
+    """`Basic realm="r", Bearer realm=URL,service=S` in one header, as RFC 7235 lets a registry write it and
+    Distribution's clients read it: the bearer challenge is met."""
+    repo = repository()
+    registry.push_artifact(repo, "v1", FILES)
+    with TokenGate(registry.endpoint, "tok-Qw8eRt5y") as gate, Relay(gate.endpoint) as relay:
+        challenge = f'Basic realm="devkit", Bearer realm={gate.endpoint}/token,service=devkit'
+        relay.add_fault(StatusFault(status=401, match="/manifests/v1", body=b"{}", content_type="application/json",
+                                    headers={"WWW-Authenticate": challenge}))  # fmt: skip
+        result = fetch(relay.endpoint.partition("://")[2], repo, tmp_path / "out")
+    assert result.code == 0, result.stderr
+    assert landed(tmp_path / "out") == FILES
+    assert gate.scopes == [f"repository:{repo}:pull"]

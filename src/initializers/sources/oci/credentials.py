@@ -25,7 +25,10 @@ from initializers.sources.http.getter import RETRIABLE_STATUS, USER_AGENT, HttpG
 from initializers.sources.oci.options import AUTH_FILE_VARIABLES, OciOptions, https_unless
 from initializers.store import answers
 
-_CHALLENGE_PARAMETER = re.compile(r'(\w+)="([^"]*)"')
+#: A challenge of a WWW-Authenticate header (RFC 7235): its scheme, then its parameters, each `name="value"` or
+#: `name=value` (a token, as Distribution's clients read it); a header may hold several, comma-separated.
+_CHALLENGE = re.compile(r'([\w.-]+)((?:\s*(?:,\s*)?[\w.-]+\s*=\s*(?:"[^"]*"|[^\s,"]*))*)')
+_PARAMETER = re.compile(r'([\w.-]+)\s*=\s*(?:"([^"]*)"|([^\s,"]*))')
 _MAX_TOKEN_ANSWER = 1 << 20
 
 
@@ -119,17 +122,15 @@ class RegistryAuth:
         """Meet a 401's challenge to a request that carried `sent` headers: a token fetched (anew, unless another
         thread did meanwhile), or basic credentials not yet sent; False when nothing more can be sent (a token
         refused before any request carrying it was answered: fetching another would only loop)."""
-        scheme, _, parameters = (challenge or "").partition(" ")
-        if scheme.lower() == "basic":
-            return self._basic is not None and sent.get("authorization") != self._basic
-        if scheme.lower() != "bearer":
-            return False
+        challenges = _challenges(challenge or "")
+        if "bearer" not in challenges:
+            return "basic" in challenges and self._basic is not None and sent.get("authorization") != self._basic
         with self._lock:
             if self.headers().get("authorization") != sent.get("authorization"):
                 return True  # renewed by another thread since
             if self._token and not self._proven:
                 return False
-            self._token, self._proven = self._fetch(dict(_CHALLENGE_PARAMETER.findall(parameters))), False
+            self._token, self._proven = self._fetch(challenges["bearer"]), False
             return True
 
     def _fetch(self, fields: dict[str, str]) -> str:
@@ -182,3 +183,12 @@ class RegistryAuth:
             raise FetchError(f"{where} answered {response.status} without a token")
         logs.hide(token)
         return token
+
+
+def _challenges(header: str) -> dict[str, dict[str, str]]:
+    """A WWW-Authenticate header's challenges, by scheme (in lower case; the first of each): their parameters."""
+    found: dict[str, dict[str, str]] = {}
+    for scheme, parameters in _CHALLENGE.findall(header):
+        fields = {name.lower(): quoted or token for name, quoted, token in _PARAMETER.findall(parameters)}
+        found.setdefault(scheme.lower(), fields)
+    return found
