@@ -26,7 +26,7 @@ from devkit.registry import (
     digest_of,
     docker_config,
 )
-from devkit.relay import Relay, StatusFault
+from devkit.relay import EchoFault, Relay, StatusFault
 
 FILES = {"config.json": b'{"hidden": 8}', "weights/model.safetensors": os.urandom(300_000), "nested/a/b.txt": b"b"}
 USER, PASSWORD = "puller", "Pw-9fK2xQ7mLr4Tz"
@@ -393,3 +393,20 @@ def test_a_bearer_challenge_among_others_with_unquoted_parameters_is_met(registr
     assert result.code == 0, result.stderr
     assert landed(tmp_path / "out") == FILES
     assert gate.scopes == [f"repository:{repo}:pull"]
+
+
+def test_a_registry_echoing_the_token_in_its_errors_never_shows_it(registry: Registry, tmp_path: Path):
+    """The request quoted back in a distribution API error (JSON-escaped, URL-encoded, in headers too): the bearer
+    token it carried is hidden wherever the error is logged."""
+    repo = repository()
+    registry.push_artifact(repo, "v1", FILES)
+    token = "eyJhbGciOiJFUzI1NiJ9.RUNIT0VEVE9LRU4.c2lnbmF0dXJlMTIzNDU2"
+    with TokenGate(registry.endpoint, token) as gate, Relay(gate.endpoint) as relay:
+        echo = relay.add_fault(EchoFault(
+            status=400, match="/blobs/sha256:", times=None,
+            render=lambda said: json.dumps({"errors": [{"code": "BLOB_UNKNOWN", "message": said}]}).encode(),
+        ))  # fmt: skip
+        result = fetch(relay.endpoint.partition("://")[2], repo, tmp_path / "out")
+    failed(result, "answered 400 BLOB_UNKNOWN: you sent: GET /v2/")
+    assert any(headers.get("authorization") == f"Bearer {token}" for _, _, headers, _ in echo.echoed)
+    assert token not in result.stdout + result.stderr and "RUNIT0VEVE9LRU4" not in result.stdout + result.stderr
