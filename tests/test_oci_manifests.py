@@ -107,3 +107,13 @@ def test_any_manifest_is_files_or_an_error_of_ours(changes: list[tuple[Any, Any]
 def test_json_nested_deeper_than_the_parser_recurses_is_malformed(body: bytes):
     with pytest.raises(answers.Malformed, match=r"^the manifest is not JSON$"):
         answers.parsed(body, "the manifest")
+
+
+def test_an_index_with_no_manifest_chosen_names_a_few_of_its_platforms_cut_short():
+    """An index holds as many platforms, as long, as its registry likes: the message names eight, each cut short."""
+    entries = [{"digest": SHA, "platform": {"os": f"os{n:02}" + "x" * 10_000, "architecture": "a"}} for n in range(30)]
+    with pytest.raises(FetchError) as refused:
+        manifests.chosen({"manifests": entries}, "oci://r/m:v1")
+    said = str(refused.value)
+    assert "the index holds 30 manifests (os00" in said and "os07" in said and "os08" not in said, said
+    assert "and 22 more) and none is chosen" in said and len(said) < 1000, said

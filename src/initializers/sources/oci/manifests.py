@@ -37,6 +37,8 @@ ORAS_UNPACK = "io.deis.oras.content.unpack"
 MODELPACK_LAYER = "application/vnd.cncf.model."
 SHA256_DIGEST = re.compile(r"sha256:([a-f0-9]{64})")
 NOT_YET = "unpacking layers is not supported yet"
+#: How many of an index's platforms a message names, and how much of each: an index holds what its registry likes.
+_PLATFORMS_SHOWN, _PLATFORM_SHOWN = 8, 40
 
 
 def kind_of(document: Mapping[str, Any], content_type: str | None) -> str:
@@ -65,8 +67,14 @@ def chosen(index: Mapping[str, Any], where: str) -> str:
         if len(found) == 1:
             return _digest(found[0], "the index's manifest")
     platforms = sorted({"/".join(_platform(entry)) for entry in entries})
+    named = ", ".join(
+        platform if len(platform) <= _PLATFORM_SHOWN else f"{platform[:_PLATFORM_SHOWN]}..."
+        for platform in platforms[:_PLATFORMS_SHOWN]
+    )
+    if len(platforms) > _PLATFORMS_SHOWN:
+        named += f" and {len(platforms) - _PLATFORMS_SHOWN} more"
     raise FetchError(
-        f"{where}: the index holds {len(entries)} manifests ({', '.join(platforms) or 'no platforms'}) and none is "
+        f"{where}: the index holds {len(entries)} manifests ({named or 'no platforms'}) and none is "
         "chosen: an artifact's (no platform), else linux/amd64's, is taken; name the manifest by its digest"
     )
 
