@@ -410,3 +410,31 @@ def test_a_registry_echoing_the_token_in_its_errors_never_shows_it(registry: Reg
     failed(result, "answered 400 BLOB_UNKNOWN: you sent: GET /v2/")
     assert any(headers.get("authorization") == f"Bearer {token}" for _, _, headers, _ in echo.echoed)
     assert token not in result.stdout + result.stderr and "RUNIT0VEVE9LRU4" not in result.stdout + result.stderr
+
+
+@pytest.mark.parametrize(
+    ("titles", "said"),
+    [
+        (["../escape.bin"], "refusing source file '../escape.bin': a '..' segment would escape OUTPUT_PATH"),
+        (["/etc/cron.d/x"], "refusing source file '/etc/cron.d/x': an absolute path would escape OUTPUT_PATH"),
+        (["a\0b"], "its name contains a NUL byte"),
+        (["same.bin", "same.bin"], "both map to 'same.bin'"),
+        (["d", "d/e.bin"], "'d' would have to be both a file and a folder"),
+    ],
+    ids=["dotdot", "absolute", "nul", "duplicate", "file-and-folder"],
+)
+def test_layer_titles_that_would_escape_or_clash_are_refused(
+    registry: Registry, tmp_path: Path, titles: list[str], said: str
+):
+    """Manifests pushed raw to Distribution, which stores any title: nothing lands outside OUTPUT_PATH, or over
+    another file."""
+    repo = repository()
+    blobs = [os.urandom(16) for _ in titles]
+    registry.push_manifest(repo, "v1", {
+        "schemaVersion": 2, "mediaType": OCI_MANIFEST, "artifactType": "application/x",
+        "config": {"mediaType": OCI_EMPTY_CONFIG, "digest": registry.push_blob(repo, b"{}"), "size": 2},
+        "layers": [{"mediaType": "application/octet-stream", "digest": registry.push_blob(repo, data), "size": 16,
+                    "annotations": {TITLE: title}} for title, data in zip(titles, blobs, strict=True)],
+    })  # fmt: skip
+    failed(fetch(registry.host, repo, tmp_path / "out"), said)
+    assert not landed(tmp_path / "out") and not (tmp_path / "escape.bin").exists()
