@@ -17,6 +17,7 @@ import pytest
 from devkit.fake_gcs import FakeGCS
 from devkit.outputs import manifest, tree
 from devkit.programs import ProgramResult, run_program
+from devkit.relay import Relay, StatusFault
 from devkit.serving import QuietDisconnects, send_json
 from initializers.store.contract import MAX_EMPTY_PAGES
 
@@ -295,3 +296,16 @@ def test_over_tls_the_server_is_trusted_through_ssl_cert_file_and_refused_withou
                                             "OUTPUT_PATH": str(tmp_path / "refused")})  # fmt: skip
         assert untrusted.code == 1 and "SSL_CERT_FILE" in untrusted.last["error"], untrusted.stdout
         assert not (tmp_path / "refused" / "big.bin").exists()
+
+
+@pytest.mark.parametrize("status", [200, 400], ids=["listing", "error"])
+def test_an_answer_nested_deeper_than_json_parses_fails_naming_the_server(
+    fake_gcs: FakeGCS, bucket: str, tmp_path: Path, status: int
+):
+    """`[[[[...` for 100 KB: JSON's parser meets it with a RecursionError, which is no internal error of ours."""
+    with Relay(fake_gcs.endpoint) as relay:
+        relay.add_fault(StatusFault(status=status, match=f"/b/{bucket}/o", times=None, body=b"[" * 100_000,
+                                    content_type="application/json"))  # fmt: skip
+        result = fetch(fake_gcs, f"gs://{bucket}/data", tmp_path / "out", STORAGE_EMULATOR_HOST=relay.endpoint)
+    assert result.code == 1 and "Traceback" not in result.stderr, result.stderr
+    assert "internal error" not in result.last["error"] and f"gs://{bucket}/data" in result.last["error"], result.last

@@ -30,7 +30,7 @@ def shown(value: Any) -> str:
     return text if len(text) <= _SHOWN else f"{text[:_SHOWN]}..."
 
 
-def parsed(body: bytes, what: str) -> Any:
+def parsed(body: bytes | str, what: str) -> Any:
     """A JSON body's value; Malformed when it is not JSON, or nests deeper than the parser recurses (a server can send
     `[[[[...` for a megabyte, which `json` meets with a RecursionError, not a ValueError)."""
     try:

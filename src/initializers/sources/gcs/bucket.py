@@ -5,7 +5,6 @@ gzip-encoded is otherwise decompressed on the way, and neither its size nor its 
 
 from __future__ import annotations
 
-import json
 import ssl
 from typing import Any
 from urllib.parse import quote, urlencode, urlsplit
@@ -16,6 +15,7 @@ from initializers.sources.gcs.access import GcsAccess
 from initializers.sources.http.getter import RETRIABLE_STATUS, USER_AGENT, HttpGetter, Request, retriable
 from initializers.sources.http.http1 import Response
 from initializers.sources.http.objects import Answer, ObjectRead, ObjectReads
+from initializers.store import answers
 
 #: Where both the JSON API's and our downloads' TLS take their CA certificates from: Python's default context.
 GCS_TRUST = "SSL_CERT_FILE (or SSL_CERT_DIR)"
@@ -94,8 +94,8 @@ class GcsBucket:
             raise self._failure(response, where)
         body = response.read_all(_MAX_LISTING_PAGE)
         try:
-            return json.loads(body)
-        except ValueError:
+            return answers.parsed(body, "the answer")
+        except answers.Malformed:
             raise FetchError(f"{where}: {self.server} answered with something other than JSON") from None
 
     def _failure(self, response: Response, where: str, generation: str | None = None) -> Exception:
@@ -126,7 +126,7 @@ def _error_fields(body: str) -> tuple[str, str]:
     """The reason and message of a JSON API error (`{"error": {"errors": [{"reason"}], "message"}}`); the body's
     first line when it is not one (the emulator's downloads answer in plain text)."""
     try:
-        error = json.loads(body)["error"]
+        error = answers.parsed(body, "the error")["error"]  # Malformed is a ValueError
         reasons = [item.get("reason", "") for item in error.get("errors", []) if isinstance(item, dict)]
         return (reasons[0] if reasons else ""), str(error.get("message", ""))
     except (ValueError, KeyError, TypeError, AttributeError):
