@@ -7,7 +7,8 @@ never loads the cache source's pyarrow.
 Which store takes a URI (`uris.scheme_of`): claims come first. A URI of a scheme some accepted store claims URIs of (or
 of no scheme) goes to the first such store, in the programs' order, that takes it (the Hub: its pages,
 `https://huggingface.co/...`; Azure: its blob addresses, `https://ACCOUNT.blob.core.windows.net/...`); any other URI
-goes to the store of its scheme. So a store of scheme https:// takes only the https:// URIs no claim takes.
+goes to the store of its scheme, or of which it is one of the `also_schemes` (the web's: http://). So the store of
+scheme https:// takes only the https:// (and http://) URIs no claim takes, wherever it stands in the programs' order.
 """
 
 from __future__ import annotations
@@ -55,6 +56,11 @@ class SourcePlugin:
     #: Variables it reads that have no option of ours (its libraries' own), for `--help`.
     also_reads: tuple[str, ...] = ()
     claim: Claim | None = None
+    #: Other schemes whose URIs it takes as its own, after every claim (https:// takes http://).
+    also_schemes: tuple[str, ...] = ()
+    #: It takes URIs whose query carries credentials (a presigned URL's signature), hiding the query wherever it shows
+    #: them; any other store's URI with such a query is refused, its credentials belonging in variables.
+    signed_urls: bool = False
     #: Its SDK classes' name where Kubeflow's has none (`Gcs`: GcsDatasetInitializer) [default: the scheme capitalized].
     sdk_name: str = ""
 
