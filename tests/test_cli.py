@@ -31,10 +31,9 @@ def _accepted(kind: Kind) -> str:
          f"is not a URI; the dataset-initializer accepts {_accepted(DATASET)}"),
         ("model", {"STORAGE_URI": "ftp://bucket/x"}, "scheme ftp:// is not supported by the model-initializer"),
         ("model", {"STORAGE_URI": "cache://schema/table"}, f"it accepts {_accepted(MODEL)}"),
-        ("model", {"STORAGE_URI": "https://example.com/x"}, "STORAGE_URI: 'https://example.com/x': the only https:// "
-         "URI the model-initializer accepts is a Hub page's address (https://huggingface.co/..., https://hf.co/... or "
-         "on HF_ENDPOINT's host) or an Azure Blob Storage URL (https://ACCOUNT.blob.core.windows.net/CONTAINER"
-         f"[/PREFIX]); otherwise it accepts {_accepted(MODEL)}"),
+        ("model", {"STORAGE_URI": "https://example.com/x?sig=s3cr3t#md5=1"}, "STORAGE_URI: "
+         "'https://example.com/x?***#md5=1': its fragment pins no digest; expected #sha256= and 64 hex digits or "
+         "#sha512= and 128"),
         ("dataset", {"STORAGE_URI": "s3://"}, "names no bucket"),
         ("model", {"STORAGE_URI": "hf://just-a-name"}, "Repository id must be 'namespace/name'"),
         ("dataset", {"STORAGE_URI": "hf://org/name@"}, "Empty revision after '@'"),

@@ -195,6 +195,10 @@ def configs(draw: st.DrawFn) -> Config:
         elif codec.startswith("one of "):
             choices = st.sampled_from(codec.removeprefix("one of ").split(", "))
             strategy = choices if field.default is not None else st.none() | choices  # not half of them filtered out
+        elif codec.startswith("a JSON object of request headers"):  # HTTP_HEADERS: names, and values in ASCII
+            header = st.from_regex(r"X-[A-Za-z0-9-]{1,12}", fullmatch=True)
+            value = st.text(st.characters(min_codepoint=0x20, max_codepoint=0x7E))
+            strategy = st.none() | st.dictionaries(header, value, max_size=3).map(lambda given: tuple(given.items()))
         elif field.metadata["setting"].secret:  # tokens and keys are ASCII
             strategy = st.none() | st.text(st.characters(min_codepoint=0x21, max_codepoint=0x7E), min_size=1)
         else:

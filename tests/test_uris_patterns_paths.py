@@ -100,31 +100,23 @@ def test_a_program_accepts_the_stores_that_serve_it_in_the_order_of_the_tuple():
 
 
 def test_a_claim_comes_before_the_store_of_the_uris_scheme():
-    """The registry's rule: a store of scheme https:// takes only the https:// URIs no claim takes (the Hub's pages
-    and Azure's blob addresses stay theirs), wherever it stands in the tuple."""
+    """The registry's rule: the store of scheme https:// takes only the https:// and http:// URIs no claim takes (the
+    Hub's pages and Azure's blob addresses stay theirs), wherever it stands in the tuple."""
     claimed = ("https://huggingface.co/datasets/org/ds", "https://hf.co/org/m", "huggingface.co/org/m",
-               "https://acct01.blob.core.windows.net/models/bert")  # fmt: skip
-    for stores in (
-        (*STORES, _plugin("https", ("dataset", "model"))),
-        (_plugin("https", ("dataset", "model")), *STORES),
-    ):
-        for kind, before in zip(programs(stores), (DATASET, MODEL), strict=True):
-            assert [scheme_of(uri, kind) for uri in claimed] == [scheme_of(uri, before) for uri in claimed]
-            assert "https" not in [scheme_of(uri, before) for uri in claimed]
-            assert scheme_of("https://example.com/x", kind) == "https"
+               "http://huggingface.co/org/m", "https://acct01.blob.core.windows.net/models/bert")  # fmt: skip
+    (web,) = [plugin for plugin in STORES if plugin.scheme == "https"]
+    others = tuple(plugin for plugin in STORES if plugin is not web)
+    for stores in ((*others, web), (web, *others)):
+        for kind in programs(stores):
+            assert [scheme_of(uri, kind) for uri in claimed] == ["hf", "hf", "hf", "hf", "az"]
+            assert scheme_of("https://example.com/x", kind) == scheme_of("http://example.com/x", kind) == "https"
 
 
 @pytest.mark.parametrize("kind", [MODEL, DATASET])
-def test_an_https_uri_that_is_no_hub_page_is_refused_naming_the_hub_hosts(kind: Kind):
+def test_an_https_uri_that_is_no_hub_page_nor_azure_blob_goes_to_the_web_store(kind: Kind):
     assert scheme_of("https://huggingface.co/datasets/org/ds", kind) == scheme_of("https://hf.co/org/m", kind) == "hf"
-    others = ", ".join(f"{scheme}://" for scheme in kind.schemes)
-    with pytest.raises(ConfigError) as refused:
-        scheme_of("https://example.com/x", kind)
-    assert str(refused.value) == (
-        f"STORAGE_URI: 'https://example.com/x': the only https:// URI the {kind.program} accepts is a Hub page's "
-        f"address (https://huggingface.co/..., https://hf.co/... or on HF_ENDPOINT's host) or an Azure Blob Storage "
-        f"URL (https://ACCOUNT.blob.core.windows.net/CONTAINER[/PREFIX]); otherwise it accepts {others}"
-    )
+    assert scheme_of("https://acct01.blob.core.windows.net/models/bert", kind) == "az"
+    assert scheme_of("https://example.com/x", kind) == scheme_of("HTTP://example.com/x", kind) == "https"
 
 
 @pytest.mark.parametrize(

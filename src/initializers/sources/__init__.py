@@ -13,7 +13,15 @@ from __future__ import annotations
 
 from initializers.config.contract import programs
 from initializers.config.registry import SourcePlugin
-from initializers.sources import azure, gcs, hub, iceberg, oci, s3
+from initializers.sources import azure, gcs, hub, iceberg, oci, s3, web
 
-STORES: tuple[SourcePlugin, ...] = (hub.PLUGIN, s3.PLUGIN, gcs.PLUGIN, azure.PLUGIN, oci.PLUGIN, iceberg.PLUGIN)
+STORES: tuple[SourcePlugin, ...] = (
+    hub.PLUGIN,
+    s3.PLUGIN,
+    gcs.PLUGIN,
+    azure.PLUGIN,
+    oci.PLUGIN,
+    iceberg.PLUGIN,
+    web.PLUGIN,
+)
 DATASET, MODEL = programs(STORES)
