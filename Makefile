@@ -15,8 +15,9 @@ FAKE_GCS := .venvs/fake-gcs
 AZURITE := .venvs/azurite
 
 REGISTRY := /usr/bin/docker-registry
+NGINX := /usr/sbin/nginx
 
-install: $(STAMP) $(OLAH)/.installed $(MOTO)/.installed $(FAKE_GCS)/.installed $(AZURITE)/.installed $(REGISTRY)
+install: $(STAMP) $(OLAH)/.installed $(MOTO)/.installed $(FAKE_GCS)/.installed $(AZURITE)/.installed $(REGISTRY) $(NGINX)
 
 # uv installs the packages (pip brings it into the venv, pinned in constraints.txt): it fetches and unpacks in
 # parallel, from its cache once it has them, where pip took minutes. It reads the TLS certificates SSL_CERT_FILE
@@ -112,14 +113,24 @@ docs: install
 clean:
 	rm -rf $(VENV) .venvs workspace .pytest_cache .ruff_cache
 
-# CNCF Distribution (Debian's docker-registry), the container registry the oci:// store's tests fetch from
-# (devkit/registry.py starts its own on loopback). Debian's package would start a service on port 5000 as it
-# installs: a policy-rc.d that says no is put in place for the install, unless one is there already, and removed after.
-$(REGISTRY):
-	@command -v apt-get >/dev/null || { echo "docker-registry is missing: install it (Debian's docker-registry, CNCF Distribution), the registry the oci:// tests fetch from" >&2; exit 1; }
+# Debian's packages of the servers some tests run would start a service as they install: a policy-rc.d that says no
+# is put in place for the install, unless one is there already, and removed after. $(1): the package, $(2): what for.
+define apt_install
+	@command -v apt-get >/dev/null || { echo "$(1) is missing: install it (Debian's $(1)), $(2)" >&2; exit 1; }
 	if [ -e /usr/sbin/policy-rc.d ]; then kept=1; else kept=; printf '#!/bin/sh\nexit 101\n' >/usr/sbin/policy-rc.d; chmod +x /usr/sbin/policy-rc.d; fi; \
-	apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq docker-registry; status=$$?; \
+	apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(1); status=$$?; \
 	[ -n "$$kept" ] || rm -f /usr/sbin/policy-rc.d; exit $$status
+endef
+
+# CNCF Distribution, the container registry the oci:// store's tests fetch from (devkit/registry.py starts its own on
+# loopback; the package's service would take port 5000).
+$(REGISTRY):
+	$(call apt_install,docker-registry,CNCF Distribution: the registry the oci:// tests fetch from)
+
+# nginx, the web server the https:// store's tests fetch from (devkit/nginx.py starts its own on loopback; the
+# package's service would take port 80).
+$(NGINX):
+	$(call apt_install,nginx-light,the web server the https:// tests fetch from)
 
 # Peer tools for the benchmarks, in their own venv so their pins never touch ours.
 PEERS := .venvs/peers

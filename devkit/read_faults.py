@@ -48,8 +48,8 @@ _ROOT = Path(__file__).resolve().parents[1]
 
 @dataclass(frozen=True)
 class ReadFault:
-    """One fault: `kind` (see the module's docstring) on the reads of the files whose path contains `match` (or on
-    the listing: `LISTING`), `times` times at most, `after_bytes` into a read (a cut)."""
+    """One fault: `kind` (see the module's docstring) on the reads of the files whose path (or locator) contains
+    `match` (or on the listing: `LISTING`), `times` times at most, `after_bytes` into a read (a cut)."""
 
     kind: str
     match: str
@@ -190,7 +190,8 @@ def _install(faults: Faults) -> None:
 
     def faulty_read(self: Any, file: Any, offset: int, length: int, sink: Any) -> None:
         injector.note(f"read {file.path}")
-        read(self, file, offset, length, _FaultySink(sink, file.path, injector))
+        # Aimed by its path or its locator: a one-file store's file lands under its name alone, its URL the path put.
+        read(self, file, offset, length, _FaultySink(sink, f"{file.path} {file.locator}", injector))
 
     def faulty_list_files(self: Any) -> Iterator[Any]:
         fault = injector.take(LISTING, ("stall", "refuse"))

@@ -16,6 +16,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the devkit packa
 from devkit.azurite import Azurite
 from devkit.fake_gcs import FakeGCS
 from devkit.moto import Moto, allow
+from devkit.nginx import Nginx
 from devkit.registry import Registry
 from devkit.seaweed import SeaweedFS
 
@@ -28,7 +29,7 @@ settings.load_profile("shared-cores")
 #: fixture, or running the programs as processes (a run costs seconds of CPU), or building images. Found per test, by
 #: the fixtures it uses and the names its code reaches through the module's own functions, so new tests are sorted
 #: as they are added; mark a test `@pytest.mark.slow` by hand only for another reason.
-SLOW_FIXTURES = frozenset({"seaweed", "moto", "runtime", "fake_gcs", "azurite", "registry"})
+SLOW_FIXTURES = frozenset({"seaweed", "moto", "runtime", "fake_gcs", "azurite", "registry", "nginx"})
 SLOW_NAMES = frozenset({"run_program", "start_program", "images"})
 
 
@@ -123,6 +124,13 @@ def azurite() -> Iterator[Azurite]:
 def registry() -> Iterator[Registry]:
     """A container registry (CNCF Distribution), anonymous, over plain HTTP."""
     with Registry.start() as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def nginx() -> Iterator[Nginx]:
+    """A web server (nginx) over a folder of its own: ranges, ETags, and a folder served without ranges."""
+    with Nginx.start() as server:
         yield server
 
 

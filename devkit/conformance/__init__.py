@@ -50,6 +50,9 @@ class Store(ABC):
     kind: ClassVar[str] = "dataset"
     #: The program reaches the server through a relay (`relay_for`), so faults can be injected and bytes counted.
     relayed: ClassVar[bool] = True
+    #: Its URI names a folder it lists; False: one file (a web server's URL), landing under its own name, so a case
+    #: puts only the file it is about (the suite's `held`).
+    lists: ClassVar[bool] = True
     #: IGNORE_PATTERNS / ALLOW_PATTERNS select files (else they are refused, exit 2).
     selection: ClassVar[bool] = True
     #: It holds objects named like a folder (`d/`, `put_folder_named`): a bucket's or a container's, not a Hub repo's
