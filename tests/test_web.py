@@ -173,6 +173,20 @@ def test_a_presigned_query_and_the_headers_show_nowhere(web: Nginx, tmp_path: Pa
     assert landed(tmp_path / "good") == {"small.txt": SMALL}
 
 
+def test_a_url_on_hf_endpoints_host_at_another_port_is_the_web_stores(web: Nginx, tmp_path: Path):
+    """The Hub claims the pages of HF_ENDPOINT's host and port; another port of that host is another server."""
+    ok(fetch(web.url("files/small.txt"), tmp_path, HF_ENDPOINT="http://127.0.0.1:9"))
+    assert landed(tmp_path) == {"small.txt": SMALL}
+
+
+def test_a_rerun_of_an_unchanged_file_fetches_nothing_even_signed_anew(web: Nginx, tmp_path: Path):
+    """The file's place is its URL without the query: a presigned URL signed again names the same file."""
+    ok(fetch(web.url("files/small.txt") + "?X-Amz-Signature=first", tmp_path))
+    again = fetch(web.url("files/small.txt") + "?X-Amz-Signature=second", tmp_path)
+    ok(again)
+    assert again.last["fetched_files"] == 0 and again.last["files"] == 1, again.last
+
+
 @pytest.mark.parametrize(
     ("uri", "says"),
     [

@@ -69,8 +69,11 @@ class HfLocation:
 
 
 def is_hub_page(uri: str) -> bool:
-    """The address of a page on a Hub's host (huggingface.co, hf.co, or HF_ENDPOINT's), with or without http(s)://."""
+    """The address of a page on a Hub's host (huggingface.co, hf.co, or HF_ENDPOINT's host and port: another port of
+    that host is another server, a web server's), with or without http(s)://."""
     constants = huggingface_hub().constants
     parts = urlsplit(uri if "://" in uri else f"//{uri}")
-    hosts = {*constants.HF_URL_HOSTS, urlsplit(constants.ENDPOINT).hostname}
-    return parts.scheme.lower() in ("http", "https", "") and (parts.hostname or "") in hosts
+    endpoint = urlsplit(constants.ENDPOINT)
+    on_endpoint = parts.netloc.rpartition("@")[2].lower() == endpoint.netloc.lower()  # its host and its port
+    hub_host = parts.hostname in constants.HF_URL_HOSTS - {endpoint.hostname}  # which holds HF_ENDPOINT's host
+    return parts.scheme.lower() in ("http", "https", "") and (hub_host or on_endpoint)
