@@ -14,7 +14,7 @@ import pytest
 
 from devkit.conformance import Store
 from devkit.nginx import Nginx
-from devkit.relay import Relay, self_signed_certificate
+from devkit.relay import CorruptFault, Relay, self_signed_certificate
 from initializers.sources.web.source import WebSource
 
 #: What a presigned URL's query carries (S3's form), and the credentials sent in HTTP_HEADERS.
@@ -79,6 +79,10 @@ class WebStore(Store):
     def relays(self) -> list[Relay]:
         return [self.relay]
 
+    def flip_fault(self, match: str) -> CorruptFault:
+        """The first answer carrying the file's bytes after the probe's (whose one byte is read and dropped)."""
+        return CorruptFault(match=match, times=1, after=1)
+
     def credentialed_env(self, output: Path, keys: Path) -> tuple[dict[str, str], list[str]]:
         """A presigned URL (S3's query) and a bearer token and an API key in HTTP_HEADERS, all on the wire."""
         credential = quote(_CREDENTIAL, safe="")
@@ -88,4 +92,21 @@ class WebStore(Store):
         return env, [_SIGNATURE, _CREDENTIAL, _TOKEN, _API_KEY]
 
 
-FIXTURES = {WebStore.scheme: WebStore}
+class UnpinnedWebStore(WebStore):
+    """The same files by URLs that pin no digest: nginx vouches for none either, so each file is checked by its size
+    and pinned to its ETag (If-Match) alone, and recorded as `size+version`."""
+
+    findings = {  # noqa: RUF012 - the base class's declared type
+        "flip": "a byte flipped in transit lands: with no digest pinned nor sent, the size and the ETag are all there "
+        "is to check (docs/durability.md, what each store vouches for)"
+    }
+
+    @property
+    def verifies_content(self) -> bool:
+        return False
+
+    def url(self, query: str = "") -> str:
+        return super().url(query).partition("#")[0]
+
+
+FIXTURES = {WebStore.scheme: WebStore, f"{WebStore.scheme}-unpinned": UnpinnedWebStore}
