@@ -126,15 +126,18 @@ def test_a_path_ending_in_no_name_lands_under_content_dispositions(web: Nginx, t
 
 
 class _Capture(BaseHTTPRequestHandler):
-    """Another host's server, which a redirect leads to: it ignores Range and keeps the headers it was sent."""
+    """A small server of our own: it ignores Range, answers with `version`'s headers and keeps the headers it was
+    sent (another host a redirect leads to; a server whose ETag is weak)."""
 
     seen: ClassVar[list[dict[str, str]]] = []
+    version: ClassVar[dict[str, str]] = {"ETag": '"v1"'}
 
     def do_GET(self) -> None:
         type(self).seen.append({name.lower(): value for name, value in self.headers.items()})
         self.send_response(200)
         self.send_header("Content-Length", str(len(SMALL)))
-        self.send_header("ETag", '"v1"')
+        for name, value in self.version.items():
+            self.send_header(name, value)
         self.end_headers()
         self.wfile.write(SMALL)
 
@@ -155,6 +158,28 @@ def test_a_redirect_to_another_host_is_followed_without_the_given_headers(tmp_pa
     ok(result)
     assert landed(tmp_path) == {"file.bin": SMALL}
     assert _Capture.seen and not [sent for sent in _Capture.seen if "authorization" in sent], _Capture.seen
+
+
+def test_a_weak_etag_pins_reads_by_last_modified(tmp_path: Path):
+    """A weak ETag cannot be matched (If-Match compares strongly): the read is pinned by If-Unmodified-Since."""
+    modified = "Tue, 01 Dec 2026 10:00:00 GMT"
+
+    class Weak(_Capture):
+        seen: ClassVar[list[dict[str, str]]] = []
+        version: ClassVar[dict[str, str]] = {"ETag": 'W/"v1"', "Last-Modified": modified}
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Weak)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        result = fetch(f"http://127.0.0.1:{server.server_address[1]}/weak.bin", tmp_path)
+    finally:
+        server.shutdown()
+    ok(result)
+    probe, read = Weak.seen
+    assert probe["range"] == "bytes=0-0" and "if-match" not in read, Weak.seen
+    assert read["if-unmodified-since"] == modified and "range" not in read, read
+    (entry,) = manifest_entries(tmp_path)
+    assert entry["version"] == 'W/"v1"' and entry["verified"] == SIZE_AND_VERSION
 
 
 def test_a_presigned_query_and_the_headers_show_nowhere(web: Nginx, tmp_path: Path):
