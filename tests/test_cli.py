@@ -143,7 +143,9 @@ def test_each_programs_help_names_only_its_own_sources_folders_and_defaults():
     model, dataset = (" ".join(run_program(kind, {}, "--help").stdout.split()) for kind in ("model", "dataset"))
     # Each names its own sources (as they register their forms), folder and default selection ...
     for kind, text in ((MODEL, model), (DATASET, dataset)):
-        *usages, last = [plugin.usage for plugin in kind.plugins]
+        *usages, last = [
+            plugin.usage + "".join(f" (or {s}://)" for s in plugin.also_schemes) for plugin in kind.plugins
+        ]
         assert f"Source: {', '.join(usages)} or {last}; or a" in text
     assert "Destination folder [default: /workspace/model]" in model
     assert "Destination folder [default: /workspace/dataset]" in dataset

@@ -112,8 +112,12 @@ def _either(words: list[str]) -> str:
 
 
 def _storage_uri_help(kind: Kind) -> str:
+    """The forms of the stores' URIs (and the schemes a store takes as its own: `http://`), then what a store claims
+    of another's scheme, which goes to it first (`registry` states the rule)."""
+    usages = [plugin.usage + "".join(f" (or {scheme}://)" for scheme in plugin.also_schemes) for plugin in kind.plugins]
     claims = "".join(f"; or {plugin.claim.usage}" for plugin in kind.plugins if plugin.claim)
-    return f"Source: {_either([plugin.usage for plugin in kind.plugins])}{claims}."
+    first = ", which go to their stores first" if claims else ""
+    return f"Source: {_either(usages)}{claims}{first}."
 
 
 _GLOBS = "Comma-separated globs matched against paths relative to the source root"
