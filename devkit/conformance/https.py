@@ -7,14 +7,16 @@ import hashlib
 import json
 import uuid
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote
 
 import pytest
 
 from devkit.conformance import Store
+from devkit.malformed import HUGE, MalformedAnswer
 from devkit.nginx import Nginx
-from devkit.relay import CorruptFault, Relay, self_signed_certificate
+from devkit.relay import CorruptFault, Relay, StatusFault, self_signed_certificate
 from initializers.sources.web.source import WebSource
 
 #: What a presigned URL's query carries (S3's form), and the credentials sent in HTTP_HEADERS.
@@ -71,9 +73,8 @@ class WebStore(Store):
         return self.relay, f"/{self.folder}/{quote(path)}"
 
     def listing(self) -> tuple[Relay, str]:
-        """The probe of the file (a GET of its first byte) is all the listing there is."""
-        assert self.path is not None, "nothing put"
-        return self.relay_for(self.path)
+        """The probe of the file (a GET of its first byte) is all the listing there is: any request of the folder."""
+        return self.relay, f"/{self.folder}/"
 
     @property
     def relays(self) -> list[Relay]:
@@ -90,6 +91,26 @@ class WebStore(Store):
         headers = {"Authorization": f"Bearer {_TOKEN}", "X-Api-Key": _API_KEY}
         env = {**self.env(output), "STORAGE_URI": self.url(query), "HTTP_HEADERS": json.dumps(headers)}
         return env, [_SIGNATURE, _CREDENTIAL, _TOKEN, _API_KEY]
+
+    def malformed_answers(self) -> dict[str, MalformedAnswer]:
+        """The cases its one answer about the file (the probe's Content-Range) can carry: a size no file has."""
+        relay, match = self.listing()
+        return {
+            "huge-size": _ProbeAnswer(relay, match, b"x", f"is {HUGE} bytes, outside 0 to 2^63 - 1", range_of=HUGE),
+            "negative-size": _ProbeAnswer(relay, match, b"x", "not a byte count: '-1'", range_of=-1),
+        }
+
+
+@dataclass(frozen=True)
+class _ProbeAnswer(MalformedAnswer):
+    """The probe of the file answered, in the server's place, with its first byte of a file of `range_of` bytes."""
+
+    range_of: int = 0
+
+    def fault(self) -> StatusFault:
+        headers = {"Content-Range": f"bytes 0-0/{self.range_of}"}
+        return StatusFault(status=206, times=None, match=self.match, body=self.body, headers=headers,
+                           content_type="application/octet-stream")  # fmt: skip
 
 
 class UnpinnedWebStore(WebStore):
