@@ -111,11 +111,7 @@ def test_a_prefix_is_a_folder_and_uris_are_named_as_given():
 def test_both_programs_take_a_containers_url_as_kserve_writes_it(kind):
     assert scheme_of("https://acct01.blob.core.windows.net/models/bert", kind) == "az"
     assert scheme_of("az://models/bert", kind) == "az"
-    with pytest.raises(ConfigError) as refused:
-        scheme_of("https://example.com/x", kind)
-    assert "or an Azure Blob Storage URL (https://ACCOUNT.blob.core.windows.net/CONTAINER[/PREFIX])" in str(
-        refused.value
-    )
+    assert scheme_of("https://example.com/x", kind) == "https"  # no blob host: the web store's (issue 69)
 
 
 # --- Settings --------------------------------------------------------------------------------------------------------
