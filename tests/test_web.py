@@ -182,6 +182,26 @@ def test_a_weak_etag_pins_reads_by_last_modified(tmp_path: Path):
     assert entry["version"] == 'W/"v1"' and entry["verified"] == SIZE_AND_VERSION
 
 
+def test_a_file_without_validators_is_versioned_by_its_pinned_digest(tmp_path: Path):
+    """No ETag, no Last-Modified: nothing to pin the reads to; the digest pinned in the URL is the file's version."""
+
+    class Bare(_Capture):
+        seen: ClassVar[list[dict[str, str]]] = []
+        version: ClassVar[dict[str, str]] = {}
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Bare)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    digest = hashlib.sha256(SMALL).hexdigest()
+    try:
+        result = fetch(f"http://127.0.0.1:{server.server_address[1]}/bare.txt#sha256={digest}", tmp_path)
+    finally:
+        server.shutdown()
+    ok(result)
+    assert not [sent for sent in Bare.seen if {"if-match", "if-unmodified-since"} & set(sent)], Bare.seen
+    (entry,) = manifest_entries(tmp_path)
+    assert entry["version"] == f"sha256:{digest}" and entry["checksum"]["hexdigest"] == digest, entry
+
+
 def test_a_presigned_query_and_the_headers_show_nowhere(web: Nginx, tmp_path: Path):
     """The query (each of its values, and as a whole) and the headers' values: not in the logs, not in `.initializer/`,
     not in the error of a run that fails (a 404 here)."""

@@ -23,7 +23,7 @@ from initializers.store.hashers import MD5, SHA256, HashKind, kinds
 _log = logs.get_logger("initializers.web")
 #: SHA-512, which a URL may pin and a server vouch with; no other store uses it.
 SHA512 = HashKind("sha512", lambda _size: hashlib.sha512())
-#: The version of a file whose server gives neither an ETag nor a Last-Modified.
+#: The version of a file whose server gives neither an ETag nor a Last-Modified, and whose digest nobody gives.
 UNVERSIONED = "no ETag or Last-Modified"
 
 
@@ -62,7 +62,8 @@ class WebSource(ObjectStorage):
                 "(Content-Disposition): name the file in the URL"
             )
         checksum = self.location.pinned or probed.checksum
-        version = probed.etag or probed.last_modified or UNVERSIONED
+        digest = f"{checksum.algorithm}:{checksum.hexdigest}" if checksum else None  # the content's own version
+        version = probed.etag or probed.last_modified or digest or UNVERSIONED
         if checksum is None:
             _log.info("no digest", uri=self.location.shown, verified_by=f"size and {version}")
         yield RemoteFile(name, probed.size, version, self.location.shown, checksum)
