@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import ClassVar
+from urllib.parse import quote
 
 import pytest
 
@@ -123,6 +124,17 @@ def test_ranges_where_the_server_answers_them_one_stream_where_it_ignores_them(w
 def test_a_path_ending_in_no_name_lands_under_content_dispositions(web: Nginx, tmp_path: Path):
     ok(fetch(web.url("download/"), tmp_path))
     assert landed(tmp_path) == {"wéights.bin": SMALL}
+
+
+@pytest.mark.parametrize("name", ["a b+c%.bin", "wéights.bin", "x#y.bin"])
+@pytest.mark.parametrize("written", ["escaped", "as typed"])
+def test_an_odd_name_lands_as_the_urls_last_segment_says(web: Nginx, tmp_path: Path, name: str, written: str):
+    """Escaped (`%20`, `%C3%A9`, `%23`) or typed as it is (a space, `é`, a lone `%`; `#` always escaped, or it starts
+    the fragment), the URL names the file, which lands under its decoded name."""
+    web.put(f"odd/{name}", name.encode())
+    path = quote(name) if written == "escaped" else name.replace("#", "%23")
+    ok(fetch(f"{web.endpoint}/odd/{path}", tmp_path))
+    assert landed(tmp_path) == {name: name.encode()}
 
 
 class _Capture(BaseHTTPRequestHandler):

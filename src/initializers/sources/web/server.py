@@ -25,6 +25,7 @@ TRUST = "SSL_CERT_FILE (or SSL_CERT_DIR)"
 _REDIRECTS = frozenset({301, 302, 303, 307, 308})
 #: What a URL's path and query keep as they are when sent: what RFC 3986 allows there, escapes included.
 _URL_SAFE = "/%:@!$&'()*+,;=~-._?"
+_LONE_PERCENT = re.compile(r"%(?![0-9A-Fa-f]{2})")
 #: `filename*=UTF-8''NAME` (RFC 6266's encoded form) or `filename="NAME"` / `filename=NAME`.
 _ENCODED_NAME = re.compile(r"filename\*\s*=\s*([A-Za-z0-9-]+)'[^']*'([^;]+)", re.I)
 _NAME = re.compile(r'filename\s*=\s*(?:"((?:[^"\\]|\\.)*)"|([^;\s]+))', re.I)
@@ -136,9 +137,7 @@ class WebServer:
             headers["if-match"] = probed.etag
         elif probed is not None and probed.last_modified:
             headers["if-unmodified-since"] = probed.last_modified
-        target = quote(parts.path or "/", safe=_URL_SAFE) + (
-            f"?{quote(parts.query, safe=_URL_SAFE)}" if parts.query else ""
-        )
+        target = _escaped(parts.path or "/") + (f"?{_escaped(parts.query)}" if parts.query else "")
         return Request(scheme, parts.netloc, target, headers)
 
     def _failure(self, response: Response, where: str) -> Exception:
@@ -159,6 +158,11 @@ class WebServer:
         if status in (404, 410):
             return FetchError(f"{where} was not found at {self.server} ({status} {response.reason})")
         return FetchError(f"{self.server} answered {status} {response.reason} for {where}")
+
+
+def _escaped(text: str) -> str:
+    """A URL's path or query as sent: escapes kept, what may not stand there escaped (a space, `é`, a lone `%`)."""
+    return quote(_LONE_PERCENT.sub("%25", text), safe=_URL_SAFE)
 
 
 def _filename(disposition: str) -> str | None:
