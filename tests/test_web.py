@@ -9,6 +9,7 @@ import base64
 import hashlib
 import json
 import os
+import signal
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -17,10 +18,11 @@ from typing import ClassVar
 from urllib.parse import quote
 
 import pytest
+from test_reliability import finish, wait_until
 
 from devkit.conformance import manifest_entries
 from devkit.nginx import NO_RANGES, Nginx
-from devkit.programs import ProgramResult, run_program
+from devkit.programs import ProgramResult, run_program, start_program
 from devkit.relay import Relay
 from initializers.destination.manifest import SIZE_AND_VERSION
 
@@ -119,6 +121,36 @@ def test_ranges_where_the_server_answers_them_one_stream_where_it_ignores_them(w
     assert landed(tmp_path / "ranged") == landed(tmp_path / "whole") == {"big.bin": BIG}
     assert len(ranged) >= 4, ranged  # the probe, then three 8 MiB ranges at least
     assert len(whole) == 2, whole  # the probe (its answer, the whole file, left unread), then one stream
+
+
+@pytest.mark.parametrize("folder", ["files", NO_RANGES])
+def test_a_stop_mid_file_then_the_rerun_reads_on_where_ranges_let_it(web: Nginx, tmp_path: Path, folder: str):
+    """SIGTERM while the file's bytes cross: exit 1; the re-run completes, reading on from the ranges kept where the
+    server answers Range, from the start where it ignores it (nothing kept is built on)."""
+    output = tmp_path / "out"
+    with Relay(web.endpoint) as relay:
+        relay.slow_paths, relay.bytes_per_second = f"/{folder}/big.bin", 2 << 20
+        env = {"STORAGE_URI": f"{relay.endpoint}/{folder}/big.bin", "OUTPUT_PATH": str(output)}
+        process = start_program("dataset", env)
+        try:
+            if folder == NO_RANGES:  # one stream: its bytes are crossing
+                wait_until(lambda: relay.traffic.body_bytes > 3 << 20, timeout=60)
+            else:  # the record of what landed in the file's temporary holds an interval after its header
+                wait_until(
+                    lambda: any(len(r.read_text().splitlines()) > 1 for r in output.glob(".initializer/tmp/*.ranges")),
+                    timeout=60,
+                )
+            process.send_signal(signal.SIGTERM)
+            stopped = finish(process, timeout=120)
+        finally:
+            process.kill()
+        assert stopped.code == 1 and stopped.last["error"].startswith("stopped by SIGTERM"), stopped.last
+        relay.slow_paths = relay.bytes_per_second = None
+        again = fetch(f"{relay.endpoint}/{folder}/big.bin", output)
+    ok(again)
+    assert landed(output) == {"big.bin": BIG}
+    kept = again.last["kept_bytes"]
+    assert (kept > 0) if folder == "files" else (kept == 0), again.last
 
 
 def test_a_path_ending_in_no_name_lands_under_content_dispositions(web: Nginx, tmp_path: Path):
