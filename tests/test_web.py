@@ -246,6 +246,39 @@ def test_a_file_without_validators_is_versioned_by_its_pinned_digest(tmp_path: P
     assert entry["version"] == f"sha256:{digest}" and entry["checksum"]["hexdigest"] == digest, entry
 
 
+def _b64(algorithm: str, data: bytes) -> str:
+    return base64.b64encode(hashlib.new(algorithm, data).digest()).decode()
+
+
+@pytest.mark.parametrize(
+    ("header", "value", "algorithm"),
+    [
+        ("Repr-Digest", f"sha-512=:{_b64('sha512', SMALL)}:, sha-256=:{_b64('sha256', SMALL)}:", "sha512"),
+        ("Digest", f"SHA-256={_b64('sha256', SMALL)}", "sha256"),
+        ("Content-MD5", _b64("md5", SMALL), "md5"),
+    ],
+    ids=["repr-digest", "digest", "content-md5"],
+)
+def test_a_digest_the_server_sends_verifies_the_file(tmp_path: Path, header: str, value: str, algorithm: str):
+    """RFC 9530's Repr-Digest (its first member the store reads), RFC 3230's Digest, and, for an answer carrying the
+    whole file (this server ignores Range), its Content-MD5."""
+
+    class Vouching(_Capture):
+        seen: ClassVar[list[dict[str, str]]] = []
+        version: ClassVar[dict[str, str]] = {"ETag": '"v1"', header: value}
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Vouching)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        result = fetch(f"http://127.0.0.1:{server.server_address[1]}/vouched.txt", tmp_path)
+    finally:
+        server.shutdown()
+    ok(result)
+    (entry,) = manifest_entries(tmp_path)
+    assert entry["checksum"] == {"algorithm": algorithm, "hexdigest": hashlib.new(algorithm, SMALL).hexdigest()}
+    assert not result.named("no digest")
+
+
 def test_a_presigned_query_and_the_headers_show_nowhere(web: Nginx, tmp_path: Path):
     """The query (each of its values, and as a whole) and the headers' values: not in the logs, not in `.initializer/`,
     not in the error of a run that fails (a 404 here)."""
