@@ -20,7 +20,8 @@ def _open(uri: str, config: Config, _kind: Kind) -> Any:
     return WebSource.from_config(uri, config)
 
 
-#: The store, for the composition root (`initializers.sources.STORES`).
+#: The store, for the composition root (`initializers.sources.STORES`). No SigningOptions: a URL names one file, never
+#: the signature a publisher puts beside a model's files.
 PLUGIN = SourcePlugin(
     "https",
     WebLocation.USAGE,
