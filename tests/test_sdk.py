@@ -40,7 +40,9 @@ _pattern = st.text(st.characters(blacklist_categories=("Cs", "Cc", "Zs", "Zl", "
 _patterns = st.none() | st.lists(_pattern, max_size=4)
 _optional = st.none() | _value
 _secret = st.none() | st.text(st.characters(min_codepoint=0x21, max_codepoint=0x7E), min_size=1, max_size=20)  # ASCII
-_repo_word = _word.filter(lambda s: _is_repo_id(f"{s}/{s}") and s not in HF_URI_TYPE_PREFIXES)  # as the Hub names
+#: As the Hub names repos, and no type's name, plural or singular (huggingface_hub refuses hf://dataset/x as a typo).
+_TYPE_NAMES = {*HF_URI_TYPE_PREFIXES, *HF_URI_TYPE_PREFIXES.values()}
+_repo_word = _word.filter(lambda s: _is_repo_id(f"{s}/{s}") and s not in _TYPE_NAMES)
 _hf_uri = st.builds(
     lambda owner, name, revision, path: f"hf://{owner}/{name}" + (f"@{revision}" if revision else "") + path,
     _repo_word, _repo_word, st.none() | _word, st.sampled_from(["", "/data", "/data/train.jsonl"]),
