@@ -1,5 +1,5 @@
 """What a terminal may be sent, decided in one place for every writer (the console logs, the live view, the dry
-run's table): colour only on a terminal, unless `NO_COLOR` is set to anything (https://no-color.org) or `TERM` is
+run's table): colour only on a terminal, unless `NO_COLOR` is set and not empty (https://no-color.org) or `TERM` is
 `dumb`; redrawing in place (the live view) on any terminal but a dumb one, with or without colour; and never a
 control character of the data's (a source's file name may hold an escape sequence, which the terminal would obey)."""
 

@@ -1,5 +1,6 @@
 """Small files through the lane (`lane`): which files take it (`for_lane`), a batch of them handed to it as one task,
-and what the lane does with each (`LaneWork`): one request for all of it, finished as a range's last part would be."""
+and what the lane does with each (`SmallFileWork`): one request for all of it, finished as a range's last part would
+be."""
 
 from __future__ import annotations
 
@@ -56,7 +57,7 @@ class LaneFile:
     throttled: int = 0  # its requests throttled so far
 
 
-class LaneWork:
+class SmallFileWork:
     """What the lane does with each small file (`lane.LaneWork`), as the module's docstring says."""
 
     def __init__(

@@ -24,7 +24,7 @@ from initializers.transfer.concurrency import Ramp
 from initializers.transfer.engine import Task, TransferContext
 from initializers.transfer.file_transfer import FileTransfer
 from initializers.transfer.lane import Lane
-from initializers.transfer.lane_files import LANE_BATCH, LaneFile, LaneWork, for_lane, lane_task
+from initializers.transfer.lane_files import LANE_BATCH, LaneFile, SmallFileWork, for_lane, lane_task
 from initializers.transfer.part_sink import PartSink
 
 
@@ -82,7 +82,7 @@ class RangeTasks:
         reads = self._lane_reads
         if reads is None or self._bandwidth is not None:
             return None
-        work = LaneWork(self._reader, reads.begin, context, self._ramp.throttle, partial(self._part_done, context))
+        work = SmallFileWork(self._reader, reads.begin, context, self._ramp.throttle, partial(self._part_done, context))
         return Lane(work, self._lane_width, reads.timeout, context.cancel, context.clock)
 
     def _lane_width(self) -> int:
