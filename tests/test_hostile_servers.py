@@ -324,6 +324,12 @@ def test_a_redirect_to_another_scheme_is_refused_at_once(hub: HubPoser, tmp_path
     assert not hub.requests("^/x")
 
 
+def test_a_redirect_to_no_url_is_refused_at_once(hub: HubPoser, tmp_path: Path) -> None:
+    hub.answer("/resolve/.*safetensors", Answer(302, {"Location": "http://[::1/x"}))  # an unclosed IPv6 bracket
+    assert_failed(run_hub(hub, tmp_path), 1, "redirected to 'http://[::1/x', which is no URL")
+    assert len(hub.requests("/resolve/.*safetensors")) == 1
+
+
 def test_an_api_redirect_to_another_scheme_is_refused_at_once(hub: HubPoser, tmp_path: Path) -> None:
     hub.answer("/revision/", Answer(302, {"Location": "gopher://127.0.0.1:1/x"}))
     assert_failed(run_hub(hub, tmp_path), 1, "gopher://", "only http(s)")

@@ -204,6 +204,17 @@ def test_a_redirect_to_another_host_is_followed_without_the_given_headers(tmp_pa
     assert _Capture.seen and not [sent for sent in _Capture.seen if "authorization" in sent], _Capture.seen
 
 
+def test_a_redirect_to_no_url_or_another_scheme_is_refused_naming_it(tmp_path: Path):
+    moves = {"/moved/nowhere.bin": 'return 302 "http://[::1/x";', "/moved/ftp.bin": 'return 302 "ftp://x/f.bin";'}
+    with Nginx.start(moves) as origin:
+        nowhere = fetch(origin.url("moved/nowhere.bin"), tmp_path / "nowhere")
+        ftp = fetch(origin.url("moved/ftp.bin"), tmp_path / "ftp")
+    for result, said in ((nowhere, "redirected to 'http://[::1/x', which is no URL"), (ftp, "a ftp:// URL")):
+        assert result.code == 1 and "Traceback" not in result.stderr, result.stderr[-3000:]
+        assert said in result.last["error"], result.last
+    assert not landed(tmp_path)
+
+
 def test_a_weak_etag_pins_reads_by_last_modified(tmp_path: Path):
     """A weak ETag cannot be matched (If-Match compares strongly): the read is pinned by If-Unmodified-Since."""
     modified = "Tue, 01 Dec 2026 10:00:00 GMT"

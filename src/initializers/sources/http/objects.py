@@ -11,16 +11,20 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 from typing import Protocol
+from urllib.parse import urljoin, urlsplit
 
 from initializers.common.errors import FetchError
 from initializers.common.remote_file import Checksum, RemoteFile
 from initializers.sources.http.getter import HttpGetter, HttpRequestInFlight, Request
 from initializers.sources.http.http1 import ProtocolError, Response
+from initializers.store import answers
 from initializers.store.contract import MAX_REQUESTS, Advice, Storage
 from initializers.store.lane import LaneReads
 from initializers.store.sink import Sink
 
 MAX_REDIRECTS = 10
+#: The statuses whose Location a store's `judge` follows (`redirect_of`).
+REDIRECTS = frozenset({301, 302, 303, 307, 308})
 
 
 @dataclass(frozen=True)
@@ -57,6 +61,27 @@ class Answer:
     @property
     def length(self) -> int:
         return self.end + 1 - self.start
+
+
+def redirect_of(read: ObjectRead, sent: Request, response: Response) -> str | None:
+    """The URL a redirect answer to `sent` leads `read` to, made absolute; None when `response` is no redirect. A
+    Location that is no URL, or of another scheme than http:// and https://, fails the read naming it."""
+    location = response.header("location")
+    if response.status not in REDIRECTS or not location:
+        return None
+    try:
+        url = urljoin(sent.url, location)
+        scheme = urlsplit(url).scheme.lower()
+    except ValueError:  # an unclosed IPv6 bracket
+        raise FetchError(
+            f"{read.where}: {sent.netloc} redirected to {answers.shown(location)}, which is no URL"
+        ) from None
+    if scheme not in ("http", "https"):
+        raise FetchError(
+            f"{read.where}: {sent.netloc} redirected to a {scheme}:// URL; only http:// and https:// redirects are "
+            "followed"
+        )
+    return url
 
 
 class ObjectApi(Protocol):

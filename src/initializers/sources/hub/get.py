@@ -9,16 +9,14 @@ from __future__ import annotations
 
 import ssl
 from dataclasses import replace
-from urllib.parse import urljoin, urlsplit
+from urllib.parse import urlsplit
 
 from initializers.common.clock import Clock
 from initializers.common.errors import FetchError
 from initializers.sources.http.getter import RETRIABLE_STATUS, USER_AGENT, HttpGetter, Request, retriable
 from initializers.sources.http.http1 import Response
-from initializers.sources.http.objects import Answer, Discard, ObjectRead, ObjectReads
+from initializers.sources.http.objects import Answer, Discard, ObjectRead, ObjectReads, redirect_of
 from initializers.store.retry import Retriable
-
-_REDIRECTS = frozenset({301, 302, 303, 307, 308})
 
 
 def gated(repo: str) -> str:
@@ -89,14 +87,8 @@ class HubGetter:
 
     def judge(self, read: ObjectRead, answer: Answer, sent: Request, response: Response) -> Request | None:
         """A redirect followed (to http:// and https:// only); the Hub's failure raised as what it means."""
-        location = response.header("location")
-        if response.status in _REDIRECTS and location:
-            url = urljoin(sent.url, location)
-            if urlsplit(url).scheme not in ("http", "https"):
-                raise FetchError(
-                    f"{read.where}: {sent.netloc} redirected to a {urlsplit(url).scheme}:// URL; only http:// and "
-                    "https:// redirects are followed"
-                )
+        url = redirect_of(read, sent, response)
+        if url is not None:
             return self.request(replace(read, name=url), answer)
         if response.status not in (200, 206):
             raise self._hub_failure(response, read.where)

@@ -8,20 +8,19 @@ from __future__ import annotations
 
 import ssl
 from dataclasses import replace
-from urllib.parse import urljoin, urlsplit
+from urllib.parse import urlsplit
 
 from initializers.common.errors import FetchError
 from initializers.common.remote_file import RemoteFile
 from initializers.sources.http.getter import RETRIABLE_STATUS, USER_AGENT, HttpGetter, Request, retriable
 from initializers.sources.http.http1 import Response
-from initializers.sources.http.objects import Answer, ObjectRead, ObjectReads
+from initializers.sources.http.objects import Answer, ObjectRead, ObjectReads, redirect_of
 from initializers.sources.oci.credentials import RegistryAuth
 from initializers.sources.oci.location import OciLocation
 from initializers.sources.oci.manifests import ACCEPT
 from initializers.store import answers
 
 REGISTRY_TRUST = "SSL_CERT_FILE (or SSL_CERT_DIR)"
-_REDIRECTS = frozenset({301, 302, 303, 307, 308})
 _MAX_MANIFEST = 4 << 20  # the distribution spec's advised limit
 #: A 401 met with its challenge, and the request sent again: at most this many times for one request.
 _CHALLENGES = 2
@@ -103,15 +102,8 @@ class OciRegistry:
 
     def judge(self, read: ObjectRead, answer: Answer, sent: Request, response: Response) -> Request | None:
         """A redirect followed (http:// and https:// only), a challenge met; a failure raised as what it means."""
-        location = response.header("location")
-        if response.status in _REDIRECTS and location:
-            try:
-                url = urljoin(sent.url, location)
-            except ValueError:  # an unclosed IPv6 bracket
-                where = f"{read.where}: {sent.netloc} redirected to {answers.shown(location)}"
-                raise FetchError(f"{where}, which is no URL") from None
-            if urlsplit(url).scheme not in ("http", "https"):
-                raise FetchError(f"{read.where}: {sent.netloc} redirected to a {urlsplit(url).scheme}:// URL")
+        url = redirect_of(read, sent, response)
+        if url is not None:
             return self.request(replace(read, name=url), answer)
         if response.status == 401 and sent.netloc == self._netloc:
             body = response.read_all()  # first: the token service may be on this connection's origin

@@ -9,20 +9,19 @@ from __future__ import annotations
 import re
 import ssl
 from dataclasses import dataclass
-from urllib.parse import quote, unquote, urljoin, urlsplit
+from urllib.parse import quote, unquote, urlsplit
 
 from initializers.common.errors import FetchError, changed_during_download
 from initializers.common.remote_file import Checksum, RemoteFile
 from initializers.sources.http.getter import RETRIABLE_STATUS, USER_AGENT, HttpGetter, Request, retriable
 from initializers.sources.http.http1 import Response
-from initializers.sources.http.objects import Answer, Discard, ObjectRead, ObjectReads
+from initializers.sources.http.objects import Answer, Discard, ObjectRead, ObjectReads, redirect_of
 from initializers.sources.web.digests import vouched
 from initializers.sources.web.location import WebLocation
 from initializers.store import answers
 
 #: Where our connections take their CA certificates from, for messages.
 TRUST = "SSL_CERT_FILE (or SSL_CERT_DIR)"
-_REDIRECTS = frozenset({301, 302, 303, 307, 308})
 #: What a URL's path and query keep as they are when sent: what RFC 3986 allows there, escapes included.
 _URL_SAFE = "/%:@!$&'()*+,;=~-._?"
 _LONE_PERCENT = re.compile(r"%(?![0-9A-Fa-f]{2})")
@@ -79,11 +78,8 @@ class WebServer:
     def judge(self, read: ObjectRead, answer: Answer, sent: Request, response: Response) -> Request | None:
         """A redirect followed (http:// and https:// only); a failure raised as what it means; another version than
         probed refused."""
-        location = response.header("location")
-        if response.status in _REDIRECTS and location:
-            url = urljoin(sent.url, location)
-            if urlsplit(url).scheme.lower() not in ("http", "https"):
-                raise FetchError(f"{read.where}: {sent.netloc} redirected to a {urlsplit(url).scheme}:// URL")
+        url = redirect_of(read, sent, response)
+        if url is not None:
             return self._request_to(url, answer)
         probed = self._probed
         if probed is None and response.status == 416 and response.header("content-range") == "bytes */0":
