@@ -15,7 +15,8 @@ from initializers.common.uri_credentials import masked
 _COMPONENT = r"[a-z0-9]+(?:(?:\.|_|__|-+)[a-z0-9]+)*"
 _REPOSITORY = re.compile(rf"{_COMPONENT}(?:/{_COMPONENT})*")
 _TAG = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,127}")
-_DIGEST = re.compile(r"sha256:[a-f0-9]{64}")
+#: A manifest's or a blob's digest, as a URI and a registry's descriptors write it (sha256, the only one read yet).
+SHA256_DIGEST = re.compile(r"sha256:[a-f0-9]{64}")
 _REGISTRY = re.compile(r"(?:[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?)(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?)*"
                        r"(?::[0-9]{1,5})?")  # fmt: skip
 #: Docker Hub's name, and the host its API answers at (as docker and podman map it).
@@ -51,7 +52,7 @@ class OciLocation:
                     f"STORAGE_URI: {tag!r} is not a tag (up to 128 letters, digits, '_', '.' and '-', not starting "
                     f"with '.' or '-'); expected {cls.USAGE}"
                 )
-        if at and not _DIGEST.fullmatch(digest):
+        if at and not SHA256_DIGEST.fullmatch(digest):
             raise ConfigError(f"STORAGE_URI: {digest!r} is not a digest (sha256: and 64 lowercase hex digits)")
         if not _REPOSITORY.fullmatch(repository):
             raise ConfigError(

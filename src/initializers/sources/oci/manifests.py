@@ -11,12 +11,12 @@ as unpacking is not supported yet.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from typing import Any
 
 from initializers.common.errors import FetchError
 from initializers.common.remote_file import Checksum, RemoteFile
+from initializers.sources.oci.location import SHA256_DIGEST
 from initializers.store import answers
 
 OCI_INDEX = "application/vnd.oci.image.index.v1+json"
@@ -35,7 +35,6 @@ TITLE, FILEPATH = "org.opencontainers.image.title", "org.cncf.model.filepath"
 #: ORAS's mark of a layer that is a folder packed as a tar.
 ORAS_UNPACK = "io.deis.oras.content.unpack"
 MODELPACK_LAYER = "application/vnd.cncf.model."
-SHA256_DIGEST = re.compile(r"sha256:([a-f0-9]{64})")
 NOT_YET = "unpacking layers is not supported yet"
 #: How many of an index's platforms a message names, and how much of each: an index holds what its registry likes.
 _PLATFORMS_SHOWN, _PLATFORM_SHOWN = 8, 40
