@@ -14,13 +14,11 @@ import shutil
 import subprocess
 import tempfile
 import time
-import urllib.error
-import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
 from devkit.ports import free_port
-from devkit.processes import installed_binary, stop_process_group
+from devkit.processes import installed_binary, stop_process_group, wait_until_serving
 
 #: The folder under the root whose files are served without ranges.
 NO_RANGES = "no-ranges"
@@ -50,28 +48,18 @@ class Nginx:
             f"proxy_temp_path {home}/tmp; fastcgi_temp_path {home}/tmp; uwsgi_temp_path {home}/tmp;\n"
             f"scgi_temp_path {home}/tmp;\n"
             f"server {{ listen 127.0.0.1:{port}; root {root};\n"
-            f"location /{NO_RANGES}/ {{ max_ranges 0; }}\n{locations}}} }}\n"
+            f"location /{NO_RANGES}/ {{ max_ranges 0; }}\nlocation = /healthz {{ return 200; }}\n{locations}}} }}\n"
         )
         with open(home / "nginx.log", "wb") as log:
             command = [nginx, "-c", str(home / "nginx.conf"), "-p", str(home)]
             process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         server = cls(f"http://127.0.0.1:{port}", root, process)
-        if not server._answers(timeout):
+        try:
+            wait_until_serving(process, f"{server.endpoint}/healthz", home / "error.log", "nginx", timeout)
+        except BaseException:
             server.stop()
-            raise RuntimeError(f"nginx did not answer: {(home / 'error.log').read_text()[-2000:]}")
+            raise
         return server
-
-    def _answers(self, timeout: float) -> bool:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline and self.process.poll() is None:
-            try:
-                urllib.request.urlopen(self.endpoint + "/", timeout=2).close()
-                return True
-            except urllib.error.HTTPError:  # 403 or 404 for the folder: it serves
-                return True
-            except OSError:
-                time.sleep(0.05)
-        return False
 
     def put(self, path: str, data: bytes) -> None:
         """A new version of the file at `path` (under the root): written beside it, then renamed over it, as a
